@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the real components the test suite runs (etcd, Docker Engine, the Distribution registry,
+# a static busybox for test images, Chromium for browser tests) when they are missing.
+set -euo pipefail
+declare -A packages=(
+  [etcd]=etcd-server
+  [dockerd]=docker.io
+  [docker-registry]=docker-registry
+  [chromium]=chromium
+)
+missing=()
+for command in "${!packages[@]}"; do
+  command -v "$command" >/dev/null 2>&1 || missing+=("${packages[$command]}")
+done
+dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "The test suite needs these Debian packages: ${missing[*]}" >&2
+  echo "Install them with: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "installing ${missing[*]} with apt-get" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null 2>&1 || {
+  apt-get update >/dev/null
+  apt-get install -y --no-install-recommends "${missing[@]}"
+}

@@ -1,0 +1,78 @@
+import { Command, Option } from 'commander';
+import { pino } from 'pino';
+import { ConfigError, resolveConfig, type RawFlags } from './config.js';
+import { launchRoles } from './roles/launch.js';
+import { runAnnounce } from './announce.js';
+import { addClientCommands } from './client/commands.js';
+
+// The one `platform` binary: serve roles, run everything (`up`), announce, and the API client.
+
+function addServeFlags(command: Command): Command {
+  return command
+    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option('--port <port>', 'port to listen on (a single role only; defaults: orchestrator 9000, directory 9001, scheduler 9002, agent 9003)')
+    .option('--advertise <host[:port]>', 'address other roles reach this one at (default: --host)')
+    .option('--etcd <urls>', 'etcd client URLs, comma-separated (env PLATFORM_ETCD); without it the embedded store is used')
+    .option('--data-dir <dir>', 'embedded store directory (env PLATFORM_DATA_DIR)', undefined)
+    .option('--domain <domain>', 'domain services are reached under (env PLATFORM_DOMAIN)', undefined)
+    .option('--announce-ttl <seconds>', 'TTL of announcement and machine leases', undefined)
+    .option('--log-level <level>', 'trace, debug, info, warn, error (env PLATFORM_LOG_LEVEL)')
+    .addOption(new Option('--network <mode>', 'agent: how units are networked').choices(['bridge', 'host']).default('bridge'))
+    .option('--machine-id <id>', 'agent: machine id (default /etc/machine-id)')
+    .option('--unit-host <host>', 'agent: host units are reached at', undefined)
+    .option('--stop-grace <seconds>', 'agent: seconds between SIGTERM and SIGKILL when a unit stops')
+    .option('--label <key=value...>', 'agent: machine labels')
+    .option('--progress-deadline <seconds>', 'scheduler: a deployment not finished by then fails')
+    .option('--insecure-registry <host:port...>', 'scheduler: registries reached over plain HTTP (loopback ones always are)')
+    .option('--directory-url <url>', 'orchestrator: fixed service-directory URL instead of the store lookup')
+    .option('--scheduler-url <url>', 'orchestrator: fixed scheduler URL instead of the store lookup');
+}
+
+async function serve(flags: RawFlags, banner: boolean): Promise<void> {
+  const config = resolveConfig(flags);
+  const log = pino({ level: config.logLevel });
+  const platform = await launchRoles(config, log);
+  if (banner) {
+    const store = config.etcd ? `etcd ${config.etcd.join(',')}` : `embedded store in ${config.dataDir}`;
+    process.stdout.write(`platform is up (${store}, units reached under *.${config.domain})\n`);
+    for (const { role, url } of platform.roles) process.stdout.write(`  ${role.padEnd(13)} ${url}   (API docs: ${url}/documentation)\n`);
+  }
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    void platform.close().then(() => process.exit(0));
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+const program = new Command('platform').description('A self-hosted container platform.').showHelpAfterError();
+
+addServeFlags(program.command('serve').description('Run one or more roles in this process.'))
+  .requiredOption('--role <roles>', 'comma-separated: directory, scheduler, orchestrator, agent')
+  .action((flags: RawFlags) => serve(flags, false));
+
+addServeFlags(program.command('up').description('Run every role in one process on the default ports, with the embedded store (or --etcd) and the local Docker engine.'))
+  .action((flags: RawFlags) => serve({ ...flags, role: undefined }, true));
+
+program
+  .command('announce')
+  .description('Keep host:port announced for a role under a TTL lease (a <component>-announce.service sidekick).')
+  .requiredOption('--role <component>', 'service-directory, scheduler, orchestrator, gateway or web')
+  .requiredOption('--address <host:port>', 'the address to announce')
+  .option('--etcd <urls>', 'etcd client URLs (env PLATFORM_ETCD)')
+  .option('--announce-ttl <seconds>', 'lease TTL', '10')
+  .action((flags: { role: string; address: string; etcd?: string; announceTtl: string }) => runAnnounce(flags));
+
+addClientCommands(program);
+
+program.parseAsync(process.argv).catch((error: unknown) => {
+  if (error instanceof ConfigError) {
+    process.stderr.write(`platform: ${error.message}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`platform: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,93 @@
+import type { Command } from 'commander';
+import { OrchestratorClient } from './orchestrator-client.js';
+
+// `platform <client command>`: the CLI side of the orchestrator API.
+
+const client = (command: Command) =>
+  new OrchestratorClient((command.optsWithGlobals() as { orchestrator?: string }).orchestrator ?? process.env.PLATFORM_ORCHESTRATOR ?? 'http://127.0.0.1:9000');
+
+/** Fixed-width columns, like fleetctl list-units. */
+export function table(headers: string[], rows: string[][]): string {
+  const widths = headers.map((header, i) => Math.max(header.length, ...rows.map((row) => (row[i] ?? '').length)));
+  const line = (cells: string[]) => cells.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd();
+  return [line(headers), ...rows.map(line)].join('\n') + '\n';
+}
+
+function parseEnvAssignments(pairs: string[]): Record<string, string | null> {
+  const env: Record<string, string | null> = {};
+  for (const pair of pairs) {
+    const eq = pair.indexOf('=');
+    if (eq < 0) env[pair.replace(/-$/, '')] = null;
+    else env[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  return env;
+}
+
+const print = (text: string) => process.stdout.write(text);
+
+export function addClientCommands(program: Command): void {
+  program.option('--orchestrator <url>', 'orchestrator URL for client commands (env PLATFORM_ORCHESTRATOR)');
+
+  program.command('services').description('List services.').action(async (_options, command: Command) => {
+    const services = await client(command).listServices();
+    print(table(['NAME', 'IMAGE', 'UNITS', 'AUTODEPLOY'], services.map((s) => [s.name, s.containerImage, String(s.config.numInstances), s.autoDeploy])));
+  });
+
+  program
+    .command('create <name>')
+    .description('Declare a service.')
+    .requiredOption('--image <repository>', 'container repository, e.g. 127.0.0.1:5000/team/web:v1')
+    .option('--instances <n>', 'number of units', '1')
+    .option('--description <text>', 'description', '')
+    .option('--port <container[:host]...>', 'ports')
+    .option('--env <NAME=value...>', 'environment variables')
+    .option('--public', 'reachable on the public domain')
+    .action(async (name: string, options: { image: string; instances: string; description: string; port?: string[]; env?: string[]; public?: boolean }, command: Command) => {
+      const reply = await client(command).createService({
+        name,
+        description: options.description,
+        containerRepository: options.image,
+        loadBalanced: true,
+        publicFacing: Boolean(options.public),
+        numInstances: Number(options.instances),
+        ports: (options.port ?? []).map((p) => {
+          const [container, host] = p.split(':').map(Number);
+          return host === undefined ? { container: container! } : { container: container!, host };
+        }),
+        env: Object.fromEntries(Object.entries(parseEnvAssignments(options.env ?? [])).filter((e): e is [string, string] => e[1] !== null)),
+      });
+      print(`created ${reply.meta.name} (${reply.meta.uuid})\n`);
+    });
+
+  program.command('delete <name>').description('Stop the units of a service and delete it.').action(async (name: string, _o, command: Command) => {
+    await client(command).deleteService(name);
+    print(`deleted ${name}\n`);
+  });
+
+  program
+    .command('env <name> <assignments...>')
+    .description('Set (NAME=value) or remove (NAME-) environment variables of the next config.')
+    .action(async (name: string, assignments: string[], _o, command: Command) => {
+      const config = await client(command).patchNextConfig(name, { env: parseEnvAssignments(assignments) });
+      print(table(['NAME', 'VALUE'], Object.entries(config.env)));
+    });
+
+  program
+    .command('deploy <name>')
+    .description('Deploy a service (its image, or --image of the same repository).')
+    .option('--image <reference>', 'image reference with a tag')
+    .action(async (name: string, options: { image?: string }, command: Command) => {
+      const reply = await client(command).deploy(name, options.image);
+      print(`${reply.message}: ${reply.image} (deployment ${reply.deployment})\n`);
+    });
+
+  program.command('units [service]').description('List units like fleetctl list-units.').action(async (service: string | undefined, _o, command: Command) => {
+    const units = await client(command).units(service);
+    print(table(['UNIT', 'MACHINE', 'ACTIVE', 'SUB', 'RELEASE', 'ADDRESS'], units.map((u) => [u.unit, u.machine, u.active, u.sub, `v${u.release}`, u.address ?? '-'])));
+  });
+
+  program.command('machines').description('List machines.').action(async (_o, command: Command) => {
+    const machines = await client(command).machines();
+    print(table(['MACHINE', 'ADDRESS', 'DOCKER', 'UNITS'], machines.map((m) => [m.id, m.address, m.docker.reachable ? (m.docker.version ?? 'ok') : `unreachable: ${m.docker.error ?? ''}`, String(m.unitCount)])));
+  });
+}

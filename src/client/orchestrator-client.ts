@@ -1,0 +1,40 @@
+import { request } from 'undici';
+import type { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch } from '../schemas/service.js';
+import type { DeployReply } from '../schemas/release.js';
+import type { Machine } from '../schemas/cluster.js';
+import type { ClusterUnit } from '../roles/orchestrator/cluster-view.js';
+
+/** A typed client of the orchestrator API, sharing the server's schema types. */
+export class OrchestratorClient {
+  constructor(readonly baseUrl: string) {}
+
+  private async call<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
+    let response;
+    try {
+      response = await request(`${this.baseUrl.replace(/\/$/, '')}${path}`, {
+        method,
+        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (error) {
+      throw new Error(`orchestrator at ${this.baseUrl} is not answering: ${(error as Error).message}`, { cause: error });
+    }
+    const text = await response.body.text();
+    const parsed: unknown = text ? JSON.parse(text) : undefined;
+    if (response.statusCode >= 400) {
+      const message = (parsed as { message?: string } | undefined)?.message ?? text;
+      throw new Error(`${response.statusCode}: ${message}`);
+    }
+    return parsed as T;
+  }
+
+  listServices = () => this.call<Service[]>('GET', '/services');
+  getService = (name: string) => this.call<Service>('GET', `/services/${name}`);
+  createService = (body: OrchestratorServiceCreate) => this.call<CreatedReply>('POST', '/services', body);
+  deleteService = (name: string) => this.call<void>('DELETE', `/services/${name}`);
+  patchNextConfig = (name: string, patch: ServiceConfigPatch) => this.call<ServiceConfig>('PATCH', `/services/${name}/config/next`, patch);
+  deploy = (name: string, containerRepository?: string) =>
+    this.call<DeployReply>('POST', `/services/${name}/deploy`, containerRepository ? { containerRepository } : {});
+  units = (service?: string) => this.call<ClusterUnit[]>('GET', service ? `/services/${service}/units` : '/cluster/units');
+  machines = () => this.call<Machine[]>('GET', '/cluster/machines');
+}

@@ -1,0 +1,147 @@
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { resolve } from 'node:path';
+
+// Flags and environment → one typed config. Every role reads its settings from here.
+
+export const roles = ['directory', 'scheduler', 'orchestrator', 'agent'] as const;
+export type Role = (typeof roles)[number];
+
+export const defaultPorts: Record<Role, number> = { orchestrator: 9000, directory: 9001, scheduler: 9002, agent: 9003 };
+
+/** The announcement name of each role (the specification names the directory `service-directory`). */
+export const announcedAs = { directory: 'service-directory', scheduler: 'scheduler', orchestrator: 'orchestrator' } as const;
+
+export interface PlatformConfig {
+  roles: Role[];
+  host: string;
+  /** Only with a single role; otherwise each role listens on its default port. */
+  port?: number;
+  /** host[:port] other roles reach this process at. */
+  advertiseHost: string;
+  advertisePort?: number;
+  etcd?: string[];
+  dataDir: string;
+  domain: string;
+  announceTtlSeconds: number;
+  logLevel: string;
+  agent: AgentConfig;
+  scheduler: SchedulerConfig;
+  peers: { directoryUrl?: string; schedulerUrl?: string };
+}
+
+export interface AgentConfig {
+  machineId: string;
+  network: 'bridge' | 'host';
+  dockerHost?: string;
+  unitHost: string;
+  stopGraceSeconds: number;
+  labels: Record<string, string>;
+}
+
+export interface SchedulerConfig {
+  progressDeadlineSeconds: number;
+  insecureRegistries: string[];
+}
+
+export interface RawFlags {
+  role?: string;
+  host?: string;
+  port?: string;
+  advertise?: string;
+  etcd?: string;
+  dataDir?: string;
+  domain?: string;
+  network?: string;
+  machineId?: string;
+  unitHost?: string;
+  stopGrace?: string;
+  label?: string[];
+  announceTtl?: string;
+  logLevel?: string;
+  progressDeadline?: string;
+  insecureRegistry?: string[];
+  directoryUrl?: string;
+  schedulerUrl?: string;
+}
+
+export class ConfigError extends Error {}
+
+export function parseRoles(text: string): Role[] {
+  const names = text.split(',').map((name) => name.trim()).filter(Boolean);
+  if (names.length === 0) throw new ConfigError('--role needs at least one role');
+  for (const name of names) {
+    if (!(roles as readonly string[]).includes(name)) throw new ConfigError(`--role: unknown role ${name} (roles: ${roles.join(', ')})`);
+  }
+  return [...new Set(names)] as Role[];
+}
+
+function integer(flag: string, text: string | undefined, min: number, max: number): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < min || value > max) throw new ConfigError(`${flag} must be an integer from ${min} to ${max}, got ${text}`);
+  return value;
+}
+
+export function defaultMachineId(): string {
+  try {
+    const id = readFileSync('/etc/machine-id', 'utf8').trim();
+    if (id) return id;
+  } catch {
+    // no machine-id on this host: fall back to the host name
+  }
+  return hostname();
+}
+
+function parseLabels(labels: string[] | undefined): Record<string, string> {
+  const parsed: Record<string, string> = {};
+  for (const label of labels ?? []) {
+    const match = /^([a-zA-Z0-9_.-]+)=(.*)$/.exec(label);
+    if (!match) throw new ConfigError(`--label must be key=value, got ${label}`);
+    parsed[match[1]!] = match[2]!;
+  }
+  return parsed;
+}
+
+export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.env): PlatformConfig {
+  const chosenRoles = flags.role ? parseRoles(flags.role) : [...roles];
+  const port = integer('--port', flags.port, 1, 65535);
+  if (port !== undefined && chosenRoles.length > 1) throw new ConfigError('--port needs a single --role; several roles listen on their default ports');
+  const host = flags.host ?? '127.0.0.1';
+  const [advertiseHost, advertisePortText] = (flags.advertise ?? '').split(/:(?=\d+$)/);
+  const etcdText = flags.etcd ?? env.PLATFORM_ETCD;
+  const network = flags.network ?? 'bridge';
+  if (network !== 'bridge' && network !== 'host') throw new ConfigError(`--network must be bridge or host, got ${network}`);
+  const machineId = flags.machineId ?? defaultMachineId();
+  if (!/^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/.test(machineId)) throw new ConfigError(`--machine-id must be 1-128 letters, digits, "_", "." or "-", got ${machineId}`);
+  return {
+    roles: chosenRoles,
+    host,
+    ...(port === undefined ? {} : { port }),
+    advertiseHost: advertiseHost || (host === '0.0.0.0' || host === '::' ? hostname() : host),
+    ...(advertisePortText ? { advertisePort: integer('--advertise port', advertisePortText, 1, 65535) } : {}),
+    ...(etcdText ? { etcd: etcdText.split(',').map((url) => url.trim()).filter(Boolean) } : {}),
+    dataDir: resolve(flags.dataDir ?? env.PLATFORM_DATA_DIR ?? '.platform-data'),
+    domain: flags.domain ?? env.PLATFORM_DOMAIN ?? 'platform.local',
+    announceTtlSeconds: integer('--announce-ttl', flags.announceTtl, 2, 600) ?? 10,
+    logLevel: flags.logLevel ?? env.PLATFORM_LOG_LEVEL ?? 'info',
+    agent: {
+      machineId,
+      network,
+      ...(env.DOCKER_HOST ? { dockerHost: env.DOCKER_HOST } : {}),
+      unitHost: flags.unitHost ?? '127.0.0.1',
+      stopGraceSeconds: integer('--stop-grace', flags.stopGrace, 0, 3600) ?? 10,
+      labels: parseLabels(flags.label),
+    },
+    scheduler: {
+      progressDeadlineSeconds: integer('--progress-deadline', flags.progressDeadline, 5, 86400) ?? 120,
+      insecureRegistries: flags.insecureRegistry ?? [],
+    },
+    peers: {
+      ...(flags.directoryUrl ? { directoryUrl: flags.directoryUrl } : {}),
+      ...(flags.schedulerUrl ? { schedulerUrl: flags.schedulerUrl } : {}),
+    },
+  };
+}
+
+export const portOf = (config: PlatformConfig, role: Role): number => config.port ?? defaultPorts[role];

@@ -1,0 +1,71 @@
+import Fastify, { type FastifyInstance, type FastifyBaseLogger, type RawServerDefault } from 'fastify';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Ajv } from 'ajv';
+import addFormats from 'ajv-formats';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import { Type } from '@sinclair/typebox';
+import { notFound, renderError, statusName } from './errors.js';
+import { metricsRegistry, observeRequests } from './metrics.js';
+
+export type RoleServer = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
+
+export interface RoleServerOptions {
+  /** The role's name, for logs, metrics and the OpenAPI title. */
+  role: string;
+  logger: FastifyBaseLogger | boolean;
+  /** Resolves when the role can serve (store and peers reachable); rejects with the reason. */
+  readiness: () => Promise<Record<string, unknown>>;
+  bodyLimit?: number;
+}
+
+// Bodies are validated strictly (no type coercion, unknown fields rejected); query strings and
+// path parameters are text on the wire, so they are coerced to the schema's types.
+function buildAjv(coerceTypes: boolean): Ajv {
+  const ajv = new Ajv({ allErrors: false, coerceTypes, removeAdditional: false, useDefaults: true, verbose: true, strict: false });
+  (addFormats as unknown as (ajv: Ajv) => void)(ajv);
+  return ajv;
+}
+
+export async function createRoleServer(options: RoleServerOptions): Promise<RoleServer> {
+  const server = Fastify({
+    loggerInstance: typeof options.logger === 'boolean' ? undefined : options.logger,
+    logger: typeof options.logger === 'boolean' ? options.logger : undefined,
+    bodyLimit: options.bodyLimit ?? 1024 * 1024,
+    disableRequestLogging: true,
+    forceCloseConnections: true,
+  } as Parameters<typeof Fastify>[0]).withTypeProvider<TypeBoxTypeProvider>() as unknown as RoleServer;
+
+  const bodyAjv = buildAjv(false);
+  const textAjv = buildAjv(true);
+  server.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : textAjv).compile(schema));
+  server.setErrorHandler(renderError);
+  server.setNotFoundHandler((request) => {
+    throw notFound(`no route ${request.method} ${request.url.split('?')[0]}`);
+  });
+  observeRequests(server, options.role);
+
+  await server.register(swagger, {
+    openapi: { info: { title: `platform ${options.role} API`, version: '1' } },
+  });
+  await server.register(swaggerUi, { routePrefix: '/documentation' });
+
+  server.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok', role: options.role }));
+  server.get(
+    '/readyz',
+    { schema: { description: 'Ready when the store and the peers this role needs answer.', response: { 200: Type.Any(), 503: Type.Any() } } },
+    async (_request, reply) => {
+      try {
+        return { status: 'ready', role: options.role, ...(await options.readiness()) };
+      } catch (error) {
+        return reply.status(503).send({ statusCode: 503, error: statusName(503), message: (error as Error).message });
+      }
+    },
+  );
+  server.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
+    void reply.header('content-type', metricsRegistry.contentType);
+    return metricsRegistry.metrics();
+  });
+  return server;
+}

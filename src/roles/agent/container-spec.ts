@@ -1,0 +1,72 @@
+import type { ContainerCreateOptions } from 'dockerode';
+import type { Assignment } from '../../schemas/cluster.js';
+
+// What a unit's container looks like: named after the unit, labelled so any agent (this one after
+// a restart included) can tell whose it is and what it runs, and given the unit's environment.
+
+export type NetworkMode = 'bridge' | 'host';
+
+export const labels = {
+  managed: 'platform.managed',
+  machine: 'platform.machine',
+  service: 'platform.service',
+  unit: 'platform.unit',
+  instance: 'platform.instance',
+  release: 'platform.release',
+  deployment: 'platform.deployment',
+  port: 'platform.port',
+  image: 'platform.image',
+} as const;
+
+/** The Docker label filters that select exactly one machine's unit containers. */
+export const machineLabelFilters = (machineId: string): string[] => [`${labels.managed}=true`, `${labels.machine}=${machineId}`];
+
+/** The container port the unit listens on in bridge mode when the service maps none. */
+export const defaultContainerPort = 8080;
+
+export interface UnitContainerSpec {
+  assignment: Assignment;
+  machineId: string;
+  network: NetworkMode;
+  /** The port the unit listens on (`PORT`): a host port in host mode, a container port in bridge mode. */
+  port: number;
+  /** Bridge mode: the host port to publish on; undefined lets Docker choose. */
+  hostPort?: number;
+}
+
+export function unitEnvironment(assignment: Assignment, port: number): string[] {
+  const env: Record<string, string> = {
+    ...assignment.env,
+    PORT: String(port),
+    PLATFORM_SERVICE: assignment.service,
+    PLATFORM_UNIT: assignment.unit,
+    PLATFORM_RELEASE: `v${assignment.release}`,
+  };
+  return Object.entries(env).map(([name, value]) => `${name}=${value}`);
+}
+
+export function containerCreateOptions(spec: UnitContainerSpec): ContainerCreateOptions {
+  const { assignment, port } = spec;
+  const portKey = `${port}/tcp`;
+  return {
+    name: assignment.unit,
+    Image: assignment.image,
+    Env: unitEnvironment(assignment, port),
+    Labels: {
+      [labels.managed]: 'true',
+      [labels.machine]: spec.machineId,
+      [labels.service]: assignment.service,
+      [labels.unit]: assignment.unit,
+      [labels.instance]: String(assignment.instance),
+      [labels.release]: String(assignment.release),
+      [labels.deployment]: assignment.deployment,
+      [labels.port]: String(port),
+      [labels.image]: assignment.image,
+    },
+    ...(spec.network === 'bridge' ? { ExposedPorts: { [portKey]: {} } } : {}),
+    HostConfig:
+      spec.network === 'host'
+        ? { NetworkMode: 'host' }
+        : { NetworkMode: 'bridge', PortBindings: { [portKey]: [{ HostIp: '', HostPort: spec.hostPort ? String(spec.hostPort) : '' }] } },
+  };
+}

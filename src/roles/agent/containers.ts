@@ -1,0 +1,124 @@
+import type Docker from 'dockerode';
+import { labels, machineLabelFilters } from './container-spec.js';
+
+// Docker operations on unit containers. Every query filters on this machine's label, so agents
+// sharing one engine (tests, or a machine migrated between ids) never touch each other's units.
+
+export interface UnitContainer {
+  id: string;
+  unit: string;
+  release: number;
+  image: string;
+  /** The unit's `PORT`, from its label: stable across agent restarts. */
+  port: number;
+  /** Docker's state: created, running, exited, dead, paused, restarting, removing. */
+  state: string;
+  /** Bridge mode: the host port Docker published the unit's port on. */
+  publishedPort?: number;
+}
+
+export interface ContainerExit {
+  exitCode: number;
+  /** How long the container ran before it stopped (0 when it never started). */
+  ranForMs: number;
+  /** Why it stopped, for the unit's status. */
+  reason: string;
+}
+
+const statusCodeOf = (error: unknown): number | undefined => (error as { statusCode?: number }).statusCode;
+
+function toUnitContainer(entry: Docker.ContainerInfo): UnitContainer {
+  const entryLabels = entry.Labels ?? {};
+  const port = Number(entryLabels[labels.port]);
+  const published = entry.Ports?.find((mapping) => mapping.PrivatePort === port && mapping.PublicPort);
+  return {
+    id: entry.Id,
+    unit: entryLabels[labels.unit] ?? entry.Names[0]?.replace(/^\//, '') ?? entry.Id,
+    release: Number(entryLabels[labels.release]),
+    image: entryLabels[labels.image] ?? entry.Image,
+    port,
+    state: entry.State,
+    ...(published ? { publishedPort: published.PublicPort } : {}),
+  };
+}
+
+export async function listUnitContainers(docker: Docker, machineId: string): Promise<UnitContainer[]> {
+  const entries = await docker.listContainers({ all: true, filters: { label: machineLabelFilters(machineId) } });
+  return entries.map(toUnitContainer);
+}
+
+export async function findUnitContainer(docker: Docker, machineId: string, unit: string): Promise<UnitContainer | undefined> {
+  const entries = await docker.listContainers({
+    all: true,
+    filters: { label: [...machineLabelFilters(machineId), `${labels.unit}=${unit}`] },
+  });
+  return entries[0] ? toUnitContainer(entries[0]) : undefined;
+}
+
+interface ProgressEvent {
+  error?: string;
+  errorDetail?: { message?: string };
+}
+
+/** Pulls `image` unless the engine has it already. Images are pinned by digest, so a local copy is never stale. */
+export async function ensureImage(docker: Docker, image: string): Promise<void> {
+  try {
+    await docker.getImage(image).inspect();
+    return;
+  } catch (error) {
+    if (statusCodeOf(error) !== 404) throw error;
+  }
+  const stream = await docker.pull(image);
+  await new Promise<void>((resolve, reject) => {
+    docker.modem.followProgress(stream, (error: Error | null, events: ProgressEvent[]) => {
+      const failed = events?.find((event) => event.error);
+      if (error) reject(error);
+      else if (failed) reject(new Error(failed.errorDetail?.message ?? failed.error));
+      else resolve();
+    });
+  });
+}
+
+export async function createAndStart(docker: Docker, options: Docker.ContainerCreateOptions): Promise<string> {
+  const container = await docker.createContainer(options);
+  await container.start();
+  return container.id;
+}
+
+export async function startContainer(docker: Docker, id: string): Promise<void> {
+  try {
+    await docker.getContainer(id).start();
+  } catch (error) {
+    if (statusCodeOf(error) !== 304) throw error;
+  }
+}
+
+/** SIGTERM, `graceSeconds` to exit, then SIGKILL (Docker's stop), and remove. Gone already is fine. */
+export async function stopAndRemove(docker: Docker, id: string, graceSeconds: number): Promise<void> {
+  const container = docker.getContainer(id);
+  try {
+    await container.stop({ t: graceSeconds });
+  } catch (error) {
+    const status = statusCodeOf(error);
+    if (status !== 304 && status !== 404) throw error;
+  }
+  try {
+    await container.remove({ force: true });
+  } catch (error) {
+    const status = statusCodeOf(error);
+    if (status !== 404 && status !== 409) throw error;
+  }
+}
+
+export async function inspectExit(docker: Docker, id: string): Promise<ContainerExit> {
+  const { State: state } = await docker.getContainer(id).inspect();
+  const started = Date.parse(state.StartedAt);
+  const finished = Date.parse(state.FinishedAt);
+  const ranForMs = started > 0 && finished > started ? finished - started : 0;
+  const reason = state.Error
+    ? `failed to start: ${state.Error}`
+    : state.OOMKilled
+      ? `killed: out of memory (exit code ${state.ExitCode})`
+      : `exited with code ${state.ExitCode}`;
+  return { exitCode: state.ExitCode, ranForMs, reason };
+}

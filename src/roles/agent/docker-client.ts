@@ -1,0 +1,37 @@
+import Docker from 'dockerode';
+
+// The agent talks to the engine named by --docker-host, else by DOCKER_HOST (dockerode's usual
+// rules), else the default socket.
+
+export const defaultDockerHost = 'unix:///var/run/docker.sock';
+
+/** The engine address for messages: the explicit one, DOCKER_HOST, or the default socket. */
+export const describeDockerHost = (dockerHost?: string): string => dockerHost ?? process.env.DOCKER_HOST ?? defaultDockerHost;
+
+export function connectDocker(dockerHost?: string): Docker {
+  if (!dockerHost) return new Docker();
+  if (dockerHost.startsWith('unix://')) return new Docker({ socketPath: dockerHost.slice('unix://'.length) });
+  if (dockerHost.startsWith('/')) return new Docker({ socketPath: dockerHost });
+  const url = new URL(dockerHost);
+  const protocol = url.protocol.replace(/:$/, '');
+  return new Docker({
+    host: url.hostname,
+    port: url.port || (protocol === 'https' ? 2376 : 2375),
+    protocol: protocol === 'tcp' ? 'http' : (protocol as 'http' | 'https' | 'ssh'),
+  });
+}
+
+/** Rejects when `promise` has not settled within `ms`: a hung engine must not hang the agent. */
+export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Docker's errors carry the engine's JSON reason; the plain message is what people need. */
+export function dockerErrorMessage(error: unknown): string {
+  const withJson = error as { json?: { message?: string }; message?: string; code?: string };
+  return withJson.json?.message ?? withJson.message ?? String(error);
+}

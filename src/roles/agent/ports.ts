@@ -1,0 +1,57 @@
+import { createServer } from 'node:net';
+import type { Assignment } from '../../schemas/cluster.js';
+import { defaultContainerPort, type NetworkMode } from './container-spec.js';
+
+// The port a unit listens on. Host networking shares the machine's port space, so the agent picks
+// a free host port per unit (or the one the service fixed); bridge networking gives each
+// container its own, and Docker publishes it.
+
+export interface UnitPorts {
+  /** The unit's `PORT`. */
+  port: number;
+  /** Bridge mode: the host port to publish on, when the service fixed one. */
+  hostPort?: number;
+}
+
+/** A port no process listened on a moment ago: bind port 0, read it, release it. */
+export function freeHostPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen({ port: 0, exclusive: true }, () => {
+      const address = server.address();
+      server.close(() => (address && typeof address === 'object' ? resolve(address.port) : reject(new Error('no port bound'))));
+    });
+  });
+}
+
+/**
+ * Chooses the unit's ports. `previousPort` (the port of the container this one replaces) keeps a
+ * unit's address stable across releases. `taken` holds the host ports this agent's units use
+ * (the kernel may hand a just-released port out again); the chosen host port is added to it
+ * before returning, so units choosing concurrently never pick the same one.
+ */
+export async function chooseUnitPorts(
+  assignment: Assignment,
+  network: NetworkMode,
+  taken: Set<number>,
+  previousPort?: number,
+): Promise<UnitPorts> {
+  const mapping = assignment.ports[0];
+  if (network === 'bridge') {
+    return { port: mapping?.container ?? defaultContainerPort, ...(mapping?.host ? { hostPort: mapping.host } : {}) };
+  }
+  if (mapping?.host) return { port: mapping.host };
+  if (previousPort) {
+    taken.add(previousPort);
+    return { port: previousPort };
+  }
+  for (let attempt = 0; attempt < 20; attempt += 1) {
+    const port = await freeHostPort();
+    if (!taken.has(port)) {
+      taken.add(port);
+      return { port };
+    }
+  }
+  throw new Error('could not find a free host port');
+}

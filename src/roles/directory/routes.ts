@@ -1,0 +1,148 @@
+import { randomUUID } from 'node:crypto';
+import { Type } from '@sinclair/typebox';
+import type { RoleServer } from '../../http/server.js';
+import { conflict, notFound, badRequest } from '../../http/errors.js';
+import type { Store } from '../../store/store.js';
+import { serviceKey, servicePrefix } from '../../store/keys.js';
+import { listRecords, readRecord, updateRecord } from '../../store/json-records.js';
+import { ErrorReply, NameParams, errorResponses } from '../../schemas/common.js';
+import {
+  CreatedReply,
+  DirectoryServiceCreate,
+  Service,
+  ServiceConfig,
+  ServiceConfigPatch,
+  ServiceListQuery,
+  ServicePatch,
+  defaultConfig,
+} from '../../schemas/service.js';
+import { sameRepository } from '../../image-reference.js';
+import { applyConfigPatch } from './config-patch.js';
+import { reservedNames } from './reserved-names.js';
+
+// The service directory owns service declarations and their next config.
+
+export function newService(body: DirectoryServiceCreate, now = new Date().toISOString()): Service {
+  const defaults = defaultConfig();
+  return {
+    name: body.name,
+    uuid: randomUUID(),
+    description: body.description ?? '',
+    containerImage: body.containerImage,
+    autoDeploy: body.autoDeploy ?? 'always',
+    conflictsWith: body.conflictsWith ?? '',
+    loadBalanced: body.loadBalanced ?? true,
+    publicFacing: body.publicFacing ?? false,
+    config: {
+      numInstances: body.numInstances ?? defaults.numInstances,
+      ports: body.ports ?? defaults.ports,
+      env: body.env ?? defaults.env,
+    },
+    createdAt: now,
+    updatedAt: now,
+  };
+}
+
+export function directoryRoutes(server: RoleServer, store: Store): void {
+  const find = async (name: string): Promise<Service> => {
+    const found = await readRecord<Service>(store, serviceKey(name));
+    if (!found) throw notFound(`service ${name} is not declared`);
+    return found.record;
+  };
+  const update = async (name: string, change: (service: Service) => Service): Promise<Service> => {
+    const updated = await updateRecord<Service>(store, serviceKey(name), (service) => ({
+      ...change(service),
+      updatedAt: new Date().toISOString(),
+    }));
+    if (!updated) throw notFound(`service ${name} is not declared`);
+    return updated;
+  };
+
+  server.post(
+    '/services',
+    {
+      schema: {
+        description: 'Declare a service.',
+        body: DirectoryServiceCreate,
+        response: { 201: CreatedReply, ...errorResponses },
+      },
+    },
+    async (request, reply) => {
+      if (reservedNames.has(request.body.name)) {
+        throw badRequest(`name ${request.body.name} is reserved for a platform component`);
+      }
+      const service = newService(request.body);
+      // Create-if-absent in one store transaction: of two concurrent creates, exactly one wins.
+      if (!(await store.create(serviceKey(service.name), JSON.stringify(service)))) {
+        throw conflict(`service ${service.name} already exists`);
+      }
+      return reply.status(201).send({ meta: { statusCode: 201, ok: true, uuid: service.uuid, name: service.name } });
+    },
+  );
+
+  server.get(
+    '/services',
+    {
+      schema: {
+        description: 'Every declared service, by name; `containerImage` keeps those of that repository.',
+        querystring: ServiceListQuery,
+        response: { 200: Type.Array(Service), ...errorResponses },
+      },
+    },
+    async (request) => {
+      const services = await listRecords<Service>(store, servicePrefix);
+      const image = request.query.containerImage;
+      return image ? services.filter((service) => sameRepository(service.containerImage, image)) : services;
+    },
+  );
+
+  server.get(
+    '/services/:name',
+    { schema: { params: NameParams, response: { 200: Service, ...errorResponses } } },
+    async (request) => find(request.params.name),
+  );
+
+  server.patch(
+    '/services/:name',
+    {
+      schema: {
+        description: 'JSON merge patch of the declaration (the config has its own route).',
+        params: NameParams,
+        body: ServicePatch,
+        response: { 200: Service, ...errorResponses },
+      },
+    },
+    async (request) => update(request.params.name, (service) => ({ ...service, ...request.body })),
+  );
+
+  server.delete(
+    '/services/:name',
+    { schema: { params: NameParams, response: { 204: Type.Null(), 404: ErrorReply, 503: ErrorReply } } },
+    async (request, reply) => {
+      if (!(await store.delete(serviceKey(request.params.name)))) {
+        throw notFound(`service ${request.params.name} is not declared`);
+      }
+      return reply.status(204).send(null);
+    },
+  );
+
+  server.get(
+    '/services/:name/config',
+    { schema: { description: 'The next config.', params: NameParams, response: { 200: ServiceConfig, ...errorResponses } } },
+    async (request) => (await find(request.params.name)).config,
+  );
+
+  server.patch(
+    '/services/:name/config',
+    {
+      schema: {
+        description: 'JSON merge patch of the next config: keys set, null removes an env var or resets a field.',
+        params: NameParams,
+        body: ServiceConfigPatch,
+        response: { 200: ServiceConfig, ...errorResponses },
+      },
+    },
+    async (request) =>
+      (await update(request.params.name, (service) => ({ ...service, config: applyConfigPatch(service.config, request.body) }))).config,
+  );
+}

@@ -1,0 +1,114 @@
+import { Type } from '@sinclair/typebox';
+import type { RoleServer } from '../../http/server.js';
+import type { PeerClient } from '../../http/peer-client.js';
+import { notFound } from '../../http/errors.js';
+import type { Store } from '../../store/store.js';
+import { ErrorReply, NameParams, ServiceName, errorResponses } from '../../schemas/common.js';
+import { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch } from '../../schemas/service.js';
+import { DeployReply, ManualDeployRequest, Release } from '../../schemas/release.js';
+import { Machine } from '../../schemas/cluster.js';
+import { ClusterUnit, listClusterUnits, listMachines } from './cluster-view.js';
+
+// The facade for people, the CLI and the dashboard: forwards to the directory and the scheduler,
+// and reads cluster state (machines, units) from the store.
+
+export interface OrchestratorPeers {
+  directory: PeerClient;
+  scheduler: PeerClient;
+}
+
+const VersionParams = Type.Object({
+  name: ServiceName,
+  version: Type.String({ pattern: '^v?[1-9][0-9]{0,8}$', description: 'a release version: v1, v2, … (or 1, 2, …)' }),
+});
+
+export function orchestratorRoutes(server: RoleServer, store: Store, peers: OrchestratorPeers): void {
+  const { directory, scheduler } = peers;
+  const path = (name: string, rest = '') => `/services/${encodeURIComponent(name)}${rest}`;
+
+  server.post(
+    '/services',
+    { schema: { description: 'Declare a service (orchestrator form).', body: OrchestratorServiceCreate, response: { 201: CreatedReply, ...errorResponses } } },
+    async (request, reply) => {
+      const { containerRepository, ...rest } = request.body;
+      const created = await directory.call<CreatedReply>('POST', '/services', { ...rest, containerImage: containerRepository });
+      return reply.status(201).send(created.body);
+    },
+  );
+
+  server.get('/services', { schema: { response: { 200: Type.Array(Service), ...errorResponses } } }, async () =>
+    (await directory.call<Service[]>('GET', '/services')).body,
+  );
+
+  server.get('/services/:name', { schema: { params: NameParams, response: { 200: Service, ...errorResponses } } }, async (request) =>
+    (await directory.call<Service>('GET', path(request.params.name))).body,
+  );
+
+  server.delete(
+    '/services/:name',
+    { schema: { description: 'Stop the units of the service, then delete its declaration.', params: NameParams, response: { 204: Type.Null(), ...errorResponses } } },
+    async (request, reply) => {
+      await directory.call('GET', path(request.params.name));
+      await scheduler.call('DELETE', path(request.params.name, '/units'), undefined, 90_000);
+      await directory.call('DELETE', path(request.params.name));
+      return reply.status(204).send(null);
+    },
+  );
+
+  server.get('/services/:name/config/next', { schema: { params: NameParams, response: { 200: ServiceConfig, ...errorResponses } } }, async (request) =>
+    (await directory.call<ServiceConfig>('GET', path(request.params.name, '/config'))).body,
+  );
+
+  server.patch(
+    '/services/:name/config/next',
+    {
+      schema: {
+        description: 'Change the next config (JSON merge patch: env keys set, null removes). Takes effect at the next deploy.',
+        params: NameParams,
+        body: ServiceConfigPatch,
+        response: { 200: ServiceConfig, ...errorResponses },
+      },
+    },
+    async (request) => (await directory.call<ServiceConfig>('PATCH', path(request.params.name, '/config'), request.body)).body,
+  );
+
+  server.get('/services/:name/config/last', { schema: { description: 'The config of the latest release.', params: NameParams, response: { 200: Release, ...errorResponses } } }, async (request) => {
+    const releases = (await scheduler.call<Release[]>('GET', path(request.params.name, '/releases'))).body;
+    const last = releases.at(-1);
+    if (!last) throw notFound(`service ${request.params.name} has not been deployed yet`);
+    return last;
+  });
+
+  server.get('/services/:name/config/history', { schema: { description: 'Every release, oldest first.', params: NameParams, response: { 200: Type.Array(Release), ...errorResponses } } }, async (request) =>
+    (await scheduler.call<Release[]>('GET', path(request.params.name, '/releases'))).body,
+  );
+
+  server.get('/services/:name/config/history/:version', { schema: { params: VersionParams, response: { 200: Release, ...errorResponses } } }, async (request) =>
+    (await scheduler.call<Release>('GET', path(request.params.name, `/releases/${request.params.version}`))).body,
+  );
+
+  server.post(
+    '/services/:name/deploy',
+    {
+      schema: {
+        description: "Deploy the service's image (or the given reference of the same repository) with its next config.",
+        params: NameParams,
+        body: Type.Optional(ManualDeployRequest),
+        response: { 200: DeployReply, ...errorResponses },
+      },
+    },
+    async (request) => {
+      const service = (await directory.call<Service>('GET', path(request.params.name))).body;
+      const containerRepository = request.body?.containerRepository ?? service.containerImage;
+      return (await scheduler.call<DeployReply>('POST', '/hooks/deploy', { serviceName: service.name, containerRepository, pushedAt: 0 })).body;
+    },
+  );
+
+  server.get('/services/:name/units', { schema: { params: NameParams, response: { 200: Type.Array(ClusterUnit), ...errorResponses } } }, async (request) => {
+    await directory.call('GET', path(request.params.name));
+    return (await listClusterUnits(store)).filter((unit) => unit.service === request.params.name);
+  });
+
+  server.get('/cluster/units', { schema: { response: { 200: Type.Array(ClusterUnit), 503: ErrorReply } } }, async () => listClusterUnits(store));
+  server.get('/cluster/machines', { schema: { response: { 200: Type.Array(Machine), 503: ErrorReply } } }, async () => listMachines(store));
+}

@@ -1,0 +1,61 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { PortMapping } from './service.js';
+
+// Machines, assignments (intent, written by the scheduler) and unit status (observed, written by agents).
+
+export type ActiveState = 'activating' | 'active' | 'deactivating' | 'inactive' | 'failed';
+export type SubState = 'start-pre' | 'running' | 'exited' | 'dead' | 'failed' | 'auto-restart';
+
+export const Machine = Type.Object({
+  id: Type.String(),
+  /** host:port of the agent's API. */
+  address: Type.String(),
+  /** Host name or IP units are reached at. */
+  host: Type.String(),
+  labels: Type.Record(Type.String(), Type.String()),
+  network: Type.Union([Type.Literal('bridge'), Type.Literal('host')]),
+  docker: Type.Object({
+    reachable: Type.Boolean(),
+    version: Type.Optional(Type.String()),
+    error: Type.Optional(Type.String()),
+  }),
+  capacity: Type.Object({ units: Type.Integer() }),
+  unitCount: Type.Integer(),
+  startedAt: Type.String(),
+  updatedAt: Type.String(),
+});
+export type Machine = Static<typeof Machine>;
+
+/** One unit the scheduler wants on one machine. */
+export const Assignment = Type.Object({
+  unit: Type.String(),
+  service: Type.String(),
+  instance: Type.Integer(),
+  machine: Type.String(),
+  release: Type.Integer(),
+  /** Image pinned to a digest: registry/repository@sha256:… */
+  image: Type.String(),
+  ports: Type.Array(PortMapping),
+  env: Type.Record(Type.String(), Type.String()),
+  deployment: Type.String(),
+  assignedAt: Type.String(),
+});
+export type Assignment = Static<typeof Assignment>;
+
+export const UnitStatus = Type.Object({
+  unit: Type.String(),
+  service: Type.String(),
+  instance: Type.Integer(),
+  machine: Type.String(),
+  release: Type.Integer(),
+  image: Type.String(),
+  active: Type.String({ description: 'activating | active | deactivating | inactive | failed' }),
+  sub: Type.String({ description: 'start-pre | running | exited | dead | failed | auto-restart' }),
+  /** host:port the unit answers on, once known. */
+  address: Type.Optional(Type.String()),
+  containerId: Type.Optional(Type.String()),
+  restarts: Type.Integer(),
+  error: Type.Optional(Type.String()),
+  updatedAt: Type.String(),
+});
+export type UnitStatus = Static<typeof UnitStatus>;

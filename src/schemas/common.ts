@@ -1,0 +1,46 @@
+import { Type, type Static } from '@sinclair/typebox';
+
+// Validation messages name the rule through `description`: the error handler
+// (src/http/errors.ts) says "<field> must be <description>" for pattern and format failures.
+
+export const DNS_LABEL = '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$';
+
+export const ServiceName = Type.String({
+  pattern: DNS_LABEL,
+  description: 'a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit',
+  examples: ['web'],
+});
+
+export const MachineId = Type.String({
+  pattern: '^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$',
+  description: 'a machine id: 1-128 letters, digits, "_", "." or "-", starting with a letter or digit',
+});
+
+/** `<service>-<instance>.service`. */
+export const UnitName = Type.String({
+  pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?-[1-9][0-9]{0,4}\\.service$',
+  description: 'a unit name: <service>-<instance>.service',
+  examples: ['web-1.service'],
+});
+
+export const ErrorReply = Type.Object(
+  {
+    statusCode: Type.Integer(),
+    error: Type.String(),
+    message: Type.String(),
+  },
+  { $id: 'ErrorReply', description: 'Every error: the HTTP status, its name, and what went wrong.' },
+);
+export type ErrorReply = Static<typeof ErrorReply>;
+
+export const NameParams = Type.Object({ name: ServiceName });
+export type NameParams = Static<typeof NameParams>;
+
+/** Error replies every route may give, for the OpenAPI document. */
+export const errorResponses = {
+  400: ErrorReply,
+  404: ErrorReply,
+  409: ErrorReply,
+  502: ErrorReply,
+  503: ErrorReply,
+} as const;

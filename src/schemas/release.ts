@@ -1,0 +1,96 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { ServiceName } from './common.js';
+import { ImageReference } from './image.js';
+import { ServiceConfig } from './service.js';
+
+export const Release = Type.Object({
+  service: Type.String(),
+  version: Type.Integer({ minimum: 1 }),
+  /** Image pinned to its digest at deploy time: registry/repository@sha256:… */
+  image: Type.String(),
+  digest: Type.String(),
+  /** The tag the trigger named, if any. */
+  tag: Type.Optional(Type.String()),
+  config: ServiceConfig,
+  pushedAt: Type.Integer(),
+  deployment: Type.String(),
+  /** Set when this release re-deploys an earlier one (rollback). */
+  rollbackOf: Type.Optional(Type.Integer()),
+  createdAt: Type.String(),
+});
+export type Release = Static<typeof Release>;
+
+export const DeploymentState = Type.Union(
+  [
+    Type.Literal('pending'),
+    Type.Literal('pulling'),
+    Type.Literal('rolling'),
+    Type.Literal('succeeded'),
+    Type.Literal('failed'),
+    Type.Literal('reverted'),
+    Type.Literal('superseded'),
+  ],
+);
+export type DeploymentState = Static<typeof DeploymentState>;
+
+export const UnitProgress = Type.Object({
+  unit: Type.String(),
+  machine: Type.String(),
+  active: Type.String(),
+  sub: Type.String(),
+  error: Type.Optional(Type.String()),
+});
+
+export const Deployment = Type.Object({
+  id: Type.String(),
+  service: Type.String(),
+  release: Type.Integer(),
+  image: Type.String(),
+  state: DeploymentState,
+  trigger: Type.String({ description: 'manual | registry | dockerhub | github | rollback' }),
+  units: Type.Array(UnitProgress),
+  reason: Type.Optional(Type.String()),
+  createdAt: Type.String(),
+  updatedAt: Type.String(),
+  finishedAt: Type.Optional(Type.String()),
+});
+export type Deployment = Static<typeof Deployment>;
+
+/** POST /hooks/deploy (the seed's deploy request). */
+export const DeployRequest = Type.Object(
+  {
+    serviceName: ServiceName,
+    containerRepository: ImageReference,
+    pushedAt: Type.Integer({ minimum: 0, description: 'Unix seconds; 0 is accepted' }),
+  },
+  { additionalProperties: false },
+);
+export type DeployRequest = Static<typeof DeployRequest>;
+
+export const DeployReply = Type.Object({
+  statusCode: Type.Literal(200),
+  service: Type.String(),
+  release: Type.String({ description: 'v<version>' }),
+  version: Type.Integer(),
+  deployment: Type.String(),
+  image: Type.String(),
+  message: Type.String(),
+});
+export type DeployReply = Static<typeof DeployReply>;
+
+/** POST /services/:name/deploy at the orchestrator: optionally a tag or a full reference. */
+export const ManualDeployRequest = Type.Object(
+  { containerRepository: Type.Optional(ImageReference) },
+  { additionalProperties: false },
+);
+export type ManualDeployRequest = Static<typeof ManualDeployRequest>;
+
+export const JournalEntry = Type.Object({
+  id: Type.String(),
+  at: Type.String(),
+  service: Type.Optional(ServiceName),
+  deployment: Type.Optional(Type.String()),
+  kind: Type.String(),
+  message: Type.String(),
+});
+export type JournalEntry = Static<typeof JournalEntry>;

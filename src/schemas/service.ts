@@ -1,0 +1,151 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { ServiceName } from './common.js';
+import { ImageReference } from './image.js';
+
+// The service declaration, as the directory stores it and as the orchestrator presents it.
+
+export const PortNumber = Type.Integer({ minimum: 1, maximum: 65535, description: 'an integer from 1 to 65535' });
+
+export const PortMapping = Type.Object(
+  {
+    container: PortNumber,
+    host: Type.Optional(PortNumber),
+  },
+  { additionalProperties: false },
+);
+export type PortMapping = Static<typeof PortMapping>;
+
+export const ENV_NAME = '^[A-Za-z_][A-Za-z0-9_]*$';
+export const Env = Type.Record(Type.String({ pattern: ENV_NAME }), Type.String({ maxLength: 65536 }), {
+  additionalProperties: false,
+  maxProperties: 1000,
+  description: 'a map of POSIX environment variable names (letters, digits, "_", not starting with a digit) to strings',
+});
+export type Env = Static<typeof Env>;
+
+export const NumInstances = Type.Integer({ minimum: 0, maximum: 1000, description: 'an integer from 0 to 1000' });
+
+export const AutoDeploy = Type.Union([Type.Literal('always'), Type.Literal('never')], {
+  description: '"always" (registry pushes deploy) or "never" (only manual deploys)',
+});
+
+export const ConflictsWith = Type.String({
+  pattern: '^([a-z0-9*-]{1,63})?$',
+  description: 'a glob over service names: lowercase letters, digits, "-" and "*" wildcards (empty for none)',
+  examples: ['web-*'],
+});
+
+export const Description = Type.String({ maxLength: 1024, description: 'free text, up to 1024 characters' });
+
+/** The next config: what the next deploy uses. */
+export const ServiceConfig = Type.Object(
+  {
+    numInstances: NumInstances,
+    ports: Type.Array(PortMapping, { maxItems: 32 }),
+    env: Env,
+  },
+  { additionalProperties: false },
+);
+export type ServiceConfig = Static<typeof ServiceConfig>;
+
+/** A JSON merge patch of the config: keys set, `null` removes (env keys) or resets (others). */
+export const ServiceConfigPatch = Type.Object(
+  {
+    numInstances: Type.Optional(Type.Union([NumInstances, Type.Null()])),
+    ports: Type.Optional(Type.Union([Type.Array(PortMapping, { maxItems: 32 }), Type.Null()])),
+    env: Type.Optional(
+      Type.Union([
+        Type.Record(Type.String({ pattern: ENV_NAME }), Type.Union([Type.String({ maxLength: 65536 }), Type.Null()]), {
+          additionalProperties: false,
+          description: 'a map of POSIX environment variable names to strings, or null to remove one',
+        }),
+        Type.Null(),
+      ]),
+    ),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+export type ServiceConfigPatch = Static<typeof ServiceConfigPatch>;
+
+export const defaultConfig = (): ServiceConfig => ({ numInstances: 1, ports: [], env: {} });
+
+const declarationFields = {
+  description: Type.Optional(Description),
+  autoDeploy: Type.Optional(AutoDeploy),
+  conflictsWith: Type.Optional(ConflictsWith),
+  loadBalanced: Type.Optional(Type.Boolean()),
+  publicFacing: Type.Optional(Type.Boolean()),
+  numInstances: Type.Optional(NumInstances),
+  ports: Type.Optional(Type.Array(PortMapping, { maxItems: 32 })),
+  env: Type.Optional(Env),
+};
+
+/** POST /services at the service directory (the seed's service-directory form). */
+export const DirectoryServiceCreate = Type.Object(
+  {
+    name: ServiceName,
+    containerImage: ImageReference,
+    ...declarationFields,
+  },
+  { additionalProperties: false },
+);
+export type DirectoryServiceCreate = Static<typeof DirectoryServiceCreate>;
+
+/** POST /services at the orchestrator (the seed's orchestrator form). */
+export const OrchestratorServiceCreate = Type.Object(
+  {
+    name: ServiceName,
+    containerRepository: ImageReference,
+    ...declarationFields,
+  },
+  { additionalProperties: false },
+);
+export type OrchestratorServiceCreate = Static<typeof OrchestratorServiceCreate>;
+
+/** PATCH /services/:name at the directory: a merge patch of the declaration (not the config). */
+export const ServicePatch = Type.Object(
+  {
+    description: Type.Optional(Description),
+    containerImage: Type.Optional(ImageReference),
+    autoDeploy: Type.Optional(AutoDeploy),
+    conflictsWith: Type.Optional(ConflictsWith),
+    loadBalanced: Type.Optional(Type.Boolean()),
+    publicFacing: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+export type ServicePatch = Static<typeof ServicePatch>;
+
+export const Service = Type.Object(
+  {
+    name: ServiceName,
+    uuid: Type.String({ format: 'uuid' }),
+    description: Type.String(),
+    containerImage: Type.String(),
+    autoDeploy: AutoDeploy,
+    conflictsWith: Type.String(),
+    loadBalanced: Type.Boolean(),
+    publicFacing: Type.Boolean(),
+    config: ServiceConfig,
+    createdAt: Type.String({ format: 'date-time' }),
+    updatedAt: Type.String({ format: 'date-time' }),
+  },
+  { $id: 'Service' },
+);
+export type Service = Static<typeof Service>;
+
+export const CreatedReply = Type.Object({
+  meta: Type.Object({
+    statusCode: Type.Literal(201),
+    ok: Type.Literal(true),
+    uuid: Type.String(),
+    name: Type.String(),
+  }),
+});
+export type CreatedReply = Static<typeof CreatedReply>;
+
+export const ServiceListQuery = Type.Object(
+  { containerImage: Type.Optional(Type.String({ maxLength: 512 })) },
+  { additionalProperties: false },
+);
+export type ServiceListQuery = Static<typeof ServiceListQuery>;

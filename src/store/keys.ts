@@ -1,0 +1,52 @@
+// Every key the platform reads or writes, and nothing else builds keys by hand.
+// Names that reach a key are validated first (service names and machine ids are DNS-label-like,
+// unit names derive from them), so no request can write outside its own subtree.
+
+export const ROOT = '/platform/';
+
+/** Component announcements: `host:port` under a TTL lease. Fixed by the specification. */
+export const componentPrefix = `${ROOT}services/`;
+export const componentKey = (component: Component): string => `${componentPrefix}${component}`;
+
+export type Component = 'service-directory' | 'scheduler' | 'orchestrator' | 'gateway' | 'web';
+export const components: readonly Component[] = ['service-directory', 'scheduler', 'orchestrator', 'gateway', 'web'];
+
+/** Service declarations owned by the directory: one JSON record per service. */
+export const servicePrefix = `${ROOT}directory/services/`;
+export const serviceKey = (service: string): string => `${servicePrefix}${service}`;
+
+/** Immutable releases, numbered per service; zero-padded so key order is version order. */
+export const releasePrefix = (service: string): string => `${ROOT}releases/${service}/`;
+export const releaseKey = (service: string, version: number): string =>
+  `${releasePrefix(service)}${String(version).padStart(8, '0')}`;
+
+/** Deployment records, by id (time-ordered ids, so key order is creation order). */
+export const deploymentPrefix = `${ROOT}deployments/`;
+export const deploymentKey = (id: string): string => `${deploymentPrefix}${id}`;
+
+/** The journal of events, newest last in key order. */
+export const journalPrefix = `${ROOT}journal/`;
+export const journalKey = (id: string): string => `${journalPrefix}${id}`;
+
+/** Machines registered by their agents under the agent's lease. */
+export const machinePrefix = `${ROOT}machines/`;
+export const machineKey = (machineId: string): string => `${machinePrefix}${machineId}`;
+
+/** Intent: the units the scheduler assigned to a machine. Written only by the scheduler. */
+export const assignmentRoot = `${ROOT}assignments/`;
+export const assignmentPrefix = (machineId: string): string => `${assignmentRoot}${machineId}/`;
+export const assignmentKey = (machineId: string, unit: string): string => `${assignmentPrefix(machineId)}${unit}`;
+
+/** Status: what an agent observes of its units, under its machine lease. Written only by agents. */
+export const unitStatusRoot = `${ROOT}unit-status/`;
+export const unitStatusPrefix = (machineId: string): string => `${unitStatusRoot}${machineId}/`;
+export const unitStatusKey = (machineId: string, unit: string): string => `${unitStatusPrefix(machineId)}${unit}`;
+
+/** The last segment of a key (a service name, unit name, machine id…). */
+export const lastSegment = (key: string): string => key.slice(key.lastIndexOf('/') + 1);
+
+/** `<machine>/<unit>` keys: the machine id segment before the last one. */
+export const machineOf = (key: string): string => {
+  const parts = key.split('/');
+  return parts[parts.length - 2] ?? '';
+};

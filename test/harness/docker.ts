@@ -1,0 +1,99 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, createWriteStream, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Docker from 'dockerode';
+import { ensureCommand } from './system-packages.js';
+
+// A private Docker engine per test run: its own data root, exec root and socket, so tests never
+// touch (or depend on) a Docker engine the machine may already run. Without a bridge network its
+// containers use host networking.
+
+export interface DockerEngine {
+  /** Path of the engine's Unix socket. */
+  socket: string;
+  /** `unix://<socket>`, as DOCKER_HOST would name it. */
+  dockerHost: string;
+  docker: Docker;
+  stop(): Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function waitForPing(docker: Docker, child: ChildProcess, logPath: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) {
+      throw new Error(`dockerd exited with ${child.exitCode}:\n${readFileSync(logPath, 'utf8').slice(-4000)}`);
+    }
+    try {
+      await docker.ping();
+      return;
+    } catch (error) {
+      lastError = error;
+      await sleep(200);
+    }
+  }
+  throw new Error(`dockerd did not answer ping within ${timeoutMs} ms: ${String(lastError)}\n${readFileSync(logPath, 'utf8').slice(-4000)}`);
+}
+
+function waitForExit(child: ChildProcess, timeoutMs: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      resolve();
+    }, timeoutMs);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+/** Starts a real dockerd (Debian docker.io) as root and resolves once it answers ping. */
+export async function startDockerd(): Promise<DockerEngine> {
+  ensureCommand('dockerd', 'docker.io');
+  if (process.getuid?.() !== 0) throw new Error('startDockerd needs root: dockerd runs as root');
+  // Unix socket paths must stay under 108 bytes, containerd's nested ones included.
+  const dir = mkdtempSync('/tmp/pd-');
+  const socket = join(dir, 'docker.sock');
+  const logPath = join(dir, 'dockerd.log');
+  const log = createWriteStream(logPath);
+  const child = spawn(
+    'dockerd',
+    [
+      '--data-root', join(dir, 'data'),
+      '--exec-root', join(dir, 'exec'),
+      '--pidfile', join(dir, 'dockerd.pid'),
+      '--host', `unix://${socket}`,
+      '--bridge=none',
+      '--iptables=false',
+      '--ip6tables=false',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  child.stdout?.pipe(log);
+  child.stderr?.pipe(log);
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+
+  const docker = new Docker({ socketPath: socket });
+  let stopped = false;
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    child.kill('SIGTERM');
+    await waitForExit(child, 20_000);
+    process.removeListener('exit', killOnExit);
+    log.end();
+    rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+  };
+  try {
+    await waitForPing(docker, child, logPath, 30_000);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { socket, dockerHost: `unix://${socket}`, docker, stop };
+}
