@@ -63,7 +63,9 @@ function describeIssue(issue: ValidationIssue, context: string): string {
 /** Picks the most telling issue: unions report one error per branch, the first concrete one says most. */
 export function describeValidation(issues: ValidationIssue[], context: string): string {
   const concrete = issues.filter((issue) => issue.keyword !== 'anyOf' && issue.keyword !== 'oneOf');
-  const chosen = concrete.find((issue) => issue.keyword !== 'type' || issue.params.type !== 'null') ?? concrete[0] ?? issues[0];
+  // A field of the other API's form explains a "required" failure better than the failure itself.
+  const renamed = concrete.find((issue) => issue.keyword === 'additionalProperties' && String(issue.params.additionalProperty) in renamedFields);
+  const chosen = renamed ?? concrete.find((issue) => issue.keyword !== 'type' || issue.params.type !== 'null') ?? concrete[0] ?? issues[0];
   return chosen ? describeIssue(chosen, context) : `${context} is invalid`;
 }
 

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, createWriteStream, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Docker from 'dockerode';
@@ -51,6 +51,16 @@ function waitForExit(child: ChildProcess, timeoutMs: number): Promise<void> {
   });
 }
 
+/** dockerd leaves mounts under its exec root (the default network namespace); rm cannot cross them. */
+function unmountUnder(dir: string): void {
+  const mountPoints = readFileSync('/proc/mounts', 'utf8')
+    .split('\n')
+    .map((line) => line.split(' ')[1] ?? '')
+    .filter((mountPoint) => mountPoint.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
+  for (const mountPoint of mountPoints) spawnSync('umount', ['-l', mountPoint], { stdio: 'ignore' });
+}
+
 /** Starts a real dockerd (Debian docker.io) as root and resolves once it answers ping. */
 export async function startDockerd(): Promise<DockerEngine> {
   ensureCommand('dockerd', 'docker.io');
@@ -87,6 +97,7 @@ export async function startDockerd(): Promise<DockerEngine> {
     await waitForExit(child, 20_000);
     process.removeListener('exit', killOnExit);
     log.end();
+    unmountUnder(dir);
     rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
   };
   try {

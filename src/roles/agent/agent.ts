@@ -1,0 +1,205 @@
+import type Docker from 'dockerode';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Assignment, Machine, UnitStatus } from '../../schemas/cluster.js';
+import type { RoleServer } from '../../http/server.js';
+import type { Store, Watch } from '../../store/store.js';
+import { assignmentPrefix } from '../../store/keys.js';
+import { listRecords } from '../../store/json-records.js';
+import { LeasedKeys } from '../../store/leased-keys.js';
+import { CoalescingRunner } from './coalescing-runner.js';
+import type { NetworkMode } from './container-spec.js';
+import { listUnitContainers } from './containers.js';
+import { connectDocker, describeDockerHost, dockerErrorMessage, withTimeout } from './docker-client.js';
+import { watchContainerEvents, type DockerEventWatch } from './docker-events.js';
+import { MachineRegistration } from './machine-registration.js';
+import { registerAgentRoutes } from './routes.js';
+import { UnitStatusReporter } from './status-reporter.js';
+import { UnitReconciler, observedStatus } from './unit-reconciler.js';
+
+// The agent makes its machine run what the scheduler assigned to it, like fleet's agent or a
+// kubelet: on every trigger (assignment watch, Docker event, periodic resync) it recomputes from
+// the full desired state (assignments) and actual state (this machine's containers), one pass at
+// a time. Containers outlive the agent; a restarted agent adopts them by their labels.
+
+export interface AgentOptions {
+  store: Store;
+  /** The role server (created by the caller, not yet listening); the agent adds its routes. */
+  server: RoleServer;
+  machineId: string;
+  /** host:port of this agent's API, as others reach it. */
+  address: string;
+  /** Host units are reached at (default 127.0.0.1). */
+  unitHost?: string;
+  network?: NetworkMode;
+  /** Docker engine address (`unix:///…`, `tcp://…`); default DOCKER_HOST, else the default socket. */
+  dockerHost?: string;
+  labels?: Record<string, string>;
+  /** Units this machine accepts (default 100). */
+  capacityUnits?: number;
+  leaseTtlSeconds?: number;
+  stopGraceSeconds?: number;
+  resyncIntervalMs?: number;
+  log: FastifyBaseLogger;
+}
+
+export interface Agent {
+  readonly machineId: string;
+  readonly docker: Docker;
+  /** Runs a full reconcile pass (after any pass in progress) and resolves when it is done. */
+  reconcile(): Promise<void>;
+  /** This machine's unit statuses as last reported. */
+  statuses(): UnitStatus[];
+  /** For /readyz: the store and the Docker engine answer. */
+  readiness(): Promise<{ machine: string; docker: string }>;
+  /** Stops reconciling and revokes the lease (machine and statuses vanish). Units keep running. */
+  close(): Promise<void>;
+}
+
+const dockerCheckTimeoutMs = 5_000;
+
+export async function startAgent(options: AgentOptions): Promise<Agent> {
+  const agent = new MachineAgent(options, await LeasedKeys.start(options.store, options.leaseTtlSeconds ?? 10, options.log));
+  registerAgentRoutes(options.server, agent);
+  await agent.start();
+  return agent;
+}
+
+class MachineAgent implements Agent {
+  readonly machineId: string;
+  readonly docker: Docker;
+  private readonly runner: CoalescingRunner;
+  private readonly reporter: UnitStatusReporter;
+  private readonly registration: MachineRegistration;
+  private readonly units: UnitReconciler;
+  private assignmentWatch: Watch | undefined;
+  private dockerEvents: DockerEventWatch | undefined;
+  private resyncTimer: NodeJS.Timeout | undefined;
+  private wakeTimer: NodeJS.Timeout | undefined;
+  private wakeAt = Infinity;
+  private closed = false;
+
+  constructor(
+    private readonly options: AgentOptions,
+    private readonly leasedKeys: LeasedKeys,
+  ) {
+    this.machineId = options.machineId;
+    this.docker = connectDocker(options.dockerHost);
+    this.reporter = new UnitStatusReporter(leasedKeys, options.machineId);
+    this.registration = new MachineRegistration(leasedKeys, {
+      id: options.machineId,
+      address: options.address,
+      host: options.unitHost ?? '127.0.0.1',
+      labels: options.labels ?? {},
+      network: options.network ?? 'bridge',
+      capacity: { units: options.capacityUnits ?? 100 },
+    });
+    this.units = new UnitReconciler({
+      docker: this.docker,
+      machineId: options.machineId,
+      network: options.network ?? 'bridge',
+      unitHost: options.unitHost ?? '127.0.0.1',
+      stopGraceSeconds: options.stopGraceSeconds ?? 10,
+      reporter: this.reporter,
+      wakeIn: (ms) => this.wakeIn(ms),
+    });
+    this.runner = new CoalescingRunner(
+      () => this.reconcileOnce(),
+      (error) => options.log.warn({ err: error, machine: this.machineId }, 'reconcile failed; retrying at the next resync'),
+    );
+  }
+
+  async start(): Promise<void> {
+    const trigger = () => void this.runner.trigger();
+    this.assignmentWatch = await this.options.store.watchPrefix(assignmentPrefix(this.machineId), trigger);
+    this.dockerEvents = watchContainerEvents(this.docker, this.machineId, trigger, this.options.log);
+    this.resyncTimer = setInterval(trigger, this.options.resyncIntervalMs ?? 5_000);
+    await this.runner.trigger();
+  }
+
+  reconcile(): Promise<void> {
+    return this.runner.trigger();
+  }
+
+  statuses(): UnitStatus[] {
+    return this.reporter.statuses();
+  }
+
+  async readiness(): Promise<{ machine: string; docker: string }> {
+    await this.options.store.ping();
+    const engine = await this.checkDocker();
+    if (!engine.reachable) throw new Error(`Docker engine at ${describeDockerHost(this.options.dockerHost)} unreachable: ${engine.error}`);
+    return { machine: this.machineId, docker: engine.version ?? 'unknown' };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.resyncTimer);
+    clearTimeout(this.wakeTimer);
+    this.dockerEvents?.close();
+    await this.assignmentWatch?.close();
+    await this.runner.close();
+    await this.leasedKeys.close();
+  }
+
+  /** Asks for a pass in `ms`; only the earliest pending wake-up is kept, later ones are re-asked by that pass. */
+  private wakeIn(ms: number): void {
+    const at = Date.now() + ms;
+    if (this.closed || (this.wakeTimer && this.wakeAt <= at)) return;
+    clearTimeout(this.wakeTimer);
+    this.wakeAt = at;
+    this.wakeTimer = setTimeout(() => {
+      this.wakeTimer = undefined;
+      this.wakeAt = Infinity;
+      void this.runner.trigger();
+    }, ms);
+  }
+
+  private async checkDocker(): Promise<Machine['docker']> {
+    try {
+      const version = await withTimeout(this.docker.version(), dockerCheckTimeoutMs, 'Docker engine');
+      return { reachable: true, version: version.Version };
+    } catch (error) {
+      return { reachable: false, error: dockerErrorMessage(error) };
+    }
+  }
+
+  private async reconcileOnce(): Promise<void> {
+    const assignments = await listRecords<Assignment>(this.options.store, assignmentPrefix(this.machineId));
+    const wanted = new Set(assignments.map((assignment) => assignment.unit));
+    const engine = await this.checkDocker();
+    if (engine.reachable) await this.reconcileUnits(assignments, wanted);
+    else await this.reportEngineDown(assignments, engine.error ?? 'no reason given');
+    await Promise.all(this.reporter.units().filter((unit) => !wanted.has(unit)).map((unit) => this.reporter.forget(unit)));
+    this.units.forgetExcept(wanted);
+    await this.registration.update(engine, assignments.length);
+  }
+
+  private async reconcileUnits(assignments: Assignment[], wanted: ReadonlySet<string>): Promise<void> {
+    const containers = await listUnitContainers(this.docker, this.machineId);
+    const containerOf = new Map(containers.map((container) => [container.unit, container]));
+    const takenPorts = new Set(this.options.network === 'host' ? containers.map((container) => container.port) : []);
+    const log = this.options.log;
+    // Units are independent: one unit's slow pull or stop grace must not hold up the others.
+    await Promise.all([
+      ...containers
+        .filter((container) => !wanted.has(container.unit))
+        .map((container) =>
+          this.units.remove(container).catch((error) => log.warn({ unit: container.unit, reason: dockerErrorMessage(error) }, 'could not remove unit')),
+        ),
+      ...assignments.map((assignment) =>
+        this.units
+          .reconcile(assignment, containerOf.get(assignment.unit), takenPorts)
+          .catch((error) => log.warn({ unit: assignment.unit, reason: dockerErrorMessage(error) }, 'could not reconcile unit')),
+      ),
+    ]);
+  }
+
+  private async reportEngineDown(assignments: Assignment[], reason: string): Promise<void> {
+    await Promise.all(
+      assignments.map((assignment) =>
+        this.reporter.report(observedStatus(assignment, this.machineId, 0, { active: 'failed', sub: 'failed', error: `Docker engine unreachable: ${reason}` })),
+      ),
+    );
+  }
+}

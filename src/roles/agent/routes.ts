@@ -1,0 +1,76 @@
+import { PassThrough, Readable } from 'node:stream';
+import { Type } from '@sinclair/typebox';
+import type Docker from 'dockerode';
+import type { RoleServer } from '../../http/server.js';
+import { HttpError, notFound, unavailable } from '../../http/errors.js';
+import { UnitStatus } from '../../schemas/cluster.js';
+import { UnitName, errorResponses } from '../../schemas/common.js';
+import { findUnitContainer } from './containers.js';
+import { dockerErrorMessage } from './docker-client.js';
+
+// The agent's own API: what runs on this machine and the units' logs. The orchestrator proxies
+// these for people; the store holds the same statuses for everyone else.
+
+export interface AgentRouteTarget {
+  readonly machineId: string;
+  readonly docker: Docker;
+  statuses(): UnitStatus[];
+}
+
+const LogParams = Type.Object({ unit: UnitName });
+const LogQuery = Type.Object({
+  tail: Type.Integer({ minimum: 0, maximum: 100_000, default: 100, description: 'lines from the end of the log' }),
+  follow: Type.Boolean({ default: false, description: 'keep streaming new lines until the client disconnects' }),
+});
+
+/** Docker failures answer 503 naming the engine; HTTP errors pass through. */
+async function viaDocker<T>(action: () => Promise<T>): Promise<T> {
+  try {
+    return await action();
+  } catch (error) {
+    if (error instanceof HttpError) throw error;
+    throw unavailable(`Docker engine unreachable: ${dockerErrorMessage(error)}`);
+  }
+}
+
+/** Docker multiplexes stdout and stderr into one framed stream; people want the plain text. */
+function demultiplexed(docker: Docker, source: NodeJS.ReadableStream): PassThrough {
+  const text = new PassThrough();
+  docker.modem.demuxStream(source, text, text);
+  source.once('end', () => text.end());
+  source.once('error', (error) => text.destroy(error));
+  return text;
+}
+
+export function registerAgentRoutes(server: RoleServer, agent: AgentRouteTarget): void {
+  server.get(
+    '/units',
+    { schema: { description: "This machine's unit statuses.", response: { 200: Type.Array(UnitStatus) } } },
+    async () => agent.statuses(),
+  );
+
+  server.get(
+    '/units/:unit/logs',
+    {
+      schema: {
+        description: "A unit's container output (stdout and stderr) as text.",
+        params: LogParams,
+        querystring: LogQuery,
+        response: { 200: Type.Unsafe<Readable>({ type: 'string', description: 'log lines' }), ...errorResponses },
+      },
+    },
+    async (request, reply) => {
+      const { unit } = request.params;
+      const { tail, follow } = request.query;
+      const container = await viaDocker(() => findUnitContainer(agent.docker, agent.machineId, unit));
+      if (!container) throw notFound(`unit ${unit} has no container on machine ${agent.machineId}`);
+      const handle = agent.docker.getContainer(container.id);
+      const source = follow
+        ? await viaDocker(() => handle.logs({ stdout: true, stderr: true, tail, follow: true }))
+        : Readable.from([await viaDocker(() => handle.logs({ stdout: true, stderr: true, tail, follow: false }))]);
+      // A followed log never ends by itself: stop reading from Docker when the client goes away.
+      reply.raw.once('close', () => (source as Readable).destroy());
+      return reply.type('text/plain; charset=utf-8').send(demultiplexed(agent.docker, source));
+    },
+  );
+}

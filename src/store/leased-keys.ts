@@ -1,0 +1,177 @@
+// Keys that live exactly as long as their owner: component announcements
+// (`/platform/services/<name>` = host:port) and an agent's machine registration and unit statuses.
+//
+// All keys share one lease, kept alive every TTL/3 by the store. When the lease is lost (the
+// store was unreachable for longer than the TTL, or etcd forgot it), a recovery loop grants a new
+// lease and writes every key again, with backoff while the store stays down. Callers never see
+// store failures from set()/remove(): the loop retries them. close() revokes the lease, so the
+// keys disappear at once instead of a TTL later.
+
+import type { Lease, Store } from './store.js';
+
+/** A pino/fastify logger fits; so does `console`. */
+export interface LeasedKeysLog {
+  info?(message: string): void;
+  warn?(message: string): void;
+}
+
+const FIRST_RETRY_MS = 250;
+const MAX_RETRY_MS = 5000;
+
+export class LeasedKeys {
+  private lease: Lease | undefined;
+  /** What the store should hold: key → value. */
+  private readonly wanted = new Map<string, string>();
+  /** Keys whose store copy may differ from `wanted` (absent from `wanted` = to delete). */
+  private readonly dirty = new Set<string>();
+  /** Callers waiting for the next write attempt to finish. */
+  private waiters: (() => void)[] = [];
+  private running: Promise<void> | undefined;
+  private wake: (() => void) | undefined;
+  private failing = false;
+  private closed = false;
+
+  private constructor(
+    private readonly store: Store,
+    readonly ttlSeconds: number,
+    private readonly log?: LeasedKeysLog,
+  ) {}
+
+  /** Grants the lease; if the store is down, returns anyway and keeps trying in the background. */
+  static async start(store: Store, ttlSeconds = 10, log?: LeasedKeysLog): Promise<LeasedKeys> {
+    const keys = new LeasedKeys(store, ttlSeconds, log);
+    await keys.sync();
+    return keys;
+  }
+
+  /** The current lease id, if one is held (for tests and diagnostics). */
+  get leaseId(): string | undefined {
+    return this.lease?.id;
+  }
+
+  /** Writes `key` under the lease. Resolves after one attempt; a failed attempt is retried in the background. */
+  async set(key: string, value: string): Promise<void> {
+    if (this.closed) throw new Error('LeasedKeys is closed');
+    this.wanted.set(key, value);
+    this.dirty.add(key);
+    await this.sync();
+  }
+
+  /** Deletes `key` and stops maintaining it. */
+  async remove(key: string): Promise<void> {
+    if (this.closed) throw new Error('LeasedKeys is closed');
+    this.wanted.delete(key);
+    this.dirty.add(key);
+    await this.sync();
+  }
+
+  /** Stops maintaining the keys and revokes the lease, so they vanish from the store at once. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.wake?.();
+    await this.running;
+    const lease = this.lease;
+    this.lease = undefined;
+    if (!lease) return;
+    try {
+      await lease.revoke();
+    } catch (error) {
+      this.log?.warn?.(`could not revoke lease ${lease.id} (its keys expire within ${this.ttlSeconds} s): ${message(error)}`);
+    }
+  }
+
+  /** Runs (or joins) the loop and resolves after its next attempt, successful or not. */
+  private sync(): Promise<void> {
+    const attempted = new Promise<void>((resolve) => this.waiters.push(resolve));
+    if (this.running) this.wake?.(); // new work should not wait out a backoff
+    else this.running = this.loop();
+    return attempted;
+  }
+
+  private async loop(): Promise<void> {
+    let delay = FIRST_RETRY_MS;
+    while (!this.closed && (this.lease === undefined || this.dirty.size > 0)) {
+      const waiters = this.waiters.splice(0);
+      const ok = await this.attempt();
+      for (const resolve of waiters) resolve();
+      if (ok) {
+        delay = FIRST_RETRY_MS;
+      } else {
+        await this.sleep(delay);
+        delay = Math.min(delay * 2, MAX_RETRY_MS);
+      }
+    }
+    this.running = undefined;
+    for (const resolve of this.waiters.splice(0)) resolve();
+  }
+
+  /** One pass: a lease if there is none, then every dirty key. */
+  private async attempt(): Promise<boolean> {
+    try {
+      const lease = this.lease ?? (await this.grant());
+      for (const key of [...this.dirty]) {
+        if (this.closed) return true;
+        await this.writeKey(key, lease);
+      }
+      if (this.failing) this.log?.info?.(`store ${this.store.description} reachable again; leased keys are written`);
+      this.failing = false;
+      return true;
+    } catch (error) {
+      if (!this.failing) this.log?.warn?.(`leased keys not written to ${this.store.description} (retrying): ${message(error)}`);
+      this.failing = true;
+      return false;
+    }
+  }
+
+  private async grant(): Promise<Lease> {
+    const lease = await this.store.grantLease(this.ttlSeconds);
+    if (this.closed) {
+      // close() ran during the grant and will not see this lease: do not leak it.
+      await lease.revoke().catch(() => undefined);
+      return lease;
+    }
+    this.lease = lease;
+    lease.onLost((reason) => this.lost(lease, reason));
+    // A new lease holds nothing yet: every key must be written again.
+    for (const key of this.wanted.keys()) this.dirty.add(key);
+    return lease;
+  }
+
+  private lost(lease: Lease, reason: Error): void {
+    if (this.lease !== lease || this.closed) return;
+    this.log?.warn?.(`lease ${lease.id} lost (${reason.message}); granting a new one and rewriting ${this.wanted.size} key(s)`);
+    this.lease = undefined;
+    void this.sync();
+  }
+
+  private async writeKey(key: string, lease: Lease): Promise<void> {
+    const value = this.wanted.get(key);
+    // Clear first: a set() of the same key during the write marks it dirty again.
+    this.dirty.delete(key);
+    try {
+      if (value === undefined) await this.store.delete(key);
+      else await this.store.put(key, value, { lease: lease.id });
+    } catch (error) {
+      this.dirty.add(key);
+      throw error;
+    }
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = done;
+    }).finally(() => {
+      this.wake = undefined;
+    });
+  }
+}
+
+function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,90 @@
+// Runs the real `platform` binary as child processes, as an operator would, and waits until each
+// role answers. Every child is killed when the test process exits.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export const platformBin = fileURLToPath(new URL('../../../bin/platform', import.meta.url));
+
+const children = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
+export interface PlatformProcess {
+  readonly child: ChildProcess;
+  /** The last lines it printed, for failure messages. */
+  output(): string;
+  /** Sends the signal and waits for the process to exit. */
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+export function runPlatform(args: string[], env: NodeJS.ProcessEnv = {}): PlatformProcess {
+  const child = spawn(process.execPath, [platformBin, ...args], {
+    env: { ...process.env, PLATFORM_LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  let lines: string[] = [];
+  const remember = (chunk: Buffer) => {
+    lines = [...lines, ...chunk.toString().split('\n').filter(Boolean)].slice(-40);
+  };
+  child.stdout?.on('data', remember);
+  child.stderr?.on('data', remember);
+  return {
+    child,
+    output: () => lines.join('\n'),
+    stop: async (signal = 'SIGTERM') => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** Waits until `url` + /healthz answers 200, or fails with what the process printed. */
+export async function waitHealthy(url: string, process: PlatformProcess, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (process.child.exitCode !== null) throw new Error(`platform exited with ${process.child.exitCode}:\n${process.output()}`);
+    try {
+      const response = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1000) });
+      if (response.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await sleep(100);
+  }
+  throw new Error(`platform at ${url} did not answer within ${timeoutMs} ms:\n${process.output()}`);
+}
+
+/** Starts `platform serve --role <role>` on a port and waits until it answers. */
+export async function serveRole(role: string, port: number, flags: string[], env: NodeJS.ProcessEnv = {}): Promise<PlatformProcess & { url: string }> {
+  const started = runPlatform(['serve', '--role', role, '--port', String(port), ...flags], env);
+  const url = `http://127.0.0.1:${port}`;
+  await waitHealthy(url, started);
+  return Object.assign(started, { url });
+}
+
+/** JSON over HTTP for tests: returns status and parsed body. */
+export async function http(method: string, url: string, body?: unknown): Promise<{ status: number; body: any }> {
+  const response = await fetch(url, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    signal: AbortSignal.timeout(60_000),
+  });
+  const text = await response.text();
+  let parsed: unknown = text;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    // not JSON: keep the text
+  }
+  return { status: response.status, body: parsed };
+}

@@ -1,0 +1,286 @@
+import t from 'tap';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { request } from 'undici';
+import { createRoleServer, type RoleServer } from '../../src/http/server.js';
+import { EmbeddedStore } from '../../src/store/embedded-store.js';
+import { assignmentKey, machineKey, unitStatusKey } from '../../src/store/keys.js';
+import type { Assignment, Machine, UnitStatus } from '../../src/schemas/cluster.js';
+import type { Store } from '../../src/store/store.js';
+import { startAgent, type Agent, type AgentOptions } from '../../src/roles/agent/agent.js';
+import { startDockerd } from '../harness/docker.js';
+import { startRegistry } from '../harness/registry.js';
+import { buildTestImage } from '../harness/test-image.js';
+import { freePort } from '../harness/free-port.js';
+import { waitFor } from '../harness/wait.js';
+
+// The agent against a real dockerd, a real registry and a real store: assignments written as the
+// scheduler would write them become running containers, and back.
+
+const suffix = randomBytes(3).toString('hex');
+const engine = await startDockerd();
+t.teardown(() => engine.stop());
+const registry = await startRegistry();
+t.teardown(() => registry.stop());
+const dataDir = mkdtempSync(join(tmpdir(), 'agent-test-store-'));
+const store = await EmbeddedStore.open(dataDir);
+t.teardown(async () => {
+  await store.close();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+const repository = `agent-test/hello-${suffix}`;
+const pinned = async (tag: string, options: Parameters<typeof buildTestImage>[4]) => {
+  const image = await buildTestImage(engine.docker, registry.host, repository, tag, options);
+  // The engine forgets the image, so the agent has to pull it from the registry.
+  await engine.docker.getImage(image.reference).remove();
+  return `${registry.host}/${repository}@${image.digest}`;
+};
+const imageV1 = await pinned('v1', { label: 'one' });
+const imageV2 = await pinned('v2', { label: 'two' });
+const crashImage = await pinned('crash', { variant: 'crash' });
+
+const { docker } = engine;
+const service = `web${suffix}`;
+const unit = (instance: number) => `${service}-${instance}.service`;
+
+function assignment(machine: string, instance: number, release: number, image: string, svc = service): Assignment {
+  return {
+    unit: `${svc}-${instance}.service`,
+    service: svc,
+    instance,
+    machine,
+    release,
+    image,
+    ports: [],
+    env: { GREETING: `hello-${instance}` },
+    deployment: `d-${release}`,
+    assignedAt: new Date().toISOString(),
+  };
+}
+
+const assign = (a: Assignment) => store.put(assignmentKey(a.machine, a.unit), JSON.stringify(a));
+const readJson = async <T>(s: Store, key: string): Promise<T | undefined> => {
+  const kv = await s.get(key);
+  return kv ? (JSON.parse(kv.value) as T) : undefined;
+};
+const statusOf = (machine: string, name: string) => readJson<UnitStatus>(store, unitStatusKey(machine, name));
+
+async function runningStatus(machine: string, name: string, release: number): Promise<UnitStatus | undefined> {
+  const status = await statusOf(machine, name);
+  return status && status.release === release && status.active === 'active' && status.sub === 'running' ? status : undefined;
+}
+
+async function httpGet(url: string): Promise<{ status: number; body: string; type: string | undefined }> {
+  const response = await request(url);
+  return { status: response.statusCode, body: await response.body.text(), type: response.headers['content-type'] as string | undefined };
+}
+
+const containersOf = (machine: string) =>
+  docker.listContainers({ all: true, filters: { label: ['platform.managed=true', `platform.machine=${machine}`] } });
+
+interface RunningAgent {
+  agent: Agent;
+  server: RoleServer;
+  url: string;
+  close(): Promise<void>;
+}
+
+async function runAgent(overrides: Partial<AgentOptions> & { machineId: string }): Promise<RunningAgent> {
+  const port = await freePort();
+  let agent: Agent | undefined;
+  const server = await createRoleServer({ role: 'agent', logger: false, readiness: () => agent!.readiness() });
+  agent = await startAgent({
+    store,
+    server,
+    address: `127.0.0.1:${port}`,
+    network: 'host',
+    dockerHost: engine.dockerHost,
+    leaseTtlSeconds: 5,
+    stopGraceSeconds: 5,
+    resyncIntervalMs: 1_000,
+    log: server.log,
+    ...overrides,
+  });
+  await server.listen({ host: '127.0.0.1', port });
+  const running = agent;
+  return {
+    agent: running,
+    server,
+    url: `http://127.0.0.1:${port}`,
+    close: async () => {
+      await running.close();
+      await server.close();
+    },
+  };
+}
+
+const machineId = `m-${suffix}`;
+let main = await runAgent({ machineId, labels: { zone: 'test' } });
+t.teardown(async () => {
+  await main.close();
+  for (const info of await containersOf(machineId)) await docker.getContainer(info.Id).remove({ force: true });
+});
+
+t.test('the agent registers its machine with a reachable Docker engine', async (t) => {
+  const machine = await waitFor(() => readJson<Machine>(store, machineKey(machineId)), 10_000, { what: 'machine key' });
+  t.equal(machine.id, machineId);
+  t.equal(machine.address, main.url.replace('http://', ''));
+  t.equal(machine.host, '127.0.0.1');
+  t.equal(machine.network, 'host');
+  t.same(machine.labels, { zone: 'test' });
+  t.equal(machine.docker.reachable, true);
+  t.match(machine.docker.version, /^\d+\./);
+  t.ok(machine.capacity.units > 0);
+  t.ok((await store.get(machineKey(machineId)))?.lease, 'the machine key lives under the agent lease');
+  const ready = await httpGet(`${main.url}/readyz`);
+  t.equal(ready.status, 200);
+  t.match(JSON.parse(ready.body), { status: 'ready', machine: machineId, docker: machine.docker.version });
+});
+
+t.test('two assigned units run as containers named after them and answer on their addresses', async (t) => {
+  await assign(assignment(machineId, 1, 1, imageV1));
+  await assign(assignment(machineId, 2, 1, imageV1));
+  for (const instance of [1, 2]) {
+    const status = await waitFor(() => runningStatus(machineId, unit(instance), 1), 30_000, { what: `${unit(instance)} running` });
+    t.equal(status.service, service);
+    t.equal(status.instance, instance);
+    t.equal(status.machine, machineId);
+    t.equal(status.image, imageV1);
+    t.match(status.address, /^127\.0\.0\.1:\d+$/);
+    t.ok(status.containerId);
+    const page = await httpGet(`http://${status.address}/`);
+    t.equal(page.body.trim(), `${unit(instance)} hello-${instance} v1 one`, 'the unit answers with its name, env and release');
+  }
+  const names = (await containersOf(machineId)).map((info) => info.Names[0]).sort();
+  t.same(names, [`/${unit(1)}`, `/${unit(2)}`]);
+  const [info] = await containersOf(machineId);
+  t.match(info!.Labels, { 'platform.managed': 'true', 'platform.machine': machineId, 'platform.service': service, 'platform.release': '1' });
+  const machine = await waitFor(async () => {
+    const record = await readJson<Machine>(store, machineKey(machineId));
+    return record?.unitCount === 2 ? record : undefined;
+  }, 10_000, { what: 'unit count 2' });
+  t.equal(machine.unitCount, 2);
+});
+
+t.test('GET /units lists this machine\'s unit statuses', async (t) => {
+  const listed = await httpGet(`${main.url}/units`);
+  t.equal(listed.status, 200);
+  const statuses = JSON.parse(listed.body) as UnitStatus[];
+  t.same(statuses.map((status) => status.unit), [unit(1), unit(2)]);
+});
+
+t.test('a new release replaces the container, keeping the unit address', async (t) => {
+  const before = (await runningStatus(machineId, unit(1), 1))!;
+  await assign(assignment(machineId, 1, 2, imageV2));
+  const after = await waitFor(() => runningStatus(machineId, unit(1), 2), 30_000, { what: 'release 2 running' });
+  t.not(after.containerId, before.containerId, 'a new container');
+  t.equal(after.address, before.address, 'the same host port');
+  t.equal(after.image, imageV2);
+  const page = await httpGet(`http://${after.address}/`);
+  t.equal(page.body.trim(), `${unit(1)} hello-1 v2 two`);
+  const forUnit = (await containersOf(machineId)).filter((info) => info.Names[0] === `/${unit(1)}`);
+  t.equal(forUnit.length, 1, 'the old container is gone');
+  t.equal(forUnit[0]!.Labels['platform.release'], '2');
+});
+
+t.test('a killed container runs again and its restarts are counted', async (t) => {
+  const before = (await runningStatus(machineId, unit(2), 1))!;
+  await docker.getContainer(before.containerId!).kill();
+  const after = await waitFor(async () => {
+    const status = await runningStatus(machineId, unit(2), 1);
+    return status && status.restarts >= 1 ? status : undefined;
+  }, 30_000, { what: 'unit 2 restarted' });
+  t.equal(after.containerId, before.containerId, 'the same container is started again');
+  t.ok(after.restarts >= 1);
+  t.equal((await httpGet(`http://${after.address}/`)).body.trim(), `${unit(2)} hello-2 v1 one`);
+});
+
+t.test('the logs route returns the container output', async (t) => {
+  const logs = await httpGet(`${main.url}/units/${unit(2)}/logs?tail=100`);
+  t.equal(logs.status, 200);
+  t.match(logs.type, /^text\/plain/);
+  t.match(logs.body, `serving ${unit(2)} on port`);
+  t.notMatch(logs.body, /[\x00-\x08]/, 'Docker stream headers are removed');
+
+  const unknown = await httpGet(`${main.url}/units/nothing-1.service/logs`);
+  t.equal(unknown.status, 404);
+  t.match(JSON.parse(unknown.body), { statusCode: 404, message: /nothing-1\.service/ });
+  const invalid = await httpGet(`${main.url}/units/Not_A_Unit/logs`);
+  t.equal(invalid.status, 400);
+});
+
+t.test('a following log request streams until the client disconnects', async (t) => {
+  const controller = new AbortController();
+  const response = await request(`${main.url}/units/${unit(2)}/logs?tail=10&follow=true`, { signal: controller.signal });
+  t.equal(response.statusCode, 200);
+  let received = '';
+  for await (const chunk of response.body) {
+    received += chunk.toString();
+    if (received.includes('serving')) break;
+  }
+  controller.abort();
+  t.match(received, `serving ${unit(2)}`);
+});
+
+t.test('a unit that crashes at once is restarted with backoff and reported failed', async (t) => {
+  const crashing = assignment(machineId, 3, 1, crashImage);
+  await assign(crashing);
+  const status = await waitFor(async () => {
+    const s = await statusOf(machineId, crashing.unit);
+    return s && s.active === 'failed' && s.restarts >= 1 ? s : undefined;
+  }, 30_000, { what: 'crash-looping unit failed' });
+  t.equal(status.sub, 'auto-restart');
+  t.match(status.error, 'exited with code 1');
+  await store.delete(assignmentKey(machineId, crashing.unit));
+  await waitFor(async () => !(await statusOf(machineId, crashing.unit)), 30_000, { what: 'crash unit status gone' });
+});
+
+t.test('removing an assignment stops and removes the container and withdraws its status', async (t) => {
+  await store.delete(assignmentKey(machineId, unit(2)));
+  await waitFor(async () => !(await statusOf(machineId, unit(2))), 30_000, { what: 'status key gone' });
+  const names = (await containersOf(machineId)).map((info) => info.Names[0]);
+  t.same(names, [`/${unit(1)}`]);
+});
+
+t.test('close() withdraws the machine at once; units keep running and a new agent adopts them', async (t) => {
+  const before = (await runningStatus(machineId, unit(1), 2))!;
+  await main.close();
+  t.equal(await store.get(machineKey(machineId)), undefined, 'machine key gone at once');
+  t.equal(await store.get(unitStatusKey(machineId, unit(1))), undefined, 'status key gone at once');
+  t.equal((await httpGet(`http://${before.address}/`)).status, 200, 'the unit still answers');
+
+  main = await runAgent({ machineId, labels: { zone: 'test' } });
+  const adopted = await waitFor(() => runningStatus(machineId, unit(1), 2), 30_000, { what: 'unit adopted' });
+  t.equal(adopted.containerId, before.containerId, 'the running container is adopted, not replaced');
+  t.equal(adopted.address, before.address);
+});
+
+t.test('an agent without a Docker engine says why and fails its units', async (t) => {
+  const socket = `/tmp/pd-missing-${suffix}/docker.sock`;
+  const lonelyId = `m-nodocker-${suffix}`;
+  const lonely = await runAgent({ machineId: lonelyId, dockerHost: `unix://${socket}` });
+  t.teardown(() => lonely.close());
+  const machine = await waitFor(() => readJson<Machine>(store, machineKey(lonelyId)), 10_000, { what: 'machine key' });
+  t.equal(machine.docker.reachable, false);
+  t.match(machine.docker.error, `ENOENT ${socket}`);
+
+  const stranded = assignment(lonelyId, 1, 1, imageV1, `lonely${suffix}`);
+  await assign(stranded);
+  const status = await waitFor(async () => {
+    const s = await statusOf(lonelyId, stranded.unit);
+    return s?.active === 'failed' ? s : undefined;
+  }, 10_000, { what: 'unit failed' });
+  t.equal(status.sub, 'failed');
+  t.match(status.error, /^Docker engine unreachable: .*ENOENT/);
+
+  const ready = await httpGet(`${lonely.url}/readyz`);
+  t.equal(ready.status, 503);
+  t.match(JSON.parse(ready.body).message, `Docker engine at unix://${socket} unreachable`);
+
+  await lonely.close();
+  t.equal(await store.get(machineKey(lonelyId)), undefined, 'machine key gone at once');
+  await store.delete(assignmentKey(lonelyId, stranded.unit));
+});

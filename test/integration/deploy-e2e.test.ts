@@ -1,0 +1,140 @@
+import t, { type Test } from 'tap';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { startEtcd } from '../harness/etcd.js';
+import { startDockerd } from '../harness/docker.js';
+import { startRegistry } from '../harness/registry.js';
+import { buildTestImage } from '../harness/test-image.js';
+import { freePort } from '../harness/free-port.js';
+import { http, runPlatform, serveRole, waitHealthy } from '../harness/platform.js';
+import { waitFor } from '../harness/wait.js';
+
+// The seed flow end to end on real parts: declare, set env, deploy, see three real containers
+// answer HTTP with the env value, delete. Once with every role in its own process on etcd, once
+// with `platform up` on the embedded store.
+
+const engine = await startDockerd();
+const registry = await startRegistry();
+const repository = `e2e/web-${randomBytes(3).toString('hex')}`;
+const v1 = await buildTestImage(engine.docker, registry.host, repository, 'v1', { label: 'one' });
+const v2 = await buildTestImage(engine.docker, registry.host, repository, 'v2', { label: 'two' });
+t.teardown(async () => {
+  await registry.stop();
+  await engine.stop();
+});
+
+const dockerEnv = { DOCKER_HOST: engine.dockerHost };
+const agentFlags = (machineId: string) => ['--network', 'host', '--machine-id', machineId, '--stop-grace', '2'];
+
+interface Unit {
+  unit: string;
+  machine: string;
+  active: string;
+  sub: string;
+  release: number;
+  address?: string;
+}
+
+async function containersOf(service: string): Promise<string[]> {
+  const containers = await engine.docker.listContainers({ all: true, filters: { label: [`platform.service=${service}`] } });
+  return containers.map((c) => c.Names[0]!.replace(/^\//, '')).sort();
+}
+
+/** Waits until the orchestrator lists `count` units of `release`, all active/running, and returns them. */
+async function runningUnits(orchestrator: string, service: string, count: number, release: number): Promise<Unit[]> {
+  return waitFor(async () => {
+    const units = (await http('GET', `${orchestrator}/services/${service}/units`)).body as Unit[];
+    const ready = units.filter((u) => u.active === 'active' && u.sub === 'running' && u.release === release);
+    return ready.length === count && units.length === count ? units : undefined;
+  }, 60_000, { what: `${count} running units of ${service} v${release}` });
+}
+
+async function deployFlow(t: Test, urls: { directory: string; scheduler: string; orchestrator: string }) {
+  const service = `web-${randomBytes(2).toString('hex')}`;
+  const created = await http('POST', `${urls.directory}/services`, { name: service, description: 'e2e', containerImage: `${registry.host}/${repository}`, numInstances: 3 });
+  t.equal(created.status, 201);
+  t.equal((await http('PATCH', `${urls.orchestrator}/services/${service}/config/next`, { env: { GREETING: 'hello-e2e' } })).status, 200);
+
+  const deploy = await http('POST', `${urls.scheduler}/hooks/deploy`, { serviceName: service, containerRepository: v1.reference, pushedAt: 0 });
+  t.equal(deploy.status, 200, JSON.stringify(deploy.body));
+  t.match(deploy.body, { statusCode: 200, release: 'v1', version: 1, image: `${registry.host}/${repository}@${v1.digest}` });
+
+  const units = await runningUnits(urls.orchestrator, service, 3, 1);
+  t.same(units.map((u) => u.unit).sort(), [1, 2, 3].map((i) => `${service}-${i}.service`));
+  t.same(await containersOf(service), [1, 2, 3].map((i) => `${service}-${i}.service`));
+  for (const unit of units) {
+    const page = await fetch(`http://${unit.address}/`).then((r) => r.text());
+    t.match(page, new RegExp(`^${unit.unit} hello-e2e v1`), `${unit.unit} answers with its name and the env value`);
+  }
+  const deployment = await waitFor(async () => {
+    const record = (await http('GET', `${urls.scheduler}/deployments/${deploy.body.deployment}`)).body;
+    return record.state === 'succeeded' ? record : undefined;
+  }, 10_000);
+  t.equal(deployment.units.length, 3);
+
+  const redeploy = await http('POST', `${urls.orchestrator}/services/${service}/deploy`, { containerRepository: v2.reference });
+  t.match(redeploy, { status: 200, body: { release: 'v2' } });
+  for (const unit of await runningUnits(urls.orchestrator, service, 3, 2)) {
+    t.match(await fetch(`http://${unit.address}/`).then((r) => r.text()), /hello-e2e v2/);
+  }
+  const history = await http('GET', `${urls.orchestrator}/services/${service}/config/history`);
+  t.same(history.body.map((r: { version: number; digest: string }) => [r.version, r.digest]), [[1, v1.digest], [2, v2.digest]]);
+
+  const deleted = await http('DELETE', `${urls.orchestrator}/services/${service}`);
+  t.equal(deleted.status, 204);
+  t.same(await containersOf(service), [], 'its containers are gone');
+  t.equal((await http('GET', `${urls.orchestrator}/services/${service}`)).status, 404);
+}
+
+t.test('every role in its own process on etcd', async (t) => {
+  const etcd = await startEtcd();
+  const flags = ['--etcd', etcd.url, '--announce-ttl', '3'];
+  const directory = await serveRole('directory', await freePort(), flags);
+  const scheduler = await serveRole('scheduler', await freePort(), flags);
+  const orchestrator = await serveRole('orchestrator', await freePort(), flags);
+  const agent = await serveRole('agent', await freePort(), [...flags, ...agentFlags(`e2e-${randomBytes(2).toString('hex')}`)], dockerEnv);
+  t.teardown(async () => {
+    await Promise.all([directory, scheduler, orchestrator, agent].map((role) => role.stop()));
+    await etcd.stop();
+  });
+  await deployFlow(t, { directory: directory.url, scheduler: scheduler.url, orchestrator: orchestrator.url });
+
+  t.test('the deploy and undeclared-service errors say what is wrong', async (t) => {
+    const unknown = await http('POST', `${scheduler.url}/hooks/deploy`, { serviceName: 'nope', containerRepository: v1.reference, pushedAt: 0 });
+    t.match(unknown, { status: 404, body: { message: /nope is not declared/ } });
+    await http('POST', `${directory.url}/services`, { name: 'other', containerImage: `${registry.host}/${repository}` });
+    const wrongRepo = await http('POST', `${scheduler.url}/hooks/deploy`, { serviceName: 'other', containerRepository: `${registry.host}/elsewhere:v1`, pushedAt: 0 });
+    t.match(wrongRepo, { status: 400, body: { message: /is not the repository of service other/ } });
+    const missingTag = await http('POST', `${scheduler.url}/hooks/deploy`, { serviceName: 'other', containerRepository: `${registry.host}/${repository}:nope`, pushedAt: 0 });
+    t.match(missingTag, { status: 400, body: { message: /does not exist in registry/ } });
+    const badBody = await http('POST', `${scheduler.url}/hooks/deploy`, { serviceName: 'other', containerRepository: v1.reference, pushedAt: -1 });
+    t.match(badBody, { status: 400, body: { message: /^pushedAt must/ } });
+  });
+
+  t.test('an agent whose Docker engine is unreachable says so, and a deploy to it fails with that reason', async (t) => {
+    await agent.stop();
+    const blind = await serveRole('agent', await freePort(), [...flags, ...agentFlags('blind')], { DOCKER_HOST: 'unix:///tmp/no-such-docker.sock' });
+    t.teardown(() => blind.stop());
+    const machine = await waitFor(async () => (await http('GET', `${orchestrator.url}/cluster/machines`)).body.find((m: { id: string }) => m.id === 'blind'), 10_000);
+    t.match(machine.docker, { reachable: false, error: /no-such-docker\.sock/ });
+    const deploy = await http('POST', `${scheduler.url}/hooks/deploy`, { serviceName: 'other', containerRepository: v1.reference, pushedAt: 0 });
+    t.equal(deploy.status, 200);
+    const failed = await waitFor(async () => {
+      const record = (await http('GET', `${scheduler.url}/deployments/${deploy.body.deployment}`)).body;
+      return record.state === 'failed' ? record : undefined;
+    }, 15_000);
+    t.match(failed.reason, /Docker engine unreachable/);
+  });
+});
+
+t.test('platform up: every role in one process on the embedded store', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'platform-up-'));
+  const up = runPlatform(['up', '--data-dir', dataDir, ...agentFlags(`up-${randomBytes(2).toString('hex')}`)], dockerEnv);
+  t.teardown(() => up.stop());
+  await Promise.all([9000, 9001, 9002, 9003].map((port) => waitHealthy(`http://127.0.0.1:${port}`, up)));
+  t.match(up.output(), /orchestrator\s+http:\/\/127\.0\.0\.1:9000/);
+  await waitFor(async () => (await http('GET', 'http://127.0.0.1:9000/cluster/machines')).body.length === 1, 10_000);
+  await deployFlow(t, { directory: 'http://127.0.0.1:9001', scheduler: 'http://127.0.0.1:9002', orchestrator: 'http://127.0.0.1:9000' });
+});
