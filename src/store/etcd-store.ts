@@ -14,6 +14,7 @@ import {
   Etcd3,
   GRPCUnavailableError,
   isRecoverableError,
+  Range,
   type IKeyValue,
   type IOptions,
   type IRequestOp,
@@ -254,21 +255,11 @@ function toRequestOp(operation: Operation): IRequestOp {
       };
     case 'delete':
       return { request_delete_range: { key: Buffer.from(operation.key) } };
-    case 'deletePrefix':
-      return { request_delete_range: { key: Buffer.from(operation.prefix), range_end: prefixEnd(operation.prefix) } };
-  }
-}
-
-/** The range end that makes [prefix, end) cover every key starting with prefix (as etcd's clientv3). */
-function prefixEnd(prefix: string): Buffer {
-  const end = Buffer.from(prefix);
-  for (let i = end.length - 1; i >= 0; i--) {
-    if (end[i]! < 0xff) {
-      end[i]! += 1;
-      return end.subarray(0, i + 1);
+    case 'deletePrefix': {
+      const range = Range.prefix(operation.prefix); // the empty prefix is the whole keyspace, as in etcd3
+      return { request_delete_range: { key: range.start, range_end: range.end } };
     }
   }
-  return Buffer.from([0]); // every byte is 0xff (or the prefix is empty): to the end of the keyspace
 }
 
 function forwardEvents(watcher: Watcher, onEvent: (event: WatchEvent) => void, description: string): void {

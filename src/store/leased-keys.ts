@@ -39,6 +39,8 @@ export class LeasedKeys {
 
   /** Grants the lease; if the store is down, returns anyway and keeps trying in the background. */
   static async start(store: Store, ttlSeconds = 10, log?: LeasedKeysLog): Promise<LeasedKeys> {
+    // A bad TTL would fail every grant forever; say so at once instead.
+    if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1) throw new RangeError(`lease TTL must be a whole number of seconds >= 1, got ${ttlSeconds}`);
     const keys = new LeasedKeys(store, ttlSeconds, log);
     await keys.sync();
     return keys;

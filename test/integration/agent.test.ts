@@ -10,6 +10,8 @@ import { assignmentKey, machineKey, unitStatusKey } from '../../src/store/keys.j
 import type { Assignment, Machine, UnitStatus } from '../../src/schemas/cluster.js';
 import type { Store } from '../../src/store/store.js';
 import { startAgent, type Agent, type AgentOptions } from '../../src/roles/agent/agent.js';
+import { containerCreateOptions } from '../../src/roles/agent/container-spec.js';
+import { chooseUnitPorts } from '../../src/roles/agent/ports.js';
 import { startDockerd } from '../harness/docker.js';
 import { startRegistry } from '../harness/registry.js';
 import { buildTestImage } from '../harness/test-image.js';
@@ -90,9 +92,9 @@ interface RunningAgent {
 
 async function runAgent(overrides: Partial<AgentOptions> & { machineId: string }): Promise<RunningAgent> {
   const port = await freePort();
-  let agent: Agent | undefined;
-  const server = await createRoleServer({ role: 'agent', logger: false, readiness: () => agent!.readiness() });
-  agent = await startAgent({
+  const started: { agent?: Agent } = {};
+  const server = await createRoleServer({ role: 'agent', logger: false, readiness: () => started.agent!.readiness() });
+  const agent = await startAgent({
     store,
     server,
     address: `127.0.0.1:${port}`,
@@ -104,14 +106,14 @@ async function runAgent(overrides: Partial<AgentOptions> & { machineId: string }
     log: server.log,
     ...overrides,
   });
+  started.agent = agent;
   await server.listen({ host: '127.0.0.1', port });
-  const running = agent;
   return {
-    agent: running,
+    agent,
     server,
     url: `http://127.0.0.1:${port}`,
     close: async () => {
-      await running.close();
+      await agent.close();
       await server.close();
     },
   };
@@ -203,7 +205,7 @@ t.test('the logs route returns the container output', async (t) => {
   t.equal(logs.status, 200);
   t.match(logs.type, /^text\/plain/);
   t.match(logs.body, `serving ${unit(2)} on port`);
-  t.notMatch(logs.body, /[\x00-\x08]/, 'Docker stream headers are removed');
+  t.notOk([...logs.body].some((char) => char.charCodeAt(0) < 9), 'Docker stream headers are removed');
 
   const unknown = await httpGet(`${main.url}/units/nothing-1.service/logs`);
   t.equal(unknown.status, 404);
@@ -238,9 +240,25 @@ t.test('a unit that crashes at once is restarted with backoff and reported faile
   await waitFor(async () => !(await statusOf(machineId, crashing.unit)), 30_000, { what: 'crash unit status gone' });
 });
 
+t.test('an image the registry does not have fails the unit with the pull error', async (t) => {
+  const missing = assignment(machineId, 4, 1, `${registry.host}/${repository}@sha256:${'0'.repeat(64)}`);
+  await assign(missing);
+  const status = await waitFor(async () => {
+    const s = await statusOf(machineId, missing.unit);
+    return s?.active === 'failed' ? s : undefined;
+  }, 30_000, { what: 'pull failure reported' });
+  t.match(status.error, /^image pull failed: /);
+  t.equal(status.sub, 'auto-restart', 'the pull is retried with backoff');
+  await store.delete(assignmentKey(machineId, missing.unit));
+  await waitFor(async () => !(await statusOf(machineId, missing.unit)), 30_000, { what: 'missing-image unit status gone' });
+});
+
 t.test('removing an assignment stops and removes the container and withdraws its status', async (t) => {
+  const started = Date.now();
   await store.delete(assignmentKey(machineId, unit(2)));
   await waitFor(async () => !(await statusOf(machineId, unit(2))), 30_000, { what: 'status key gone' });
+  // The grace period is 5 s: a quicker removal shows the unit stopped on SIGTERM.
+  t.ok(Date.now() - started < 4_000, `stopped within the grace period (${Date.now() - started} ms)`);
   const names = (await containersOf(machineId)).map((info) => info.Names[0]);
   t.same(names, [`/${unit(1)}`]);
 });
@@ -256,6 +274,25 @@ t.test('close() withdraws the machine at once; units keep running and a new agen
   const adopted = await waitFor(() => runningStatus(machineId, unit(1), 2), 30_000, { what: 'unit adopted' });
   t.equal(adopted.containerId, before.containerId, 'the running container is adopted, not replaced');
   t.equal(adopted.address, before.address);
+});
+
+t.test('agents sharing one engine keep to their own containers', async (t) => {
+  const neighbourId = `m-neighbour-${suffix}`;
+  const neighbour = await runAgent({ machineId: neighbourId });
+  t.teardown(async () => {
+    await neighbour.close();
+    for (const info of await containersOf(neighbourId)) await docker.getContainer(info.Id).remove({ force: true });
+  });
+  // The same unit name on two machines: the neighbour cannot take the name, nor touch ours.
+  await assign(assignment(neighbourId, 1, 7, imageV1));
+  const theirs = await waitFor(() => runningStatus(neighbourId, unit(1), 7), 30_000, { what: 'neighbour unit running' });
+  const ours = (await runningStatus(machineId, unit(1), 2))!;
+  t.not(theirs.containerId, ours.containerId);
+  t.same((await containersOf(neighbourId)).map((info) => info.Names[0]), [`/${unit(1)}.${neighbourId}`]);
+  t.equal((await httpGet(`http://${theirs.address}/`)).body.trim(), `${unit(1)} hello-1 v7 one`);
+  await store.delete(assignmentKey(neighbourId, unit(1)));
+  await waitFor(async () => (await containersOf(neighbourId)).length === 0, 30_000, { what: 'neighbour container removed' });
+  t.ok(await runningStatus(machineId, unit(1), 2), 'our unit is untouched');
 });
 
 t.test('an agent without a Docker engine says why and fails its units', async (t) => {
@@ -283,4 +320,24 @@ t.test('an agent without a Docker engine says why and fails its units', async (t
   await lonely.close();
   t.equal(await store.get(machineKey(lonelyId)), undefined, 'machine key gone at once');
   await store.delete(assignmentKey(lonelyId, stranded.unit));
+});
+
+// The test engine runs without a bridge network, so bridge mode is checked on the container spec.
+t.test('in bridge mode the unit listens on its container port and Docker publishes it', async (t) => {
+  const ephemeral = assignment('m-bridge', 1, 3, imageV1);
+  const ports = await chooseUnitPorts(ephemeral, 'bridge', new Set());
+  t.same(ports, { port: 8080 });
+  const spec = containerCreateOptions({ assignment: ephemeral, machineId: 'm-bridge', network: 'bridge', ...ports });
+  t.same(spec.HostConfig?.PortBindings, { '8080/tcp': [{ HostIp: '', HostPort: '' }] });
+  t.same(spec.ExposedPorts, { '8080/tcp': {} });
+  t.ok(spec.Env?.includes('PORT=8080'));
+  t.ok(spec.Env?.includes('PLATFORM_RELEASE=v3'));
+
+  const fixed = { ...ephemeral, ports: [{ container: 5000, host: 15000 }] };
+  const fixedPorts = await chooseUnitPorts(fixed, 'bridge', new Set());
+  t.same(fixedPorts, { port: 5000, hostPort: 15000 });
+  t.same(containerCreateOptions({ assignment: fixed, machineId: 'm-bridge', network: 'bridge', ...fixedPorts }).HostConfig?.PortBindings, {
+    '5000/tcp': [{ HostIp: '', HostPort: '15000' }],
+  });
+  t.same(await chooseUnitPorts(fixed, 'host', new Set()), { port: 15000 }, 'host mode uses the fixed host port');
 });

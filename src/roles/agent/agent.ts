@@ -101,6 +101,7 @@ class MachineAgent implements Agent {
       stopGraceSeconds: options.stopGraceSeconds ?? 10,
       reporter: this.reporter,
       wakeIn: (ms) => this.wakeIn(ms),
+      log: options.log,
     });
     this.runner = new CoalescingRunner(
       () => this.reconcileOnce(),

@@ -79,8 +79,19 @@ export async function ensureImage(docker: Docker, image: string): Promise<void> 
   });
 }
 
-export async function createAndStart(docker: Docker, options: Docker.ContainerCreateOptions): Promise<string> {
-  const container = await docker.createContainer(options);
+/**
+ * Creates and starts a unit container. The name is the unit's; on an engine shared by several
+ * machines (tests) another machine's container may hold it, and this agent must not touch that
+ * one, so the container takes `<unit>.<machine>` instead. Units are found by label, not name.
+ */
+export async function createAndStart(docker: Docker, options: Docker.ContainerCreateOptions, machineId: string): Promise<string> {
+  let container: Docker.Container;
+  try {
+    container = await docker.createContainer(options);
+  } catch (error) {
+    if (statusCodeOf(error) !== 409 || !options.name) throw error;
+    container = await docker.createContainer({ ...options, name: `${options.name}.${machineId}` });
+  }
   await container.start();
   return container.id;
 }

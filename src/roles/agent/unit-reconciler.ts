@@ -1,4 +1,5 @@
 import type Docker from 'dockerode';
+import type { FastifyBaseLogger } from 'fastify';
 import type { Assignment } from '../../schemas/cluster.js';
 import { RestartBackoff } from './backoff.js';
 import { containerCreateOptions, type NetworkMode } from './container-spec.js';
@@ -21,6 +22,7 @@ export interface UnitReconcilerOptions {
   reporter: UnitStatusReporter;
   /** Asks for another pass in `ms` (a backoff ending, a port to probe again). */
   wakeIn: (ms: number) => void;
+  log: FastifyBaseLogger;
 }
 
 /** What the agent remembers of a unit's current release between passes. */
@@ -45,6 +47,7 @@ export class UnitReconciler {
     const memory = this.memoryOf(assignment);
     let previousPort: number | undefined;
     if (container && (container.release !== assignment.release || container.image !== assignment.image)) {
+      this.options.log.info({ unit: assignment.unit, from: container.release, to: assignment.release }, 'replacing unit container');
       await this.report(assignment, memory, { active: 'activating', sub: 'start-pre' });
       await stopAndRemove(this.options.docker, container.id, this.options.stopGraceSeconds);
       previousPort = this.options.network === 'host' ? container.port : undefined;
@@ -57,6 +60,7 @@ export class UnitReconciler {
 
   /** Stops and removes a container no assignment wants, and withdraws its status. */
   async remove(container: UnitContainer): Promise<void> {
+    this.options.log.info({ unit: container.unit, release: container.release }, 'removing unassigned unit container');
     await stopAndRemove(this.options.docker, container.id, this.options.stopGraceSeconds);
     await this.options.reporter.forget(container.unit);
     this.memory.delete(container.unit);
@@ -89,11 +93,12 @@ export class UnitReconciler {
     try {
       const ports = await chooseUnitPorts(assignment, this.options.network, takenPorts, previousPort);
       const spec = { assignment, machineId: this.options.machineId, network: this.options.network, ...ports };
-      containerId = await createAndStart(docker, containerCreateOptions(spec));
+      containerId = await createAndStart(docker, containerCreateOptions(spec), this.options.machineId);
     } catch (error) {
       return this.fail(assignment, memory, `container failed to start: ${dockerErrorMessage(error)}`);
     }
     memory.readyContainer = undefined;
+    this.options.log.info({ unit: assignment.unit, release: assignment.release, containerId }, 'unit container started');
     await this.report(assignment, memory, { active: 'activating', sub: 'start-pre', containerId });
     this.options.wakeIn(0);
   }
@@ -122,6 +127,7 @@ export class UnitReconciler {
     if (await this.waitingForRetry(assignment, memory, container.id)) return;
     memory.backoff.retrying();
     memory.restarts += 1;
+    this.options.log.info({ unit: assignment.unit, restarts: memory.restarts, after: memory.backoff.lastError }, 'restarting unit container');
     try {
       await startContainer(this.options.docker, container.id);
     } catch (error) {
@@ -146,6 +152,7 @@ export class UnitReconciler {
   }
 
   private async fail(assignment: Assignment, memory: UnitMemory, error: string, containerId?: string): Promise<void> {
+    this.options.log.warn({ unit: assignment.unit, release: assignment.release, reason: error }, 'unit failed');
     memory.backoff.recordFailure(error, Date.now());
     await this.waitingForRetry(assignment, memory, containerId);
   }

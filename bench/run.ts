@@ -1,0 +1,2 @@
+// `npm run bench`: every benchmark script in turn.
+await import('./spine.js');

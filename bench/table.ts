@@ -1,0 +1,26 @@
+// Prints benchmark results as one aligned table with a ratio column.
+
+export interface BenchRow {
+  benchmark: string;
+  platform: string;
+  reference: string;
+  ratio: string;
+  target: string;
+}
+
+export function printTable(rows: BenchRow[]): void {
+  const headers: (keyof BenchRow)[] = ['benchmark', 'platform', 'reference', 'ratio', 'target'];
+  const widths = headers.map((h) => Math.max(h.length, ...rows.map((r) => r[h].length)));
+  const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
+  console.log(line(headers));
+  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+  for (const row of rows) console.log(line(headers.map((h) => row[h])));
+}
+
+export const median = (values: number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
+
+export const ms = (value: number): string => `${value.toFixed(0)} ms`;
