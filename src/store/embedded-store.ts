@@ -564,7 +564,7 @@ async function readLog(dir: string): Promise<LogRecord[]> {
       // Only the last line can be torn (a crash mid-append, never acknowledged to a caller).
       const isLast = lines.slice(index + 1).every((rest) => rest === '');
       if (isLast) break;
-      throw new Error(`${path}: line ${index + 1} is corrupt: ${String(error)}`);
+      throw new Error(`${path}: line ${index + 1} is corrupt: ${String(error)}`, { cause: error });
     }
   }
   return records;

@@ -171,7 +171,7 @@ export class EtcdStore implements Store {
     this.client.close();
   }
 
-  /** Runs one etcd call, turning every failure into StoreUnavailableError. */
+  /** @internal Runs one etcd call, turning every failure into StoreUnavailableError. */
   async call<T>(fn: () => Promise<T>): Promise<T> {
     this.assertOpen();
     try {
@@ -181,6 +181,7 @@ export class EtcdStore implements Store {
     }
   }
 
+  /** @internal */
   forgetLease(inner: Etcd3Lease): void {
     this.leases.delete(inner);
   }

@@ -261,9 +261,8 @@ function contract(t: Tap, store: Store): void {
     const watched = recorder();
     const watch = await store.watchPrefix(root, watched.onEvent);
     t.teardown(() => watch.close());
-    let seenDuringPut = -1;
     const pending = store.put(`${root}a`, 'v');
-    seenDuringPut = watched.events.length;
+    const seenDuringPut = watched.events.length;
     await pending;
     await watched.waitCount(1);
     t.equal(seenDuringPut, 0);
