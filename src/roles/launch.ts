@@ -5,7 +5,8 @@ import { createRoleServer, type RoleServer } from '../http/server.js';
 import { PeerClient } from '../http/peer-client.js';
 import { openStore } from '../store/open-store.js';
 import { LeasedKeys } from '../store/leased-keys.js';
-import { componentKey } from '../store/keys.js';
+import { componentKey, servicePrefix } from '../store/keys.js';
+import { PrefixCache } from '../store/prefix-cache.js';
 import type { Store } from '../store/store.js';
 import { directoryRoutes } from './directory/routes.js';
 import { Scheduler } from './scheduler/scheduler.js';
@@ -86,8 +87,9 @@ async function startRole(role: Role, context: RoleContext): Promise<StartedRole>
   switch (role) {
     case 'directory': {
       const server = await createRoleServer({ role, logger: log, readiness: storeReady });
-      directoryRoutes(server, store);
-      return { server, close: async () => undefined };
+      const services = await PrefixCache.start(store, servicePrefix);
+      directoryRoutes(server, store, services);
+      return { server, close: () => services.close() };
     }
     case 'scheduler': {
       const server = await createRoleServer({ role, logger: log, readiness: storeReady });

@@ -21,13 +21,30 @@ export async function listRecords<T>(store: Store, prefix: string): Promise<T[]>
 
 /**
  * Applies `change` to the record at `key` and writes it if nobody wrote in between, retrying on
- * conflict. Returns undefined when the key does not exist. `change` may throw to refuse.
+ * conflict. Returns the record and the write's revision, or undefined when the key does not
+ * exist. `change` may throw to refuse.
  */
-export async function updateRecord<T>(store: Store, key: string, change: (current: T) => T): Promise<T | undefined> {
+export async function updateRecord<T>(store: Store, key: string, change: (current: T) => T): Promise<{ record: T; revision: number } | undefined> {
   for (;;) {
     const current = await readRecord<T>(store, key);
     if (!current) return undefined;
-    const next = change(current.record);
-    if (await store.compareAndSwap(key, JSON.stringify(next), current.modRevision)) return next;
+    const record = change(current.record);
+    const result = await store.txn(
+      [{ key, target: 'modRevision', equals: current.modRevision }],
+      [{ op: 'put', key, value: JSON.stringify(record) }],
+    );
+    if (result.succeeded) return { record, revision: result.revision };
   }
+}
+
+/** Create-if-absent that also tells the write's revision (0 when the key existed). */
+export async function createRecord<T>(store: Store, key: string, record: T): Promise<number> {
+  const result = await store.txn([{ key, target: 'createRevision', equals: 0 }], [{ op: 'put', key, value: JSON.stringify(record) }]);
+  return result.succeeded ? result.revision : 0;
+}
+
+/** Deletes the key; returns the revision of the deletion, or 0 when it did not exist. */
+export async function deleteRecord(store: Store, key: string): Promise<number> {
+  const result = await store.txn([{ key, target: 'version', equals: 0 }], [], [{ op: 'delete', key }]);
+  return result.succeeded ? 0 : result.revision;
 }

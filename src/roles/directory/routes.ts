@@ -3,8 +3,9 @@ import { Type } from '@sinclair/typebox';
 import type { RoleServer } from '../../http/server.js';
 import { conflict, notFound, badRequest } from '../../http/errors.js';
 import type { Store } from '../../store/store.js';
-import { serviceKey, servicePrefix } from '../../store/keys.js';
-import { listRecords, readRecord, updateRecord } from '../../store/json-records.js';
+import { serviceKey } from '../../store/keys.js';
+import type { PrefixCache } from '../../store/prefix-cache.js';
+import { createRecord, deleteRecord, updateRecord } from '../../store/json-records.js';
 import { ErrorReply, NameParams, errorResponses } from '../../schemas/common.js';
 import {
   CreatedReply,
@@ -43,11 +44,19 @@ export function newService(body: DirectoryServiceCreate, now = new Date().toISOS
   };
 }
 
-export function directoryRoutes(server: RoleServer, store: Store): void {
-  const find = async (name: string): Promise<Service> => {
-    const found = await readRecord<Service>(store, serviceKey(name));
-    if (!found) throw notFound(`service ${name} is not declared`);
-    return found.record;
+/**
+ * Reads come from a watched in-memory copy of the declarations (PrefixCache); every write waits
+ * until that copy has seen it, so a client reads its own writes.
+ */
+export function directoryRoutes(server: RoleServer, store: Store, services: PrefixCache): void {
+  const cached = (name: string): Service | undefined => {
+    const entry = services.get(serviceKey(name));
+    return entry ? (JSON.parse(entry.value) as Service) : undefined;
+  };
+  const find = (name: string): Service => {
+    const service = cached(name);
+    if (!service) throw notFound(`service ${name} is not declared`);
+    return service;
   };
   const update = async (name: string, change: (service: Service) => Service): Promise<Service> => {
     const updated = await updateRecord<Service>(store, serviceKey(name), (service) => ({
@@ -55,7 +64,8 @@ export function directoryRoutes(server: RoleServer, store: Store): void {
       updatedAt: new Date().toISOString(),
     }));
     if (!updated) throw notFound(`service ${name} is not declared`);
-    return updated;
+    await services.caughtUp(updated.revision);
+    return updated.record;
   };
 
   server.post(
@@ -73,9 +83,9 @@ export function directoryRoutes(server: RoleServer, store: Store): void {
       }
       const service = newService(request.body);
       // Create-if-absent in one store transaction: of two concurrent creates, exactly one wins.
-      if (!(await store.create(serviceKey(service.name), JSON.stringify(service)))) {
-        throw conflict(`service ${service.name} already exists`);
-      }
+      const revision = await createRecord(store, serviceKey(service.name), service);
+      if (revision === 0) throw conflict(`service ${service.name} already exists`);
+      await services.caughtUp(revision);
       return reply.status(201).send({ meta: { statusCode: 201, ok: true, uuid: service.uuid, name: service.name } });
     },
   );
@@ -90,9 +100,9 @@ export function directoryRoutes(server: RoleServer, store: Store): void {
       },
     },
     async (request) => {
-      const services = await listRecords<Service>(store, servicePrefix);
+      const all = services.values().map((entry) => JSON.parse(entry.value) as Service);
       const image = request.query.containerImage;
-      return image ? services.filter((service) => sameRepository(service.containerImage, image)) : services;
+      return image ? all.filter((service) => sameRepository(service.containerImage, image)) : all;
     },
   );
 
@@ -119,9 +129,9 @@ export function directoryRoutes(server: RoleServer, store: Store): void {
     '/services/:name',
     { schema: { params: NameParams, response: { 204: Type.Null(), 404: ErrorReply, 503: ErrorReply } } },
     async (request, reply) => {
-      if (!(await store.delete(serviceKey(request.params.name)))) {
-        throw notFound(`service ${request.params.name} is not declared`);
-      }
+      const revision = await deleteRecord(store, serviceKey(request.params.name));
+      if (revision === 0) throw notFound(`service ${request.params.name} is not declared`);
+      await services.caughtUp(revision);
       return reply.status(204).send(null);
     },
   );
@@ -129,7 +139,7 @@ export function directoryRoutes(server: RoleServer, store: Store): void {
   server.get(
     '/services/:name/config',
     { schema: { description: 'The next config.', params: NameParams, response: { 200: ServiceConfig, ...errorResponses } } },
-    async (request) => (await find(request.params.name)).config,
+    async (request) => find(request.params.name).config,
   );
 
   server.patch(

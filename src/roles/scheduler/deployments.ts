@@ -21,11 +21,12 @@ export async function listDeployments(store: Store, service?: string): Promise<D
 }
 
 export async function updateDeployment(store: Store, id: string, change: Partial<Deployment>): Promise<Deployment | undefined> {
-  return updateRecord<Deployment>(store, deploymentKey(id), (current) => ({
+  const updated = await updateRecord<Deployment>(store, deploymentKey(id), (current) => ({
     ...current,
     ...change,
     updatedAt: new Date().toISOString(),
   }));
+  return updated?.record;
 }
 
 export const isFinished = (deployment: Deployment): boolean =>

@@ -1,0 +1,138 @@
+import { StoreUnavailableError, type Store, type Watch, type WatchEvent } from './store.js';
+
+// An in-memory copy of every key under a prefix, kept current by a watch (the informer pattern of
+// Kubernetes clients), so hot read paths do not go to the store. Writers that must read their own
+// writes wait for the write's revision with caughtUp(). While the store does not answer the
+// periodic ping, reads fail with StoreUnavailableError instead of serving an unknown staleness.
+
+export interface CachedValue {
+  key: string;
+  value: string;
+  modRevision: number;
+}
+
+const PING_INTERVAL_MS = 1000;
+
+export class PrefixCache {
+  private readonly entries = new Map<string, CachedValue>();
+  /** Keys the watch changed while a listing was read, and at which revision: newer than the listing. */
+  private changedDuringListing: Map<string, number> | undefined;
+  private seenRevision = 0;
+  private waiters: { revision: number; resolve: () => void }[] = [];
+  private watch: Watch | undefined;
+  private pingTimer: NodeJS.Timeout | undefined;
+  private unreachable: unknown;
+  private readonly listeners: ((event: WatchEvent) => void)[] = [];
+
+  private constructor(
+    private readonly store: Store,
+    readonly prefix: string,
+  ) {}
+
+  static async start(store: Store, prefix: string): Promise<PrefixCache> {
+    const cache = new PrefixCache(store, prefix);
+    // Watch first, then list: nothing written in between is missed, and revisions order the two.
+    cache.watch = await store.watchPrefix(prefix, (event) => cache.apply(event));
+    await cache.relist();
+    cache.pingTimer = setInterval(() => void cache.checkStore(), PING_INTERVAL_MS).unref();
+    return cache;
+  }
+
+  /** Called after every change the watch delivers (after the cache applied it). */
+  onChange(listener: (event: WatchEvent) => void): void {
+    this.listeners.push(listener);
+  }
+
+  get(key: string): CachedValue | undefined {
+    this.assertReachable();
+    return this.entries.get(key);
+  }
+
+  /** Every cached key, sorted by key as a store listing is. */
+  values(): CachedValue[] {
+    this.assertReachable();
+    return [...this.entries.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  }
+
+  /** Resolves once the watch has delivered `revision` (a write under the prefix), so reads see it. */
+  caughtUp(revision: number, timeoutMs = 5000): Promise<void> {
+    if (this.seenRevision >= revision) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((waiter) => waiter.resolve !== done);
+        reject(new StoreUnavailableError(this.store.description, new Error(`watch did not deliver revision ${revision} within ${timeoutMs} ms`)));
+      }, timeoutMs);
+      const done = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      this.waiters.push({ revision, resolve: done });
+    });
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.pingTimer);
+    await this.watch?.close();
+  }
+
+  private apply(event: WatchEvent): void {
+    const known = this.entries.get(event.key);
+    if (!known || known.modRevision < event.modRevision) {
+      if (event.type === 'put') this.entries.set(event.key, { key: event.key, value: event.value ?? '', modRevision: event.modRevision });
+      else this.entries.delete(event.key);
+    }
+    this.changedDuringListing?.set(event.key, event.modRevision);
+    this.advance(event.modRevision);
+    for (const listener of this.listeners) listener(event);
+  }
+
+  private advance(revision: number): void {
+    if (revision <= this.seenRevision) return;
+    this.seenRevision = revision;
+    const ready = this.waiters.filter((waiter) => waiter.revision <= revision);
+    this.waiters = this.waiters.filter((waiter) => waiter.revision > revision);
+    for (const waiter of ready) waiter.resolve();
+  }
+
+  /**
+   * Merges a fresh listing into the cache. Run at start, and again when the store answers after
+   * an outage, since a watch that reconnected may have missed events.
+   */
+  private async relist(): Promise<void> {
+    const changed = new Map<string, number>();
+    this.changedDuringListing = changed;
+    try {
+      const listed = await this.store.list(this.prefix);
+      const present = new Set<string>();
+      for (const kv of listed) {
+        present.add(kv.key);
+        const known = this.entries.get(kv.key);
+        if ((changed.get(kv.key) ?? 0) < kv.modRevision && (!known || known.modRevision < kv.modRevision)) {
+          this.entries.set(kv.key, { key: kv.key, value: kv.value, modRevision: kv.modRevision });
+        }
+        this.advance(kv.modRevision);
+      }
+      // A cached key the listing lacks was deleted, unless the watch changed it meanwhile.
+      for (const key of [...this.entries.keys()]) {
+        if (!present.has(key) && !changed.has(key)) this.entries.delete(key);
+      }
+    } finally {
+      this.changedDuringListing = undefined;
+    }
+  }
+
+  private async checkStore(): Promise<void> {
+    try {
+      await this.store.ping();
+      if (this.unreachable !== undefined) await this.relist();
+      this.unreachable = undefined;
+    } catch (error) {
+      this.unreachable = error;
+    }
+  }
+
+  private assertReachable(): void {
+    if (this.unreachable === undefined) return;
+    throw this.unreachable instanceof StoreUnavailableError ? this.unreachable : new StoreUnavailableError(this.store.description, this.unreachable);
+  }
+}
