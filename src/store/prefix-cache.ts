@@ -13,6 +13,15 @@ export interface CachedValue {
 
 const PING_INTERVAL_MS = 1000;
 
+// Entries are replaced, never mutated, on change: a parsed value can be memoised per entry.
+const parsed = new WeakMap<CachedValue, unknown>();
+
+/** The entry's JSON value, parsed once per version. Callers must not mutate it. */
+export function decodeCached<T>(entry: CachedValue): T {
+  if (!parsed.has(entry)) parsed.set(entry, JSON.parse(entry.value));
+  return parsed.get(entry) as T;
+}
+
 export class PrefixCache {
   private readonly entries = new Map<string, CachedValue>();
   /** Keys the watch changed while a listing was read, and at which revision: newer than the listing. */

@@ -4,7 +4,7 @@ import type { RoleServer } from '../../http/server.js';
 import { conflict, notFound, badRequest } from '../../http/errors.js';
 import type { Store } from '../../store/store.js';
 import { serviceKey } from '../../store/keys.js';
-import type { PrefixCache } from '../../store/prefix-cache.js';
+import { decodeCached, type PrefixCache } from '../../store/prefix-cache.js';
 import { createRecord, deleteRecord, updateRecord } from '../../store/json-records.js';
 import { ErrorReply, NameParams, errorResponses } from '../../schemas/common.js';
 import {
@@ -51,7 +51,7 @@ export function newService(body: DirectoryServiceCreate, now = new Date().toISOS
 export function directoryRoutes(server: RoleServer, store: Store, services: PrefixCache): void {
   const cached = (name: string): Service | undefined => {
     const entry = services.get(serviceKey(name));
-    return entry ? (JSON.parse(entry.value) as Service) : undefined;
+    return entry ? decodeCached<Service>(entry) : undefined;
   };
   const find = (name: string): Service => {
     const service = cached(name);
@@ -100,7 +100,7 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
       },
     },
     async (request) => {
-      const all = services.values().map((entry) => JSON.parse(entry.value) as Service);
+      const all = services.values().map((entry) => decodeCached<Service>(entry));
       const image = request.query.containerImage;
       return image ? all.filter((service) => sameRepository(service.containerImage, image)) : all;
     },
