@@ -33,9 +33,13 @@ interface UnitMemory {
   restarts: number;
   /** The container seen accepting connections since it last started. */
   readyContainer?: string;
+  /** Failed connection probes since the container started: the next probe waits longer. */
+  probes: number;
 }
 
 const probeRetryMs = 500;
+// A fresh process usually listens within tens of milliseconds: probe soon, then back off.
+const probeDelayMs = (failedProbes: number): number => Math.min(25 * 2 ** failedProbes, 1000);
 
 export class UnitReconciler {
   private readonly memory = new Map<string, UnitMemory>();
@@ -74,7 +78,7 @@ export class UnitReconciler {
   private memoryOf(assignment: Assignment): UnitMemory {
     const known = this.memory.get(assignment.unit);
     if (known && known.release === assignment.release && known.image === assignment.image) return known;
-    const fresh: UnitMemory = { release: assignment.release, image: assignment.image, backoff: new RestartBackoff(), restarts: 0 };
+    const fresh: UnitMemory = { release: assignment.release, image: assignment.image, backoff: new RestartBackoff(), restarts: 0, probes: 0 };
     this.memory.set(assignment.unit, fresh);
     return fresh;
   }
@@ -98,6 +102,7 @@ export class UnitReconciler {
       return this.fail(assignment, memory, `container failed to start: ${dockerErrorMessage(error)}`);
     }
     memory.readyContainer = undefined;
+    memory.probes = 0;
     this.options.log.info({ unit: assignment.unit, release: assignment.release, containerId }, 'unit container started');
     await this.report(assignment, memory, { active: 'activating', sub: 'start-pre', containerId });
     this.options.wakeIn(0);
@@ -112,16 +117,18 @@ export class UnitReconciler {
     const address = `${this.options.unitHost}:${hostPort}`;
     if (memory.readyContainer !== container.id) {
       if (!(await acceptsConnections(this.options.unitHost, hostPort))) {
-        this.options.wakeIn(probeRetryMs);
+        this.options.wakeIn(probeDelayMs(memory.probes++));
         return this.report(assignment, memory, { active: 'activating', sub: 'start-pre', address, containerId: container.id });
       }
       memory.readyContainer = container.id;
+      memory.probes = 0;
     }
     return this.report(assignment, memory, { active: 'active', sub: 'running', address, containerId: container.id });
   }
 
   private async restartStopped(assignment: Assignment, memory: UnitMemory, container: UnitContainer): Promise<void> {
     memory.readyContainer = undefined;
+    memory.probes = 0;
     const exit = await inspectExit(this.options.docker, container.id);
     memory.backoff.recordFailure(exit.reason, Date.now(), exit.ranForMs);
     if (await this.waitingForRetry(assignment, memory, container.id)) return;

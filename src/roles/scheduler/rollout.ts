@@ -94,7 +94,7 @@ async function waitForUnits(options: RolloutOptions, deployment: Deployment, wan
       const reason = waiting.length > 0 ? waiting.join('; ') : `units still stopping: ${strays.map((s) => s.unit).join(', ')}`;
       return finish(options, deployment, 'failed', `not ready within ${options.progressDeadlineSeconds} s: ${reason}`);
     }
-    await new Promise((resolve) => setTimeout(resolve, options.pollIntervalMs ?? 250));
+    await new Promise((resolve) => setTimeout(resolve, options.pollIntervalMs ?? 100));
   }
 }
 
