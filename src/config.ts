@@ -1,16 +1,28 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
+import type { Component } from './store/keys.js';
 
 // Flags and environment → one typed config. Every role reads its settings from here.
 
-export const roles = ['directory', 'scheduler', 'orchestrator', 'agent'] as const;
+export const roles = ['directory', 'scheduler', 'orchestrator', 'agent', 'gateway', 'web'] as const;
 export type Role = (typeof roles)[number];
 
-export const defaultPorts: Record<Role, number> = { orchestrator: 9000, directory: 9001, scheduler: 9002, agent: 9003 };
+export const defaultPorts: Record<Role, number> = { orchestrator: 9000, directory: 9001, scheduler: 9002, agent: 9003, gateway: 8080, web: 9004 };
 
 /** The announcement name of each role (the specification names the directory `service-directory`). */
-export const announcedAs = { directory: 'service-directory', scheduler: 'scheduler', orchestrator: 'orchestrator' } as const;
+export const announcedAs: Record<Role, Component | undefined> = {
+  directory: 'service-directory',
+  scheduler: 'scheduler',
+  orchestrator: 'orchestrator',
+  gateway: 'gateway',
+  web: 'web',
+  // Agents register their machine instead (under /platform/machines/).
+  agent: undefined,
+};
+
+/** What `platform up` runs when no role is named (roles join it as they are built). */
+export const upRoles: Role[] = ['directory', 'scheduler', 'orchestrator', 'agent'];
 
 export interface PlatformConfig {
   roles: Role[];
@@ -104,7 +116,7 @@ function parseLabels(labels: string[] | undefined): Record<string, string> {
 }
 
 export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.env): PlatformConfig {
-  const chosenRoles = flags.role ? parseRoles(flags.role) : [...roles];
+  const chosenRoles = flags.role ? parseRoles(flags.role) : [...upRoles];
   const port = integer('--port', flags.port, 1, 65535);
   if (port !== undefined && chosenRoles.length > 1) throw new ConfigError('--port needs a single --role; several roles listen on their default ports');
   const host = flags.host ?? '127.0.0.1';

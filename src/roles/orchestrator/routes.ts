@@ -8,6 +8,7 @@ import { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, Servic
 import { DeployReply, ManualDeployRequest, Release } from '../../schemas/release.js';
 import { Machine } from '../../schemas/cluster.js';
 import { ClusterUnit, listClusterUnits, listMachines } from './cluster-view.js';
+import { schedulerViewRoutes } from './scheduler-routes.js';
 
 // The facade for people, the CLI and the dashboard: forwards to the directory and the scheduler,
 // and reads cluster state (machines, units) from the store.
@@ -111,4 +112,6 @@ export function orchestratorRoutes(server: RoleServer, store: Store, peers: Orch
 
   server.get('/cluster/units', { schema: { response: { 200: Type.Array(ClusterUnit), 503: ErrorReply } } }, async () => listClusterUnits(store));
   server.get('/cluster/machines', { schema: { response: { 200: Type.Array(Machine), 503: ErrorReply } } }, async () => listMachines(store));
+
+  schedulerViewRoutes(server, store, scheduler);
 }

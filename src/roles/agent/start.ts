@@ -1,0 +1,23 @@
+import { createRoleServer } from '../../http/server.js';
+import { fastifyRole, storeReadiness, type RoleContext, type StartedRole } from '../role.js';
+import { startAgent } from './agent.js';
+
+export async function startAgentRole({ config, store, log, advertised }: RoleContext): Promise<StartedRole> {
+  let readiness = storeReadiness(store);
+  const server = await createRoleServer({ role: 'agent', logger: log, readiness: () => readiness() });
+  const agent = await startAgent({
+    store,
+    server,
+    log,
+    machineId: config.agent.machineId,
+    address: advertised,
+    unitHost: config.agent.unitHost,
+    network: config.agent.network,
+    ...(config.agent.dockerHost ? { dockerHost: config.agent.dockerHost } : {}),
+    labels: config.agent.labels,
+    leaseTtlSeconds: config.announceTtlSeconds,
+    stopGraceSeconds: config.agent.stopGraceSeconds,
+  });
+  readiness = () => agent.readiness();
+  return fastifyRole(server, () => agent.close());
+}

@@ -1,0 +1,22 @@
+import { createRoleServer } from '../../http/server.js';
+import { PeerClient } from '../../http/peer-client.js';
+import { fastifyRole, type RoleContext, type StartedRole } from '../role.js';
+import { orchestratorRoutes } from './routes.js';
+
+export async function startOrchestrator({ config, store, log }: RoleContext): Promise<StartedRole> {
+  const peers = {
+    directory: new PeerClient(store, 'service-directory', config.peers.directoryUrl),
+    scheduler: new PeerClient(store, 'scheduler', config.peers.schedulerUrl),
+  };
+  const server = await createRoleServer({
+    role: 'orchestrator',
+    logger: log,
+    readiness: async () => {
+      await store.ping();
+      await Promise.all([peers.directory.call('GET', '/healthz'), peers.scheduler.call('GET', '/healthz')]);
+      return { store: store.description, peers: { 'service-directory': 'ok', scheduler: 'ok' } };
+    },
+  });
+  orchestratorRoutes(server, store, peers);
+  return fastifyRole(server);
+}

@@ -1,0 +1,35 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { PlatformConfig } from '../config.js';
+import type { Store } from '../store/store.js';
+import type { RoleServer } from '../http/server.js';
+
+/** What every role's start function receives. */
+export interface RoleContext {
+  config: PlatformConfig;
+  store: Store;
+  log: FastifyBaseLogger;
+  /** host:port other roles reach this role at. */
+  advertised: string;
+}
+
+/** A started role: not yet listening; `close` stops what `listen` and the start function began. */
+export interface StartedRole {
+  listen(host: string, port: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The common case: a Fastify role server plus whatever else the role must stop. */
+export const fastifyRole = (server: RoleServer, stop: () => Promise<void> = async () => undefined): StartedRole => ({
+  listen: async (host, port) => {
+    await server.listen({ host, port });
+  },
+  close: async () => {
+    await server.close();
+    await stop();
+  },
+});
+
+export const storeReadiness = (store: Store) => async (): Promise<Record<string, unknown>> => {
+  await store.ping();
+  return { store: store.description };
+};
