@@ -1,7 +1,31 @@
+import { createHash } from 'node:crypto';
 import type { UnitStatus } from './schemas/cluster.js';
+import type { PortMapping } from './schemas/service.js';
 
 /** `<service>-<instance>.service`, the unit's name and its container's name. */
 export const unitName = (service: string, instance: number): string => `${service}-${instance}.service`;
 
 /** Green in the dashboard: the unit runs. */
 export const isRunning = (status: Pick<UnitStatus, 'active' | 'sub'>): boolean => status.active === 'active' && status.sub === 'running';
+
+/** What decides a unit's container: two releases with the same spec run the same container. */
+export interface ContainerSpecInput {
+  image: string;
+  env: Record<string, string>;
+  ports: PortMapping[];
+}
+
+/**
+ * A short hash of the container spec (like Kubernetes' pod-template-hash). A release that only
+ * changes numInstances keeps the spec, so its units keep running; a release that changes the
+ * image, env or ports gets a new spec, and its container can run beside the old one.
+ */
+export function specHash(input: ContainerSpecInput): string {
+  const env = Object.keys(input.env)
+    .sort()
+    .map((name) => [name, input.env[name]]);
+  return createHash('sha256').update(JSON.stringify([input.image, env, input.ports])).digest('hex').slice(0, 10);
+}
+
+/** A unit slot: one container of one unit for one spec (`web-1.service@3f2a9c01de`). */
+export const slotOf = (unit: { unit: string; spec: string }): string => `${unit.unit}@${unit.spec}`;

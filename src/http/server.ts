@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance, type FastifyBaseLogger, type RawServerDefault } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyBaseLogger, type RawServerDefault } from 'fastify';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Ajv } from 'ajv';
@@ -33,7 +33,8 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
     loggerInstance: typeof options.logger === 'boolean' ? undefined : options.logger,
     logger: typeof options.logger === 'boolean' ? options.logger : undefined,
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
-    disableRequestLogging: true,
+    // Per-request lines would drown the log; metrics count requests instead.
+    logController: new LogController({ disableRequestLogging: true }),
     forceCloseConnections: true,
   } as Parameters<typeof Fastify>[0]).withTypeProvider<TypeBoxTypeProvider>() as unknown as RoleServer;
 

@@ -26,31 +26,6 @@ export interface ServiceRules {
   hostPorts: number[];
 }
 
-export interface PlanInput {
-  machines: PlannerMachine[];
-  /** Every unit in the cluster now, of every service. */
-  current: PlacedUnit[];
-  /** Rules of every service that has units, and of the one being planned. */
-  rules: ServiceRules[];
-  service: string;
-  instances: number;
-}
-
-export interface Placement {
-  instance: number;
-  machine: string;
-  /** True when the instance stays on the machine it already runs on. */
-  kept: boolean;
-}
-
-export interface Plan {
-  place: Placement[];
-  /** Current units of the service that are not wanted any more (highest instances, or misplaced). */
-  stop: PlacedUnit[];
-  /** Instances no machine can take, with the reason a person understands. */
-  unplaced: { instance: number; reason: string }[];
-}
-
 const globCache = new Map<string, (name: string) => boolean>();
 function globMatches(glob: string, name: string): boolean {
   if (!glob) return false;
@@ -73,7 +48,8 @@ interface MachineLoad {
   services: string[];
 }
 
-function feasible(load: MachineLoad, rules: ServiceRules, rulesOf: (service: string) => ServiceRules): string | undefined {
+/** Why the machine cannot take a unit of `rules.service`, or undefined when it can. */
+function refusal(load: MachineLoad, rules: ServiceRules, rulesOf: (service: string) => ServiceRules): string | undefined {
   if (load.machine.unavailable) return load.machine.unavailable;
   if (load.services.length >= load.machine.capacity) return 'is full';
   const clash = load.services.find((other) => conflicts(rules, rulesOf(other)));
@@ -84,50 +60,61 @@ function feasible(load: MachineLoad, rules: ServiceRules, rulesOf: (service: str
 const rank = (a: MachineLoad, b: MachineLoad): number =>
   a.services.length - b.services.length || (a.machine.id < b.machine.id ? -1 : a.machine.id > b.machine.id ? 1 : 0);
 
-export function planService(input: PlanInput): Plan {
+export interface PlaceInput {
+  machines: PlannerMachine[];
+  /** Every unit in the cluster now, of every service, the planned service's own included. */
+  current: PlacedUnit[];
+  /** Rules of every service that has units, and of the one being planned. */
+  rules: ServiceRules[];
+  service: string;
+  /** Instance numbers that need a (new) unit. */
+  instances: number[];
+  /** Machine each instance should stay on when it still qualifies (where its unit runs now). */
+  preferred?: ReadonlyMap<number, string>;
+}
+
+export interface Placement {
+  instance: number;
+  machine: string;
+}
+
+export interface PlaceResult {
+  place: Placement[];
+  /** Instances no machine can take, with the reason a person understands. */
+  unplaced: { instance: number; reason: string }[];
+}
+
+/**
+ * Places one new unit for each of `instances`, given every unit that runs now. Placed units
+ * count for the next ones, so a self-conflicting glob spreads them and capacity holds.
+ */
+export function placeInstances(input: PlaceInput): PlaceResult {
   const rulesByService = new Map(input.rules.map((rules) => [rules.service, rules]));
   const rulesOf = (service: string): ServiceRules => rulesByService.get(service) ?? { service, conflictsWith: '', hostPorts: [] };
   const rules = rulesOf(input.service);
   const loads = new Map<string, MachineLoad>(input.machines.map((machine) => [machine.id, { machine, services: [] }]));
-  for (const unit of input.current) {
-    if (unit.service !== input.service) loads.get(unit.machine)?.services.push(unit.service);
-  }
+  for (const unit of input.current) loads.get(unit.machine)?.services.push(unit.service);
 
-  const plan: Plan = { place: [], stop: [], unplaced: [] };
-  const existing = new Map(input.current.filter((unit) => unit.service === input.service).map((unit) => [unit.instance, unit]));
-  for (const unit of existing.values()) if (unit.instance > input.instances) plan.stop.push(unit);
-
-  // Keep healthy placements first, so that a redeploy does not move units needlessly.
-  const toPlace: number[] = [];
-  for (let instance = 1; instance <= input.instances; instance++) {
-    const unit = existing.get(instance);
-    const load = unit ? loads.get(unit.machine) : undefined;
-    if (unit && load && !feasible(load, rules, rulesOf)) {
-      load.services.push(input.service);
-      plan.place.push({ instance, machine: unit.machine, kept: true });
-    } else {
-      if (unit) plan.stop.push(unit);
-      toPlace.push(instance);
-    }
-  }
-
-  for (const instance of toPlace) {
-    const candidates = [...loads.values()].filter((load) => !feasible(load, rules, rulesOf)).sort(rank);
-    const chosen = candidates[0];
+  const result: PlaceResult = { place: [], unplaced: [] };
+  for (const instance of input.instances) {
+    const candidates = [...loads.values()].filter((load) => !refusal(load, rules, rulesOf));
+    const preferred = input.preferred?.get(instance);
+    const chosen = candidates.find((load) => load.machine.id === preferred) ?? candidates.sort(rank)[0];
     if (!chosen) {
-      plan.unplaced.push({ instance, reason: explainUnplaced(input, [...loads.values()], rules, rulesOf) });
+      result.unplaced.push({ instance, reason: explainUnplaced(input, [...loads.values()], rules, rulesOf) });
       continue;
     }
     chosen.services.push(input.service);
-    plan.place.push({ instance, machine: chosen.machine.id, kept: false });
+    result.place.push({ instance, machine: chosen.machine.id });
   }
-  return plan;
+  return result;
 }
 
-function explainUnplaced(input: PlanInput, loads: MachineLoad[], rules: ServiceRules, rulesOf: (s: string) => ServiceRules): string {
+function explainUnplaced(input: PlaceInput, loads: MachineLoad[], rules: ServiceRules, rulesOf: (s: string) => ServiceRules): string {
   if (loads.length === 0) return `${input.service} needs a machine, and no agent is registered`;
-  const reasons = loads.map((load) => `${load.machine.id} ${feasible(load, rules, rulesOf) ?? 'qualifies'}`);
-  const qualifying = loads.filter((load) => !load.machine.unavailable).length;
+  const reasons = loads.map((load) => `${load.machine.id} ${refusal(load, rules, rulesOf) ?? 'qualifies'}`);
+  const qualifying = loads.filter((load) => !refusal(load, rules, rulesOf)).length;
+  const needed = input.instances.length;
   const constraint = rules.conflictsWith ? ` free of ${rules.conflictsWith}` : '';
-  return `${input.service} needs ${input.instances} machine slots${constraint}; ${qualifying} of ${loads.length} machines are usable (${reasons.join('; ')})`;
+  return `${input.service} needs ${needed} more machine slot${needed === 1 ? '' : 's'}${constraint}; ${qualifying} of ${loads.length} machines qualify (${reasons.join('; ')})`;
 }

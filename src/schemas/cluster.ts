@@ -33,10 +33,15 @@ export const Assignment = Type.Object({
   instance: Type.Integer(),
   machine: Type.String(),
   release: Type.Integer(),
+  /** Hash of image, env and ports (src/units.ts): the slot's identity beside the unit name. */
+  spec: Type.String(),
   /** Image pinned to a digest: registry/repository@sha256:… */
   image: Type.String(),
   ports: Type.Array(PortMapping),
   env: Type.Record(Type.String(), Type.String()),
+  /** Seconds between SIGTERM and SIGKILL when the unit stops. */
+  stopGraceSeconds: Type.Integer(),
+  healthCheck: Type.Optional(Type.Object({ path: Type.String() })),
   deployment: Type.String(),
   assignedAt: Type.String(),
 });
@@ -48,6 +53,7 @@ export const UnitStatus = Type.Object({
   instance: Type.Integer(),
   machine: Type.String(),
   release: Type.Integer(),
+  spec: Type.String(),
   image: Type.String(),
   active: Type.String({ description: 'activating | active | deactivating | inactive | failed' }),
   sub: Type.String({ description: 'start-pre | running | exited | dead | failed | auto-restart' }),

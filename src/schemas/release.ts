@@ -69,6 +69,12 @@ export type DeployRequest = Static<typeof DeployRequest>;
 
 export const DeployReply = Type.Object({
   statusCode: Type.Literal(200),
+  /**
+   * created: a new release is being deployed; unchanged: the same image and config are already
+   * deployed or deploying (the reply names that deployment); stale: pushedAt is older than the
+   * last deployed push, nothing happens.
+   */
+  outcome: Type.Union([Type.Literal('created'), Type.Literal('unchanged'), Type.Literal('stale')]),
   service: Type.String(),
   release: Type.String({ description: 'v<version>' }),
   version: Type.Integer(),
@@ -84,6 +90,14 @@ export const ManualDeployRequest = Type.Object(
   { additionalProperties: false },
 );
 export type ManualDeployRequest = Static<typeof ManualDeployRequest>;
+
+export const RollbackRequest = Type.Object(
+  { version: Type.Union([Type.Integer({ minimum: 1 }), Type.String({ pattern: '^v?[1-9][0-9]{0,8}$' })], { description: 'a release version: 3, "3" or "v3"' }) },
+  { additionalProperties: false },
+);
+export type RollbackRequest = Static<typeof RollbackRequest>;
+
+export const versionNumber = (version: number | string): number => (typeof version === 'number' ? version : Number(version.replace(/^v/, '')));
 
 export const JournalEntry = Type.Object({
   id: Type.String(),

@@ -37,16 +37,59 @@ export const ConflictsWith = Type.String({
 
 export const Description = Type.String({ maxLength: 1024, description: 'free text, up to 1024 characters' });
 
+const seconds = (min: number, max: number) => Type.Integer({ minimum: min, maximum: max, description: `an integer number of seconds from ${min} to ${max}` });
+
+/** How a deploy replaces units, and how units stop. Optional in the config; defaults below. */
+const rolloutFields = {
+  maxSurge: Type.Integer({ minimum: 0, maximum: 100, description: 'an integer from 0 to 100: units started above numInstances during a rollout' }),
+  maxUnavailable: Type.Integer({ minimum: 0, maximum: 100, description: 'an integer from 0 to 100: units that may be down during a rollout' }),
+  minReadySeconds: seconds(0, 3600),
+  progressDeadlineSeconds: seconds(5, 3600),
+  autoRevert: Type.Boolean({ description: 'true or false: redeploy the last good release when a deployment fails' }),
+  stopGraceSeconds: seconds(0, 3600),
+  healthCheck: Type.Object(
+    { path: Type.String({ pattern: '^/[\\x21-\\x7e]{0,1023}$', description: 'an absolute URL path such as /healthz' }) },
+    { additionalProperties: false },
+  ),
+};
 /** The next config: what the next deploy uses. */
 export const ServiceConfig = Type.Object(
   {
     numInstances: NumInstances,
     ports: Type.Array(PortMapping, { maxItems: 32 }),
     env: Env,
+    maxSurge: Type.Optional(rolloutFields.maxSurge),
+    maxUnavailable: Type.Optional(rolloutFields.maxUnavailable),
+    minReadySeconds: Type.Optional(rolloutFields.minReadySeconds),
+    progressDeadlineSeconds: Type.Optional(rolloutFields.progressDeadlineSeconds),
+    autoRevert: Type.Optional(rolloutFields.autoRevert),
+    stopGraceSeconds: Type.Optional(rolloutFields.stopGraceSeconds),
+    healthCheck: Type.Optional(rolloutFields.healthCheck),
   },
   { additionalProperties: false },
 );
 export type ServiceConfig = Static<typeof ServiceConfig>;
+
+export const rolloutDefaults = {
+  maxSurge: 1,
+  maxUnavailable: 0,
+  minReadySeconds: 0,
+  progressDeadlineSeconds: 120,
+  autoRevert: true,
+  stopGraceSeconds: 10,
+} as const;
+
+export type RolloutSettings = Required<Omit<ServiceConfig, 'numInstances' | 'ports' | 'env' | 'healthCheck'>> & Pick<ServiceConfig, 'healthCheck'>;
+
+export const rolloutSettings = (config: ServiceConfig): RolloutSettings => ({
+  maxSurge: config.maxSurge ?? rolloutDefaults.maxSurge,
+  maxUnavailable: config.maxUnavailable ?? rolloutDefaults.maxUnavailable,
+  minReadySeconds: config.minReadySeconds ?? rolloutDefaults.minReadySeconds,
+  progressDeadlineSeconds: config.progressDeadlineSeconds ?? rolloutDefaults.progressDeadlineSeconds,
+  autoRevert: config.autoRevert ?? rolloutDefaults.autoRevert,
+  stopGraceSeconds: config.stopGraceSeconds ?? rolloutDefaults.stopGraceSeconds,
+  ...(config.healthCheck ? { healthCheck: config.healthCheck } : {}),
+});
 
 /** A JSON merge patch of the config: keys set, `null` removes (env keys) or resets (others). */
 export const ServiceConfigPatch = Type.Object(
@@ -62,6 +105,13 @@ export const ServiceConfigPatch = Type.Object(
         Type.Null(),
       ]),
     ),
+    maxSurge: Type.Optional(Type.Union([rolloutFields.maxSurge, Type.Null()])),
+    maxUnavailable: Type.Optional(Type.Union([rolloutFields.maxUnavailable, Type.Null()])),
+    minReadySeconds: Type.Optional(Type.Union([rolloutFields.minReadySeconds, Type.Null()])),
+    progressDeadlineSeconds: Type.Optional(Type.Union([rolloutFields.progressDeadlineSeconds, Type.Null()])),
+    autoRevert: Type.Optional(Type.Union([rolloutFields.autoRevert, Type.Null()])),
+    stopGraceSeconds: Type.Optional(Type.Union([rolloutFields.stopGraceSeconds, Type.Null()])),
+    healthCheck: Type.Optional(Type.Union([rolloutFields.healthCheck, Type.Null()])),
   },
   { additionalProperties: false, minProperties: 1 },
 );

@@ -32,15 +32,19 @@ export const journalKey = (id: string): string => `${journalPrefix}${id}`;
 export const machinePrefix = `${ROOT}machines/`;
 export const machineKey = (machineId: string): string => `${machinePrefix}${machineId}`;
 
-/** Intent: the units the scheduler assigned to a machine. Written only by the scheduler. */
+/**
+ * Intent: the units the scheduler assigned to a machine, one key per slot (`<unit>@<spec>`, see
+ * src/units.ts), so that during a rolling update the old and the new container of one unit can
+ * be assigned at once. Written only by the scheduler.
+ */
 export const assignmentRoot = `${ROOT}assignments/`;
 export const assignmentPrefix = (machineId: string): string => `${assignmentRoot}${machineId}/`;
-export const assignmentKey = (machineId: string, unit: string): string => `${assignmentPrefix(machineId)}${unit}`;
+export const assignmentKey = (machineId: string, slot: string): string => `${assignmentPrefix(machineId)}${slot}`;
 
-/** Status: what an agent observes of its units, under its machine lease. Written only by agents. */
+/** Status: what an agent observes of its unit slots, under its machine lease. Written only by agents. */
 export const unitStatusRoot = `${ROOT}unit-status/`;
 export const unitStatusPrefix = (machineId: string): string => `${unitStatusRoot}${machineId}/`;
-export const unitStatusKey = (machineId: string, unit: string): string => `${unitStatusPrefix(machineId)}${unit}`;
+export const unitStatusKey = (machineId: string, slot: string): string => `${unitStatusPrefix(machineId)}${slot}`;
 
 /** The last segment of a key (a service name, unit name, machine id…). */
 export const lastSegment = (key: string): string => key.slice(key.lastIndexOf('/') + 1);

@@ -6,7 +6,8 @@ import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
 import { createRoleServer, type RoleServer } from '../../src/http/server.js';
 import { EmbeddedStore } from '../../src/store/embedded-store.js';
-import { assignmentKey, machineKey, unitStatusKey } from '../../src/store/keys.js';
+import { assignmentKey, assignmentPrefix, machineKey, unitStatusPrefix } from '../../src/store/keys.js';
+import { slotOf, specHash } from '../../src/units.js';
 import type { Assignment, Machine, UnitStatus } from '../../src/schemas/cluster.js';
 import type { Store } from '../../src/store/store.js';
 import { startAgent, type Agent, type AgentOptions } from '../../src/roles/agent/agent.js';
@@ -49,30 +50,40 @@ const service = `web${suffix}`;
 const unit = (instance: number) => `${service}-${instance}.service`;
 
 function assignment(machine: string, instance: number, release: number, image: string, svc = service): Assignment {
+  const env = { GREETING: `hello-${instance}` };
   return {
     unit: `${svc}-${instance}.service`,
     service: svc,
     instance,
     machine,
     release,
+    spec: specHash({ image, env, ports: [] }),
     image,
     ports: [],
-    env: { GREETING: `hello-${instance}` },
+    env,
+    stopGraceSeconds: 5,
     deployment: `d-${release}`,
     assignedAt: new Date().toISOString(),
   };
 }
 
-const assign = (a: Assignment) => store.put(assignmentKey(a.machine, a.unit), JSON.stringify(a));
+const assign = (a: Assignment) => store.put(assignmentKey(a.machine, slotOf(a)), JSON.stringify(a));
+/** Deletes every assignment of the unit on the machine, as the scheduler does when it retires it. */
+async function unassign(machine: string, name: string): Promise<void> {
+  for (const kv of await store.list(assignmentPrefix(machine))) {
+    if ((JSON.parse(kv.value) as Assignment).unit === name) await store.delete(kv.key);
+  }
+}
 const readJson = async <T>(s: Store, key: string): Promise<T | undefined> => {
   const kv = await s.get(key);
   return kv ? (JSON.parse(kv.value) as T) : undefined;
 };
-const statusOf = (machine: string, name: string) => readJson<UnitStatus>(store, unitStatusKey(machine, name));
+const statusesOf = async (machine: string, name: string): Promise<UnitStatus[]> =>
+  (await store.list(unitStatusPrefix(machine))).map((kv) => JSON.parse(kv.value) as UnitStatus).filter((status) => status.unit === name);
+const statusOf = async (machine: string, name: string) => (await statusesOf(machine, name))[0];
 
 async function runningStatus(machine: string, name: string, release: number): Promise<UnitStatus | undefined> {
-  const status = await statusOf(machine, name);
-  return status && status.release === release && status.active === 'active' && status.sub === 'running' ? status : undefined;
+  return (await statusesOf(machine, name)).find((status) => status.release === release && status.active === 'active' && status.sub === 'running');
 }
 
 async function httpGet(url: string): Promise<{ status: number; body: string; type: string | undefined }> {
@@ -102,6 +113,7 @@ async function runAgent(overrides: Partial<AgentOptions> & { machineId: string }
     dockerHost: engine.dockerHost,
     leaseTtlSeconds: 5,
     stopGraceSeconds: 5,
+    drainSeconds: 1,
     resyncIntervalMs: 1_000,
     log: server.log,
     ...overrides,
@@ -174,17 +186,26 @@ t.test('GET /units lists this machine\'s unit statuses', async (t) => {
   t.same(statuses.map((status) => status.unit), [unit(1), unit(2)]);
 });
 
-t.test('a new release replaces the container, keeping the unit address', async (t) => {
+t.test('a new slot of a unit runs beside the old one; the old one drains, stops, and hands over the unit name', async (t) => {
   const before = (await runningStatus(machineId, unit(1), 1))!;
   await assign(assignment(machineId, 1, 2, imageV2));
   const after = await waitFor(() => runningStatus(machineId, unit(1), 2), 30_000, { what: 'release 2 running' });
   t.not(after.containerId, before.containerId, 'a new container');
-  t.equal(after.address, before.address, 'the same host port');
+  t.not(after.address, before.address, 'its own port while both run');
   t.equal(after.image, imageV2);
+  t.equal((await httpGet(`http://${before.address}/`)).body.trim(), `${unit(1)} hello-1 v1 one`, 'the old one still serves');
   const page = await httpGet(`http://${after.address}/`);
   t.equal(page.body.trim(), `${unit(1)} hello-1 v2 two`);
-  const forUnit = (await containersOf(machineId)).filter((info) => info.Names[0] === `/${unit(1)}`);
-  t.equal(forUnit.length, 1, 'the old container is gone');
+
+  const old = assignment(machineId, 1, 1, imageV1);
+  await store.delete(assignmentKey(machineId, slotOf(old)));
+  const draining = await waitFor(async () => (await statusesOf(machineId, unit(1))).find((s) => s.release === 1 && s.active === 'deactivating'), 5_000, { what: 'old slot draining' });
+  t.equal(draining.sub, 'running', 'draining: deactivating/running while in-flight requests finish');
+  await waitFor(async () => (await statusesOf(machineId, unit(1))).length === 1, 30_000, { what: 'old status gone' });
+  const forUnit = await waitFor(async () => {
+    const named = (await containersOf(machineId)).filter((info) => info.Labels['platform.unit'] === unit(1));
+    return named.length === 1 && named[0]!.Names[0] === `/${unit(1)}` ? named : undefined;
+  }, 30_000, { what: 'the new container renamed to the unit name' });
   t.equal(forUnit[0]!.Labels['platform.release'], '2');
 });
 
@@ -236,7 +257,7 @@ t.test('a unit that crashes at once is restarted with backoff and reported faile
   }, 30_000, { what: 'crash-looping unit failed' });
   t.equal(status.sub, 'auto-restart');
   t.match(status.error, 'exited with code 1');
-  await store.delete(assignmentKey(machineId, crashing.unit));
+  await unassign(machineId, crashing.unit);
   await waitFor(async () => !(await statusOf(machineId, crashing.unit)), 30_000, { what: 'crash unit status gone' });
 });
 
@@ -249,16 +270,16 @@ t.test('an image the registry does not have fails the unit with the pull error',
   }, 30_000, { what: 'pull failure reported' });
   t.match(status.error, /^image pull failed: /);
   t.equal(status.sub, 'auto-restart', 'the pull is retried with backoff');
-  await store.delete(assignmentKey(machineId, missing.unit));
+  await unassign(machineId, missing.unit);
   await waitFor(async () => !(await statusOf(machineId, missing.unit)), 30_000, { what: 'missing-image unit status gone' });
 });
 
 t.test('removing an assignment stops and removes the container and withdraws its status', async (t) => {
   const started = Date.now();
-  await store.delete(assignmentKey(machineId, unit(2)));
+  await unassign(machineId, unit(2));
   await waitFor(async () => !(await statusOf(machineId, unit(2))), 30_000, { what: 'status key gone' });
-  // The grace period is 5 s: a quicker removal shows the unit stopped on SIGTERM.
-  t.ok(Date.now() - started < 4_000, `stopped within the grace period (${Date.now() - started} ms)`);
+  // Drain 1 s, then a grace period of 5 s: a quicker removal shows the unit stopped on SIGTERM.
+  t.ok(Date.now() - started < 5_000, `stopped within the grace period (${Date.now() - started} ms)`);
   const names = (await containersOf(machineId)).map((info) => info.Names[0]);
   t.same(names, [`/${unit(1)}`]);
 });
@@ -267,7 +288,7 @@ t.test('close() withdraws the machine at once; units keep running and a new agen
   const before = (await runningStatus(machineId, unit(1), 2))!;
   await main.close();
   t.equal(await store.get(machineKey(machineId)), undefined, 'machine key gone at once');
-  t.equal(await store.get(unitStatusKey(machineId, unit(1))), undefined, 'status key gone at once');
+  t.same(await statusesOf(machineId, unit(1)), [], 'status key gone at once');
   t.equal((await httpGet(`http://${before.address}/`)).status, 200, 'the unit still answers');
 
   main = await runAgent({ machineId, labels: { zone: 'test' } });
@@ -288,9 +309,10 @@ t.test('agents sharing one engine keep to their own containers', async (t) => {
   const theirs = await waitFor(() => runningStatus(neighbourId, unit(1), 7), 30_000, { what: 'neighbour unit running' });
   const ours = (await runningStatus(machineId, unit(1), 2))!;
   t.not(theirs.containerId, ours.containerId);
-  t.same((await containersOf(neighbourId)).map((info) => info.Names[0]), [`/${unit(1)}.${neighbourId}`]);
+  const theirName = (await containersOf(neighbourId)).map((info) => info.Names[0]);
+  t.same(theirName, [`/${unit(1)}.${assignment(neighbourId, 1, 7, imageV1).spec}.${neighbourId}`], 'the name is held: a longer one');
   t.equal((await httpGet(`http://${theirs.address}/`)).body.trim(), `${unit(1)} hello-1 v7 one`);
-  await store.delete(assignmentKey(neighbourId, unit(1)));
+  await unassign(neighbourId, unit(1));
   await waitFor(async () => (await containersOf(neighbourId)).length === 0, 30_000, { what: 'neighbour container removed' });
   t.ok(await runningStatus(machineId, unit(1), 2), 'our unit is untouched');
 });
@@ -319,7 +341,7 @@ t.test('an agent without a Docker engine says why and fails its units', async (t
 
   await lonely.close();
   t.equal(await store.get(machineKey(lonelyId)), undefined, 'machine key gone at once');
-  await store.delete(assignmentKey(lonelyId, stranded.unit));
+  await unassign(lonelyId, stranded.unit);
 });
 
 // The test engine runs without a bridge network, so bridge mode is checked on the container spec.

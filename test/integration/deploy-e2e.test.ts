@@ -134,7 +134,7 @@ t.test('platform up: every role in one process on the embedded store', async (t)
   const up = runPlatform(['up', '--data-dir', dataDir, ...agentFlags(`up-${randomBytes(2).toString('hex')}`)], dockerEnv);
   t.teardown(() => up.stop());
   await Promise.all([9000, 9001, 9002, 9003].map((port) => waitHealthy(`http://127.0.0.1:${port}`, up)));
-  t.match(up.output(), /orchestrator\s+http:\/\/127\.0\.0\.1:9000/);
+  await waitFor(() => /orchestrator\s+http:\/\/127\.0\.0\.1:9000/.test(up.output()), 10_000, { what: 'the banner naming each API' });
   await waitFor(async () => (await http('GET', 'http://127.0.0.1:9000/cluster/machines')).body.length === 1, 10_000);
   await deployFlow(t, { directory: 'http://127.0.0.1:9001', scheduler: 'http://127.0.0.1:9002', orchestrator: 'http://127.0.0.1:9000' });
 });

@@ -1,43 +1,35 @@
 import t from 'tap';
-import { conflicts, planService, type PlannerMachine, type PlacedUnit, type ServiceRules } from '../../src/scheduler/planner.js';
+import { conflicts, placeInstances, type PlannerMachine, type PlacedUnit, type ServiceRules } from '../../src/scheduler/planner.js';
 
 const machines = (count: number, capacity = 100): PlannerMachine[] =>
   Array.from({ length: count }, (_, i) => ({ id: `m${i + 1}`, capacity }));
 const rules = (service: string, conflictsWith = '', hostPorts: number[] = []): ServiceRules => ({ service, conflictsWith, hostPorts });
 
 t.test('units spread over the least-loaded machines', async (t) => {
-  const plan = planService({ machines: machines(3), current: [], rules: [rules('web')], service: 'web', instances: 3 });
+  const plan = placeInstances({ machines: machines(3), current: [], rules: [rules('web')], service: 'web', instances: [1, 2, 3] });
   t.same(plan.place.map((p) => p.machine).sort(), ['m1', 'm2', 'm3']);
   t.same(plan.unplaced, []);
 });
 
-t.test('a redeploy keeps units where they run', async (t) => {
+t.test('a replacement prefers the machine its instance runs on', async (t) => {
   const current: PlacedUnit[] = [
     { service: 'web', instance: 1, machine: 'm3' },
     { service: 'web', instance: 2, machine: 'm3' },
   ];
-  const plan = planService({ machines: machines(3), current, rules: [rules('web')], service: 'web', instances: 2 });
+  const plan = placeInstances({ machines: machines(3), current, rules: [rules('web')], service: 'web', instances: [1, 2], preferred: new Map([[1, 'm3'], [2, 'm3']]) });
   t.same(plan.place, [
-    { instance: 1, machine: 'm3', kept: true },
-    { instance: 2, machine: 'm3', kept: true },
+    { instance: 1, machine: 'm3' },
+    { instance: 2, machine: 'm3' },
   ]);
-  t.same(plan.stop, []);
-});
-
-t.test('scaling down stops the highest instances', async (t) => {
-  const current: PlacedUnit[] = [1, 2, 3].map((instance) => ({ service: 'web', instance, machine: 'm1' }));
-  const plan = planService({ machines: machines(1), current, rules: [rules('web')], service: 'web', instances: 1 });
-  t.same(plan.stop.map((u) => u.instance).sort(), [2, 3]);
-  t.same(plan.place, [{ instance: 1, machine: 'm1', kept: true }]);
 });
 
 t.test('a self-matching conflictsWith glob puts one unit per machine and explains what does not fit', async (t) => {
-  const plan = planService({ machines: machines(2), current: [], rules: [rules('web-a', 'web-*')], service: 'web-a', instances: 3 });
+  const plan = placeInstances({ machines: machines(2), current: [], rules: [rules('web-a', 'web-*')], service: 'web-a', instances: [1, 2, 3] });
   t.equal(plan.place.length, 2);
   t.not(plan.place[0]!.machine, plan.place[1]!.machine);
   t.equal(plan.unplaced.length, 1);
-  t.match(plan.unplaced[0]!.reason, /web-a needs 3 machine slots free of web-\*; 2 of 2 machines are usable/);
-  t.match(plan.unplaced[0]!.reason, /runs web-a, which conflicts/);
+  t.match(plan.unplaced[0]!.reason, /web-a needs 3 more machine slots free of web-\*; 0 of 2 machines qualify/);
+  t.match(plan.unplaced[0]!.reason, /m1 runs web-a, which conflicts/);
 });
 
 t.test('conflicts hold in both directions', async (t) => {
@@ -45,36 +37,36 @@ t.test('conflicts hold in both directions', async (t) => {
   t.ok(conflicts(rules('db1'), rules('api', 'db*')));
   t.notOk(conflicts(rules('api'), rules('db1')));
   const current: PlacedUnit[] = [{ service: 'db1', instance: 1, machine: 'm1' }];
-  const plan = planService({ machines: machines(2), current, rules: [rules('db1', 'api')], service: 'api', instances: 1 });
-  t.same(plan.place, [{ instance: 1, machine: 'm2', kept: false }]);
+  const plan = placeInstances({ machines: machines(2), current, rules: [rules('db1', 'api')], service: 'api', instances: [1] });
+  t.same(plan.place, [{ instance: 1, machine: 'm2' }]);
 });
 
 t.test('two services with the same fixed host port never share a machine', async (t) => {
   const current: PlacedUnit[] = [{ service: 'a', instance: 1, machine: 'm1' }];
-  const plan = planService({ machines: machines(2), current, rules: [rules('a', '', [80]), rules('b', '', [80])], service: 'b', instances: 2 });
+  const plan = placeInstances({ machines: machines(2), current, rules: [rules('a', '', [80]), rules('b', '', [80])], service: 'b', instances: [1, 2] });
   t.same(plan.place.map((p) => p.machine), ['m2']);
   t.equal(plan.unplaced.length, 1);
 });
 
 t.test('a machine whose Docker engine is unreachable takes no unit, and the reason says so', async (t) => {
-  const plan = planService({
+  const plan = placeInstances({
     machines: [{ id: 'm1', capacity: 10, unavailable: 'cannot run units: Docker engine unreachable (connect ENOENT)' }],
     current: [],
     rules: [rules('web')],
     service: 'web',
-    instances: 1,
+    instances: [1],
   });
   t.same(plan.place, []);
   t.match(plan.unplaced[0]!.reason, /Docker engine unreachable \(connect ENOENT\)/);
 });
 
 t.test('no machines: the reason says no agent is registered', async (t) => {
-  const plan = planService({ machines: [], current: [], rules: [], service: 'web', instances: 1 });
+  const plan = placeInstances({ machines: [], current: [], rules: [], service: 'web', instances: [1] });
   t.match(plan.unplaced[0]!.reason, /no agent is registered/);
 });
 
 t.test('capacity is never exceeded', async (t) => {
-  const plan = planService({ machines: machines(2, 2), current: [], rules: [], service: 'web', instances: 5 });
+  const plan = placeInstances({ machines: machines(2, 2), current: [], rules: [], service: 'web', instances: [1, 2, 3, 4, 5] });
   t.equal(plan.place.length, 4);
   t.equal(plan.unplaced.length, 1);
   const perMachine = new Map<string, number>();
@@ -82,9 +74,7 @@ t.test('capacity is never exceeded', async (t) => {
   t.ok([...perMachine.values()].every((n) => n <= 2));
 });
 
-t.test('a unit on a vanished machine is placed elsewhere', async (t) => {
-  const current: PlacedUnit[] = [{ service: 'web', instance: 1, machine: 'gone' }];
-  const plan = planService({ machines: machines(1), current, rules: [], service: 'web', instances: 1 });
-  t.same(plan.place, [{ instance: 1, machine: 'm1', kept: false }]);
-  t.same(plan.stop, current);
+t.test('a preferred machine that no longer qualifies is passed over', async (t) => {
+  const plan = placeInstances({ machines: machines(1), current: [], rules: [], service: 'web', instances: [1], preferred: new Map([[1, 'gone']]) });
+  t.same(plan.place, [{ instance: 1, machine: 'm1' }]);
 });

@@ -8,7 +8,8 @@ import { listRecords } from '../../store/json-records.js';
 import { LeasedKeys } from '../../store/leased-keys.js';
 import { CoalescingRunner } from './coalescing-runner.js';
 import type { NetworkMode } from './container-spec.js';
-import { listUnitContainers } from './containers.js';
+import { canonicalName, listUnitContainers, type UnitContainer } from './containers.js';
+import { slotOf } from '../../units.js';
 import { connectDocker, describeDockerHost, dockerErrorMessage, withTimeout } from './docker-client.js';
 import { watchContainerEvents, type DockerEventWatch } from './docker-events.js';
 import { MachineRegistration } from './machine-registration.js';
@@ -38,6 +39,8 @@ export interface AgentOptions {
   capacityUnits?: number;
   leaseTtlSeconds?: number;
   stopGraceSeconds?: number;
+  /** Seconds a unit is announced as draining before it is stopped (default 2). */
+  drainSeconds?: number;
   resyncIntervalMs?: number;
   log: FastifyBaseLogger;
 }
@@ -99,6 +102,7 @@ class MachineAgent implements Agent {
       network: options.network ?? 'bridge',
       unitHost: options.unitHost ?? '127.0.0.1',
       stopGraceSeconds: options.stopGraceSeconds ?? 10,
+      drainSeconds: options.drainSeconds ?? 2,
       reporter: this.reporter,
       wakeIn: (ms) => this.wakeIn(ms),
       log: options.log,
@@ -140,6 +144,7 @@ class MachineAgent implements Agent {
     this.dockerEvents?.close();
     await this.assignmentWatch?.close();
     await this.runner.close();
+    await this.units.settled();
     await this.leasedKeys.close();
   }
 
@@ -167,33 +172,41 @@ class MachineAgent implements Agent {
 
   private async reconcileOnce(): Promise<void> {
     const assignments = await listRecords<Assignment>(this.options.store, assignmentPrefix(this.machineId));
-    const wanted = new Set(assignments.map((assignment) => assignment.unit));
+    const wanted = new Set(assignments.map(slotOf));
     const engine = await this.checkDocker();
     if (engine.reachable) await this.reconcileUnits(assignments, wanted);
     else await this.reportEngineDown(assignments, engine.error ?? 'no reason given');
-    await Promise.all(this.reporter.units().filter((unit) => !wanted.has(unit)).map((unit) => this.reporter.forget(unit)));
-    this.units.forgetExcept(wanted);
+    const keep = new Set([...wanted, ...this.units.retiringSlots()]);
+    await Promise.all(this.reporter.slots().filter((slot) => !keep.has(slot)).map((slot) => this.reporter.forget(slot)));
+    this.units.forgetExcept(keep);
     await this.registration.update(engine, assignments.length);
   }
 
   private async reconcileUnits(assignments: Assignment[], wanted: ReadonlySet<string>): Promise<void> {
     const containers = await listUnitContainers(this.docker, this.machineId);
-    const containerOf = new Map(containers.map((container) => [container.unit, container]));
+    const containerOf = new Map(containers.map((container) => [slotOf(container), container]));
     const takenPorts = new Set(this.options.network === 'host' ? containers.map((container) => container.port) : []);
     const log = this.options.log;
-    // Units are independent: one unit's slow pull or stop grace must not hold up the others.
-    await Promise.all([
-      ...containers
-        .filter((container) => !wanted.has(container.unit))
-        .map((container) =>
-          this.units.remove(container).catch((error) => log.warn({ unit: container.unit, reason: dockerErrorMessage(error) }, 'could not remove unit')),
-        ),
-      ...assignments.map((assignment) =>
+    for (const container of containers) if (!wanted.has(slotOf(container))) this.units.retire(container);
+    // Units are independent: one unit's slow pull must not hold up the others.
+    await Promise.all(
+      assignments.map((assignment) =>
         this.units
-          .reconcile(assignment, containerOf.get(assignment.unit), takenPorts)
+          .reconcile(assignment, containerOf.get(slotOf(assignment)), takenPorts)
           .catch((error) => log.warn({ unit: assignment.unit, reason: dockerErrorMessage(error) }, 'could not reconcile unit')),
       ),
-    ]);
+    );
+    await this.restoreUnitNames(containers, wanted);
+  }
+
+  /**
+   * During a rolling update the new container of a unit takes a longer name while the old one
+   * still holds the unit's; once the old one is gone, the survivor gets the unit's name back.
+   */
+  private async restoreUnitNames(containers: UnitContainer[], wanted: ReadonlySet<string>): Promise<void> {
+    const holders = new Set(containers.filter((c) => c.name === c.unit).map((c) => c.unit));
+    const renamable = containers.filter((c) => c.name !== c.unit && !holders.has(c.unit) && wanted.has(slotOf(c)) && !this.units.isStopping(c));
+    for (const container of renamable) await canonicalName(this.docker, container);
   }
 
   private async reportEngineDown(assignments: Assignment[], reason: string): Promise<void> {

@@ -2,7 +2,8 @@ import type { ContainerCreateOptions } from 'dockerode';
 import type { Assignment } from '../../schemas/cluster.js';
 
 // What a unit's container looks like: named after the unit, labelled so any agent (this one after
-// a restart included) can tell whose it is and what it runs, and given the unit's environment.
+// a restart included) can tell whose it is and what it runs (its slot: unit and spec), and given
+// the unit's environment.
 
 export type NetworkMode = 'bridge' | 'host';
 
@@ -13,6 +14,8 @@ export const labels = {
   unit: 'platform.unit',
   instance: 'platform.instance',
   release: 'platform.release',
+  spec: 'platform.spec',
+  stopGrace: 'platform.stop-grace',
   deployment: 'platform.deployment',
   port: 'platform.port',
   image: 'platform.image',
@@ -45,7 +48,7 @@ export function unitEnvironment(assignment: Assignment, port: number): string[] 
   return Object.entries(env).map(([name, value]) => `${name}=${value}`);
 }
 
-export function containerCreateOptions(spec: UnitContainerSpec): ContainerCreateOptions {
+export function containerCreateOptions(spec: UnitContainerSpec): ContainerCreateOptions & { name: string } {
   const { assignment, port } = spec;
   const portKey = `${port}/tcp`;
   return {
@@ -59,6 +62,8 @@ export function containerCreateOptions(spec: UnitContainerSpec): ContainerCreate
       [labels.unit]: assignment.unit,
       [labels.instance]: String(assignment.instance),
       [labels.release]: String(assignment.release),
+      [labels.spec]: assignment.spec,
+      [labels.stopGrace]: String(assignment.stopGraceSeconds),
       [labels.deployment]: assignment.deployment,
       [labels.port]: String(port),
       [labels.image]: assignment.image,

@@ -6,8 +6,14 @@ import { labels, machineLabelFilters } from './container-spec.js';
 
 export interface UnitContainer {
   id: string;
+  /** The container's name (without Docker's leading slash). */
+  name: string;
   unit: string;
+  /** The spec hash it was created for: with `unit`, the slot it serves. */
+  spec: string;
   release: number;
+  /** Seconds it gets between SIGTERM and SIGKILL. */
+  stopGraceSeconds?: number;
   image: string;
   /** The unit's `PORT`, from its label: stable across agent restarts. */
   port: number;
@@ -31,10 +37,15 @@ function toUnitContainer(entry: Docker.ContainerInfo): UnitContainer {
   const entryLabels = entry.Labels ?? {};
   const port = Number(entryLabels[labels.port]);
   const published = entry.Ports?.find((mapping) => mapping.PrivatePort === port && mapping.PublicPort);
+  const name = entry.Names[0]?.replace(/^\//, '') ?? entry.Id;
+  const grace = entryLabels[labels.stopGrace];
   return {
     id: entry.Id,
-    unit: entryLabels[labels.unit] ?? entry.Names[0]?.replace(/^\//, '') ?? entry.Id,
+    name,
+    unit: entryLabels[labels.unit] ?? name,
+    spec: entryLabels[labels.spec] ?? '',
     release: Number(entryLabels[labels.release]),
+    ...(grace === undefined ? {} : { stopGraceSeconds: Number(grace) }),
     image: entryLabels[labels.image] ?? entry.Image,
     port,
     state: entry.State,
@@ -80,20 +91,31 @@ export async function ensureImage(docker: Docker, image: string): Promise<void> 
 }
 
 /**
- * Creates and starts a unit container. The name is the unit's; on an engine shared by several
- * machines (tests) another machine's container may hold it, and this agent must not touch that
- * one, so the container takes `<unit>.<machine>` instead. Units are found by label, not name.
+ * Creates and starts a unit container under `name`, or under `fallbackName` when another
+ * container holds the name: the old slot of the same unit during a rolling update, or another
+ * machine's unit on an engine shared by several machines (tests), which this agent must not
+ * touch. Units are found by label; `canonicalName` gives the unit its name back later.
  */
-export async function createAndStart(docker: Docker, options: Docker.ContainerCreateOptions, machineId: string): Promise<string> {
+export async function createAndStart(docker: Docker, options: Docker.ContainerCreateOptions & { name: string }, fallbackName: string): Promise<string> {
   let container: Docker.Container;
   try {
     container = await docker.createContainer(options);
   } catch (error) {
-    if (statusCodeOf(error) !== 409 || !options.name) throw error;
-    container = await docker.createContainer({ ...options, name: `${options.name}.${machineId}` });
+    if (statusCodeOf(error) !== 409) throw error;
+    container = await docker.createContainer({ ...options, name: fallbackName });
   }
   await container.start();
   return container.id;
+}
+
+/** Renames a container to its unit's name once nothing else holds it; a clash is left for later. */
+export async function canonicalName(docker: Docker, container: UnitContainer): Promise<void> {
+  try {
+    await docker.getContainer(container.id).rename({ name: container.unit });
+  } catch (error) {
+    const status = statusCodeOf(error);
+    if (status !== 409 && status !== 404) throw error;
+  }
 }
 
 export async function startContainer(docker: Docker, id: string): Promise<void> {

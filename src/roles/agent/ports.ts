@@ -26,26 +26,17 @@ export function freeHostPort(): Promise<number> {
 }
 
 /**
- * Chooses the unit's ports. `previousPort` (the port of the container this one replaces) keeps a
- * unit's address stable across releases. `taken` holds the host ports this agent's units use
- * (the kernel may hand a just-released port out again); the chosen host port is added to it
- * before returning, so units choosing concurrently never pick the same one.
+ * Chooses the unit's ports. `taken` holds the host ports this agent's units use (the kernel may
+ * hand a just-released port out again; during a rolling update the old container of the unit
+ * still holds its port); the chosen host port is added to it before returning, so units choosing
+ * concurrently never pick the same one.
  */
-export async function chooseUnitPorts(
-  assignment: Assignment,
-  network: NetworkMode,
-  taken: Set<number>,
-  previousPort?: number,
-): Promise<UnitPorts> {
+export async function chooseUnitPorts(assignment: Assignment, network: NetworkMode, taken: Set<number>): Promise<UnitPorts> {
   const mapping = assignment.ports[0];
   if (network === 'bridge') {
     return { port: mapping?.container ?? defaultContainerPort, ...(mapping?.host ? { hostPort: mapping.host } : {}) };
   }
   if (mapping?.host) return { port: mapping.host };
-  if (previousPort) {
-    taken.add(previousPort);
-    return { port: previousPort };
-  }
   for (let attempt = 0; attempt < 20; attempt += 1) {
     const port = await freeHostPort();
     if (!taken.has(port)) {

@@ -17,6 +17,7 @@ export async function startAgentRole({ config, store, log, advertised }: RoleCon
     labels: config.agent.labels,
     leaseTtlSeconds: config.announceTtlSeconds,
     stopGraceSeconds: config.agent.stopGraceSeconds,
+    drainSeconds: config.agent.drainSeconds,
   });
   readiness = () => agent.readiness();
   return fastifyRole(server, () => agent.close());

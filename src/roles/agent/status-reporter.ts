@@ -1,9 +1,11 @@
 import type { UnitStatus } from '../../schemas/cluster.js';
 import { unitStatusKey } from '../../store/keys.js';
+import { slotOf } from '../../units.js';
 import type { LeasedWriter } from './leased-writer.js';
 
-// Unit statuses as this agent observes them, written under its lease. Reconcile recomputes every
-// status on every pass; only changes reach the store, so a steady cluster writes nothing.
+// Unit statuses as this agent observes them, one per slot (unit@spec), written under its lease.
+// Reconcile recomputes every status on every pass; only changes reach the store, so a steady
+// cluster writes nothing.
 
 export type ObservedStatus = Omit<UnitStatus, 'updatedAt'>;
 
@@ -16,20 +18,27 @@ export class UnitStatusReporter {
   ) {}
 
   async report(observed: ObservedStatus): Promise<void> {
+    const slot = slotOf(observed);
     const serialized = JSON.stringify(observed);
-    if (this.current.get(observed.unit)?.observed === serialized) return;
+    if (this.current.get(slot)?.observed === serialized) return;
     const status: UnitStatus = { ...observed, updatedAt: new Date().toISOString() };
-    await this.keys.set(unitStatusKey(this.machineId, observed.unit), JSON.stringify(status));
-    this.current.set(observed.unit, { observed: serialized, status });
+    await this.keys.set(unitStatusKey(this.machineId, slot), JSON.stringify(status));
+    this.current.set(slot, { observed: serialized, status });
   }
 
-  async forget(unit: string): Promise<void> {
-    if (!this.current.has(unit)) return;
-    await this.keys.remove(unitStatusKey(this.machineId, unit));
-    this.current.delete(unit);
+  /** The last status reported for a slot. */
+  get(slot: string): UnitStatus | undefined {
+    return this.current.get(slot)?.status;
   }
 
-  units(): string[] {
+  async forget(slot: string): Promise<void> {
+    if (!this.current.has(slot)) return;
+    await this.keys.remove(unitStatusKey(this.machineId, slot));
+    this.current.delete(slot);
+  }
+
+  /** Slots with a reported status. */
+  slots(): string[] {
     return [...this.current.keys()];
   }
 

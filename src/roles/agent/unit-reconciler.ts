@@ -1,39 +1,42 @@
 import type Docker from 'dockerode';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Assignment } from '../../schemas/cluster.js';
+import { slotOf } from '../../units.js';
 import { RestartBackoff } from './backoff.js';
 import { containerCreateOptions, type NetworkMode } from './container-spec.js';
 import { createAndStart, ensureImage, inspectExit, startContainer, stopAndRemove, type UnitContainer } from './containers.js';
 import { dockerErrorMessage } from './docker-client.js';
 import { chooseUnitPorts } from './ports.js';
-import { acceptsConnections } from './readiness-probe.js';
+import { passesProbe } from './readiness-probe.js';
 import type { ObservedStatus, UnitStatusReporter } from './status-reporter.js';
 
-// Makes one unit's container match its assignment, one step per pass: replace a container of
-// another release, create a missing one, restart an exited one after its backoff, and report
-// what it sees. Every step is safe to repeat; the next pass continues where this one stopped.
+// Makes one unit slot's container match its assignment, one step per pass: create a missing one,
+// restart an exited one after its backoff, probe a new one until it serves, and report what it
+// sees. Slots no assignment wants are drained and stopped in the background. Every step is safe
+// to repeat; the next pass continues where this one stopped.
 
 export interface UnitReconcilerOptions {
   docker: Docker;
   machineId: string;
   network: NetworkMode;
   unitHost: string;
+  /** Grace for containers that carry none in their labels. */
   stopGraceSeconds: number;
+  /** How long a unit is announced as draining before it is sent SIGTERM. */
+  drainSeconds: number;
   reporter: UnitStatusReporter;
   /** Asks for another pass in `ms` (a backoff ending, a port to probe again). */
   wakeIn: (ms: number) => void;
   log: FastifyBaseLogger;
 }
 
-/** What the agent remembers of a unit's current release between passes. */
-interface UnitMemory {
-  release: number;
-  image: string;
+/** What the agent remembers of a slot between passes. */
+interface SlotMemory {
   backoff: RestartBackoff;
   restarts: number;
-  /** The container seen accepting connections since it last started. */
+  /** The container seen passing its probe since it last started. */
   readyContainer?: string;
-  /** Failed connection probes since the container started: the next probe waits longer. */
+  /** Failed probes since the container started: the next probe waits longer. */
   probes: number;
 }
 
@@ -42,48 +45,79 @@ const probeRetryMs = 500;
 const probeDelayMs = (failedProbes: number): number => Math.min(25 * 2 ** failedProbes, 1000);
 
 export class UnitReconciler {
-  private readonly memory = new Map<string, UnitMemory>();
+  private readonly memory = new Map<string, SlotMemory>();
+  /** Containers being drained and stopped, by container id, with their slot. */
+  private readonly stopping = new Map<string, { slot: string; done: Promise<void> }>();
 
   constructor(private readonly options: UnitReconcilerOptions) {}
 
-  /** Brings `assignment`'s unit one step closer to running; `takenPorts` are host ports other units hold. */
+  /** Brings `assignment`'s slot one step closer to running; `takenPorts` are host ports other units hold. */
   async reconcile(assignment: Assignment, container: UnitContainer | undefined, takenPorts: Set<number>): Promise<void> {
-    const memory = this.memoryOf(assignment);
-    let previousPort: number | undefined;
-    if (container && (container.release !== assignment.release || container.image !== assignment.image)) {
-      this.options.log.info({ unit: assignment.unit, from: container.release, to: assignment.release }, 'replacing unit container');
-      await this.report(assignment, memory, { active: 'activating', sub: 'start-pre' });
-      await stopAndRemove(this.options.docker, container.id, this.options.stopGraceSeconds);
-      previousPort = this.options.network === 'host' ? container.port : undefined;
-      container = undefined;
-    }
-    if (!container) return this.create(assignment, memory, takenPorts, previousPort);
+    const memory = this.memoryOf(slotOf(assignment));
+    if (!container) return this.create(assignment, memory, takenPorts);
     if (container.state === 'running') return this.observeRunning(assignment, memory, container);
     return this.restartStopped(assignment, memory, container);
   }
 
-  /** Stops and removes a container no assignment wants, and withdraws its status. */
-  async remove(container: UnitContainer): Promise<void> {
-    this.options.log.info({ unit: container.unit, release: container.release }, 'removing unassigned unit container');
-    await stopAndRemove(this.options.docker, container.id, this.options.stopGraceSeconds);
-    await this.options.reporter.forget(container.unit);
-    this.memory.delete(container.unit);
+  /** Whether the container is being drained and stopped. */
+  isStopping(container: UnitContainer): boolean {
+    return this.stopping.has(container.id);
   }
 
-  /** Drops what is remembered of units that are no longer assigned. */
-  forgetExcept(units: ReadonlySet<string>): void {
-    for (const unit of this.memory.keys()) if (!units.has(unit)) this.memory.delete(unit);
+  /**
+   * Retires a container no assignment wants, in the background: its status says
+   * deactivating/running for the drain period (gateways stop sending it new requests, in-flight
+   * ones finish), then it gets SIGTERM, its grace period, SIGKILL, and its status goes.
+   */
+  retire(container: UnitContainer): void {
+    if (this.stopping.has(container.id)) return;
+    const slot = slotOf(container);
+    const done = this.drainAndStop(container, slot)
+      .catch((error) => this.options.log.warn({ unit: container.unit, reason: dockerErrorMessage(error) }, 'could not stop unit'))
+      .finally(() => {
+        this.stopping.delete(container.id);
+        this.options.wakeIn(0);
+      });
+    this.stopping.set(container.id, { slot, done });
   }
 
-  private memoryOf(assignment: Assignment): UnitMemory {
-    const known = this.memory.get(assignment.unit);
-    if (known && known.release === assignment.release && known.image === assignment.image) return known;
-    const fresh: UnitMemory = { release: assignment.release, image: assignment.image, backoff: new RestartBackoff(), restarts: 0, probes: 0 };
-    this.memory.set(assignment.unit, fresh);
-    return fresh;
+  /** Slots whose container is being retired: their status stays until it has stopped. */
+  retiringSlots(): Set<string> {
+    return new Set([...this.stopping.values()].map((entry) => entry.slot));
   }
 
-  private async create(assignment: Assignment, memory: UnitMemory, takenPorts: Set<number>, previousPort?: number): Promise<void> {
+  /** Resolves when every retirement under way has finished. */
+  async settled(): Promise<void> {
+    await Promise.all([...this.stopping.values()].map((entry) => entry.done));
+  }
+
+  /** Drops what is remembered of slots that are no longer assigned. */
+  forgetExcept(slots: ReadonlySet<string>): void {
+    for (const slot of this.memory.keys()) if (!slots.has(slot)) this.memory.delete(slot);
+  }
+
+  private async drainAndStop(container: UnitContainer, slot: string): Promise<void> {
+    const status = this.options.reporter.get(slot);
+    if (status && container.state === 'running' && this.options.drainSeconds > 0) {
+      const { updatedAt: _updatedAt, ...observed } = status;
+      await this.options.reporter.report({ ...observed, active: 'deactivating', sub: 'running' });
+      await new Promise((resolve) => setTimeout(resolve, this.options.drainSeconds * 1000));
+    }
+    await stopAndRemove(this.options.docker, container.id, container.stopGraceSeconds ?? this.options.stopGraceSeconds);
+    await this.options.reporter.forget(slot);
+    this.memory.delete(slot);
+  }
+
+  private memoryOf(slot: string): SlotMemory {
+    let known = this.memory.get(slot);
+    if (!known) {
+      known = { backoff: new RestartBackoff(), restarts: 0, probes: 0 };
+      this.memory.set(slot, known);
+    }
+    return known;
+  }
+
+  private async create(assignment: Assignment, memory: SlotMemory, takenPorts: Set<number>): Promise<void> {
     const { docker } = this.options;
     if (await this.waitingForRetry(assignment, memory)) return;
     memory.backoff.retrying();
@@ -95,20 +129,19 @@ export class UnitReconciler {
     }
     let containerId: string;
     try {
-      const ports = await chooseUnitPorts(assignment, this.options.network, takenPorts, previousPort);
+      const ports = await chooseUnitPorts(assignment, this.options.network, takenPorts);
       const spec = { assignment, machineId: this.options.machineId, network: this.options.network, ...ports };
-      containerId = await createAndStart(docker, containerCreateOptions(spec), this.options.machineId);
+      containerId = await createAndStart(docker, containerCreateOptions(spec), `${assignment.unit}.${assignment.spec}.${this.options.machineId}`);
     } catch (error) {
       return this.fail(assignment, memory, `container failed to start: ${dockerErrorMessage(error)}`);
     }
     memory.readyContainer = undefined;
     memory.probes = 0;
-    this.options.log.info({ unit: assignment.unit, release: assignment.release, containerId }, 'unit container started');
     await this.report(assignment, memory, { active: 'activating', sub: 'start-pre', containerId });
     this.options.wakeIn(0);
   }
 
-  private async observeRunning(assignment: Assignment, memory: UnitMemory, container: UnitContainer): Promise<void> {
+  private async observeRunning(assignment: Assignment, memory: SlotMemory, container: UnitContainer): Promise<void> {
     const hostPort = this.options.network === 'host' ? container.port : container.publishedPort;
     if (!hostPort) {
       this.options.wakeIn(probeRetryMs);
@@ -116,9 +149,10 @@ export class UnitReconciler {
     }
     const address = `${this.options.unitHost}:${hostPort}`;
     if (memory.readyContainer !== container.id) {
-      if (!(await acceptsConnections(this.options.unitHost, hostPort))) {
+      if (!(await passesProbe(this.options.unitHost, hostPort, assignment.healthCheck))) {
         this.options.wakeIn(probeDelayMs(memory.probes++));
-        return this.report(assignment, memory, { active: 'activating', sub: 'start-pre', address, containerId: container.id });
+        const waiting = assignment.healthCheck ? { error: `waiting for GET ${assignment.healthCheck.path} to answer 2xx` } : {};
+        return this.report(assignment, memory, { active: 'activating', sub: 'start-pre', address, containerId: container.id, ...waiting });
       }
       memory.readyContainer = container.id;
       memory.probes = 0;
@@ -126,7 +160,7 @@ export class UnitReconciler {
     return this.report(assignment, memory, { active: 'active', sub: 'running', address, containerId: container.id });
   }
 
-  private async restartStopped(assignment: Assignment, memory: UnitMemory, container: UnitContainer): Promise<void> {
+  private async restartStopped(assignment: Assignment, memory: SlotMemory, container: UnitContainer): Promise<void> {
     memory.readyContainer = undefined;
     memory.probes = 0;
     const exit = await inspectExit(this.options.docker, container.id);
@@ -145,7 +179,7 @@ export class UnitReconciler {
   }
 
   /** While a failed unit waits out its backoff it reports failed/auto-restart with the failure. */
-  private async waitingForRetry(assignment: Assignment, memory: UnitMemory, containerId?: string): Promise<boolean> {
+  private async waitingForRetry(assignment: Assignment, memory: SlotMemory, containerId?: string): Promise<boolean> {
     const waitMs = memory.backoff.waitMs(Date.now());
     if (waitMs === 0) return false;
     this.options.wakeIn(waitMs);
@@ -158,13 +192,13 @@ export class UnitReconciler {
     return true;
   }
 
-  private async fail(assignment: Assignment, memory: UnitMemory, error: string, containerId?: string): Promise<void> {
+  private async fail(assignment: Assignment, memory: SlotMemory, error: string, containerId?: string): Promise<void> {
     this.options.log.warn({ unit: assignment.unit, release: assignment.release, reason: error }, 'unit failed');
     memory.backoff.recordFailure(error, Date.now());
     await this.waitingForRetry(assignment, memory, containerId);
   }
 
-  private report(assignment: Assignment, memory: UnitMemory, state: Pick<ObservedStatus, 'active' | 'sub' | 'address' | 'containerId' | 'error'>): Promise<void> {
+  private report(assignment: Assignment, memory: SlotMemory, state: Pick<ObservedStatus, 'active' | 'sub' | 'address' | 'containerId' | 'error'>): Promise<void> {
     return this.options.reporter.report(observedStatus(assignment, this.options.machineId, memory.restarts, state));
   }
 }
@@ -181,6 +215,7 @@ export function observedStatus(
     instance: assignment.instance,
     machine: machineId,
     release: assignment.release,
+    spec: assignment.spec,
     image: assignment.image,
     active: state.active,
     sub: state.sub,

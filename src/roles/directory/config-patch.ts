@@ -1,6 +1,9 @@
-import { defaultConfig, type ServiceConfig, type ServiceConfigPatch } from '../../schemas/service.js';
+import { badRequest } from '../../http/errors.js';
+import { defaultConfig, rolloutDefaults, type ServiceConfig, type ServiceConfigPatch } from '../../schemas/service.js';
 
-/** RFC 7396 merge patch of a service's next config: `env` merges key by key, `null` removes. */
+const rolloutKeys = ['maxSurge', 'maxUnavailable', 'minReadySeconds', 'progressDeadlineSeconds', 'autoRevert', 'stopGraceSeconds', 'healthCheck'] as const;
+
+/** RFC 7396 merge patch of a service's next config: `env` merges key by key, `null` removes or resets. */
 export function applyConfigPatch(config: ServiceConfig, patch: ServiceConfigPatch): ServiceConfig {
   const defaults = defaultConfig();
   const next: ServiceConfig = { ...config, env: { ...config.env } };
@@ -13,5 +16,18 @@ export function applyConfigPatch(config: ServiceConfig, patch: ServiceConfigPatc
       else next.env[name] = value;
     }
   }
+  for (const key of rolloutKeys) {
+    const value = patch[key];
+    if (value === null) delete next[key];
+    else if (value !== undefined) (next as Record<string, unknown>)[key] = value;
+  }
+  assertConsistent(next);
   return next;
+}
+
+/** Rules that span fields, which the schema cannot say. */
+export function assertConsistent(config: ServiceConfig): void {
+  if ((config.maxSurge ?? rolloutDefaults.maxSurge) === 0 && (config.maxUnavailable ?? rolloutDefaults.maxUnavailable) === 0) {
+    throw badRequest('maxSurge and maxUnavailable cannot both be 0: a rollout could never replace a unit');
+  }
 }

@@ -3,6 +3,7 @@ import type { Store } from '../../store/store.js';
 import { assignmentRoot, machinePrefix, unitStatusRoot } from '../../store/keys.js';
 import { listRecords } from '../../store/json-records.js';
 import type { Assignment, Machine, UnitStatus } from '../../schemas/cluster.js';
+import { slotOf } from '../../units.js';
 
 /** A unit as listed to people: intent (assignment) joined with what the agent reports. */
 export const ClusterUnit = Type.Object({
@@ -11,6 +12,8 @@ export const ClusterUnit = Type.Object({
   instance: Type.Integer(),
   machine: Type.String(),
   release: Type.Integer(),
+  /** The container spec (src/units.ts): during a rolling update a unit has an old and a new one. */
+  spec: Type.String(),
   image: Type.String(),
   active: Type.String(),
   sub: Type.String(),
@@ -29,16 +32,18 @@ export async function listClusterUnits(store: Store): Promise<ClusterUnit[]> {
     listRecords<Assignment>(store, assignmentRoot),
     listRecords<UnitStatus>(store, unitStatusRoot),
   ]);
-  const statusOf = new Map(statuses.map((status) => [`${status.machine}/${status.unit}`, status]));
+  const slotKey = (unit: { machine: string; unit: string; spec: string }) => `${unit.machine}/${slotOf(unit)}`;
+  const statusOf = new Map(statuses.map((status) => [slotKey(status), status]));
   const units: ClusterUnit[] = assignments.map((a) => {
-    const status = statusOf.get(`${a.machine}/${a.unit}`);
-    statusOf.delete(`${a.machine}/${a.unit}`);
+    const status = statusOf.get(slotKey(a));
+    statusOf.delete(slotKey(a));
     return {
       unit: a.unit,
       service: a.service,
       instance: a.instance,
       machine: a.machine,
       release: status?.release ?? a.release,
+      spec: a.spec,
       image: status?.image ?? a.image,
       active: status?.active ?? 'inactive',
       sub: status?.sub ?? 'dead',

@@ -8,7 +8,7 @@ import type { Store } from '../../store/store.js';
 import { machineKey } from '../../store/keys.js';
 import { readRecord } from '../../store/json-records.js';
 import { NameParams, ServiceName, UnitName, errorResponses } from '../../schemas/common.js';
-import { Deployment, DeployReply, JournalEntry } from '../../schemas/release.js';
+import { Deployment, DeployReply, JournalEntry, RollbackRequest } from '../../schemas/release.js';
 import type { Machine } from '../../schemas/cluster.js';
 import { listClusterUnits } from './cluster-view.js';
 
@@ -65,7 +65,7 @@ export function schedulerViewRoutes(server: RoleServer, store: Store, scheduler:
       schema: {
         description: "Deploy an earlier release's digest and config as a new release.",
         params: NameParams,
-        body: Type.Object({ version: Type.Union([Type.Integer({ minimum: 1 }), Type.String({ pattern: '^v?[1-9][0-9]{0,8}$' })]) }, { additionalProperties: false }),
+        body: RollbackRequest,
         response: { 200: DeployReply, ...errorResponses },
       },
     },

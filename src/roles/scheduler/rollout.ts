@@ -3,105 +3,157 @@ import type { Operation, Store } from '../../store/store.js';
 import { assignmentKey } from '../../store/keys.js';
 import type { Assignment, UnitStatus } from '../../schemas/cluster.js';
 import type { Deployment, Release } from '../../schemas/release.js';
-import type { Service } from '../../schemas/service.js';
-import { planService } from '../../scheduler/planner.js';
-import { isRunning, unitName } from '../../units.js';
-import { plannerMachine, readClusterSnapshot, readUnitStatuses, serviceRules } from './cluster-snapshot.js';
+import { rolloutSettings, type RolloutSettings } from '../../schemas/service.js';
+import { planRolloutStep, type RolloutUnit } from '../../scheduler/rollout-step.js';
+import { isRunning, slotOf, specHash, unitName } from '../../units.js';
+import { plannerMachine, readClusterSnapshot, readUnitStatuses, serviceRules, type ClusterSnapshot } from './cluster-snapshot.js';
 import { updateDeployment } from './deployments.js';
 import { appendJournal } from './journal.js';
+
+// Runs one deployment: repeatedly reads the cluster, asks the pure rollout step what to change,
+// writes that in one transaction, and watches the units until the release runs everywhere, the
+// deployment fails, or a newer deployment of the service supersedes it.
 
 export interface RolloutOptions {
   store: Store;
   log: FastifyBaseLogger;
-  /** A deployment that has not finished by then fails. */
-  progressDeadlineSeconds: number;
+  /** False once a newer deployment of the service was accepted: this one stops as superseded. */
+  isCurrent: () => boolean;
   pollIntervalMs?: number;
 }
 
+export type RolloutOutcome = { state: 'succeeded' | 'superseded' } | { state: 'failed'; reason: string };
+
+/** A new unit that crashed this often has shown it will not start. */
+const CRASH_LOOP_RESTARTS = 3;
+
 /** Failures no waiting will cure: the deployment fails at once with the agent's reason. */
 const isPermanentFailure = (status: UnitStatus): boolean =>
-  status.active === 'failed' && /^(image pull failed|Docker engine unreachable)/.test(status.error ?? '');
+  /^(image pull failed|Docker engine unreachable)/.test(status.error ?? '') || (status.active === 'failed' && status.restarts >= CRASH_LOOP_RESTARTS);
 
-/**
- * Plans the release's units, writes the assignments in one transaction, and waits until every
- * unit runs the release (or fails). First version: each agent replaces a unit in place
- * (stop, then start).
- */
-export async function rollOut(options: RolloutOptions, service: Service, release: Release, deployment: Deployment): Promise<Deployment> {
-  const { store } = options;
-  const snapshot = await readClusterSnapshot(store);
-  const rules = [...snapshot.services.filter((s) => s.name !== service.name), { ...service, config: release.config }].map(serviceRules);
-  const plan = planService({
-    machines: snapshot.machines.map(plannerMachine),
-    current: snapshot.assignments,
-    rules,
-    service: service.name,
-    instances: release.config.numInstances,
-  });
-  if (plan.unplaced.length > 0) {
-    return finish(options, deployment, 'failed', plan.unplaced[0]!.reason);
-  }
+export const releaseSpec = (release: Release): string =>
+  specHash({ image: release.image, env: release.config.env, ports: release.config.ports });
 
-  const now = new Date().toISOString();
-  const assignments: Assignment[] = plan.place.map(({ instance, machine }) => ({
-    unit: unitName(service.name, instance),
-    service: service.name,
-    instance,
-    machine,
-    release: release.version,
-    image: release.image,
-    ports: release.config.ports,
-    env: release.config.env,
-    deployment: deployment.id,
-    assignedAt: now,
-  }));
-  const operations: Operation[] = [
-    ...plan.stop.map((unit): Operation => ({ op: 'delete', key: assignmentKey(unit.machine, unitName(unit.service, unit.instance)) })),
-    ...assignments.map((a): Operation => ({ op: 'put', key: assignmentKey(a.machine, a.unit), value: JSON.stringify(a) })),
-  ];
-  if (operations.length > 0) await store.txn([], operations);
-  await updateDeployment(store, deployment.id, { state: 'rolling', units: assignments.map(pendingProgress) });
-  return waitForUnits(options, deployment, assignments);
-}
-
-type UnitProgress = Deployment['units'][number];
-const pendingProgress = (a: Assignment): UnitProgress => ({ unit: a.unit, machine: a.machine, active: 'inactive', sub: 'dead' });
-
-async function waitForUnits(options: RolloutOptions, deployment: Deployment, wanted: Assignment[]): Promise<Deployment> {
-  const deadline = Date.now() + options.progressDeadlineSeconds * 1000;
-  let lastProgress = '';
+export async function rollOut(options: RolloutOptions, release: Release, deployment: Deployment): Promise<RolloutOutcome> {
+  const settings = rolloutSettings(release.config);
+  const spec = releaseSpec(release);
+  const readySince = new Map<string, number>();
+  let lastProgress = Date.now();
+  let bestReady = -1;
+  let lastUnits = '';
+  let rolling = false;
   for (;;) {
-    const statuses = (await readUnitStatuses(options.store)).filter((status) => status.service === deployment.service);
-    const progress = wanted.map((a): UnitProgress => {
-      const status = statuses.find((s) => s.unit === a.unit && s.machine === a.machine && s.release === a.release);
-      return status
-        ? { unit: a.unit, machine: a.machine, active: status.active, sub: status.sub, ...(status.error ? { error: status.error } : {}) }
-        : pendingProgress(a);
+    if (!options.isCurrent()) return { state: 'superseded' };
+    const [snapshot, statuses] = await Promise.all([readClusterSnapshot(options.store), readUnitStatuses(options.store)]);
+    const own = snapshot.assignments.filter((a) => a.service === release.service);
+    const statusOf = new Map(statuses.filter((s) => s.service === release.service).map((s) => [`${s.machine}/${slotOf(s)}`, s]));
+    const units = own.map((assignment) => rolloutUnit(assignment, statusOf.get(`${assignment.machine}/${slotOf(assignment)}`), snapshot, readySince, settings));
+
+    const step = planRolloutStep({
+      service: release.service,
+      instances: release.config.numInstances,
+      spec,
+      maxSurge: settings.maxSurge,
+      maxUnavailable: settings.maxUnavailable,
+      units: units.map((u) => u.unit),
+      machines: snapshot.machines.map(plannerMachine),
+      cluster: snapshot.assignments,
+      rules: [...snapshot.services.filter((s) => s.name !== release.service), { name: release.service, conflictsWith: conflictsOf(snapshot, release.service), config: release.config }].map(serviceRules),
     });
-    const serialized = JSON.stringify(progress);
-    if (serialized !== lastProgress) {
-      lastProgress = serialized;
+    const stray = statuses.some((s) => s.service === release.service && !own.some((a) => a.machine === s.machine && slotOf(a) === slotOf(s)));
+    if (step.complete && !stray) return { state: 'succeeded' };
+
+    const retired = new Set(step.retire);
+    const operations: Operation[] = [
+      ...units.filter((u) => retired.has(u.unit)).map((u): Operation => ({ op: 'delete', key: assignmentKey(u.assignment.machine, slotOf(u.assignment)) })),
+      // Units of the target spec from an earlier release keep running; they just join this release.
+      ...units
+        .filter((u) => !retired.has(u.unit) && u.assignment.spec === spec && u.assignment.release !== release.version)
+        .map((u): Operation => put({ ...u.assignment, release: release.version, deployment: deployment.id })),
+      ...step.add.map((placement): Operation => put(newAssignment(release, deployment, spec, settings, placement.instance, placement.machine))),
+    ];
+    if (operations.length > 0) {
+      await options.store.txn([], operations);
+      if (!rolling) {
+        rolling = true;
+        await updateDeployment(options.store, deployment.id, { state: 'rolling' });
+      }
+    }
+
+    const fresh = units.filter((u) => u.assignment.spec === spec && !retired.has(u.unit));
+    const readyCount = fresh.filter((u) => u.unit.ready).length;
+    if (readyCount > bestReady || step.retire.length > 0) {
+      bestReady = Math.max(bestReady, readyCount);
+      lastProgress = Date.now();
+    }
+    const progress = fresh.map((u) => ({
+      unit: u.assignment.unit,
+      machine: u.assignment.machine,
+      active: u.status?.active ?? 'inactive',
+      sub: u.status?.sub ?? 'dead',
+      ...(u.status?.error ? { error: u.status.error } : {}),
+    }));
+    if (JSON.stringify(progress) !== lastUnits) {
+      lastUnits = JSON.stringify(progress);
       await updateDeployment(options.store, deployment.id, { units: progress });
     }
-    const strays = statuses.filter((s) => !wanted.some((a) => a.unit === s.unit && a.machine === s.machine));
-    if (progress.every(isRunning) && strays.length === 0) {
-      return finish(options, deployment, 'succeeded', `${wanted.length} units run release v${deployment.release}`);
+
+    const broken = fresh.find((u) => u.status && isPermanentFailure(u.status));
+    if (broken) return { state: 'failed', reason: `${broken.assignment.unit} on ${broken.assignment.machine}: ${describe(broken.status!)}` };
+    if (step.unplaced.length > 0 && operations.length === 0 && !fresh.some((u) => !u.unit.ready)) {
+      const hint = settings.maxUnavailable === 0 ? '; with maxUnavailable 0 a unit is only replaced once its successor runs elsewhere' : '';
+      return { state: 'failed', reason: `${step.unplaced[0]!.reason}${hint}` };
     }
-    const broken = statuses.find((s) => s.release === deployment.release && isPermanentFailure(s));
-    if (broken) return finish(options, deployment, 'failed', `${broken.unit} on ${broken.machine}: ${broken.error}`);
-    if (Date.now() > deadline) {
-      const waiting = progress.filter((p) => !isRunning(p)).map((p) => `${p.unit} on ${p.machine} is ${p.active}/${p.sub}${p.error ? ` (${p.error})` : ''}`);
-      const reason = waiting.length > 0 ? waiting.join('; ') : `units still stopping: ${strays.map((s) => s.unit).join(', ')}`;
-      return finish(options, deployment, 'failed', `not ready within ${options.progressDeadlineSeconds} s: ${reason}`);
+    if (Date.now() - lastProgress > settings.progressDeadlineSeconds * 1000) {
+      const waiting = fresh.filter((u) => !u.unit.ready).map((u) => `${u.assignment.unit} on ${u.assignment.machine} is ${u.status ? describe(u.status) : 'not reported'}`);
+      const detail = waiting.length > 0 ? waiting.join('; ') : step.unplaced.map((u) => u.reason).join('; ') || 'old units still stopping';
+      return { state: 'failed', reason: `no progress within ${settings.progressDeadlineSeconds} s: ${detail}` };
     }
     await new Promise((resolve) => setTimeout(resolve, options.pollIntervalMs ?? 100));
   }
 }
 
-async function finish(options: RolloutOptions, deployment: Deployment, state: 'succeeded' | 'failed', reason: string): Promise<Deployment> {
-  const finishedAt = new Date().toISOString();
-  const updated = await updateDeployment(options.store, deployment.id, { state, finishedAt, ...(state === 'failed' ? { reason } : {}) });
-  await appendJournal(options.store, { service: deployment.service, deployment: deployment.id, kind: `deployment.${state}`, message: `v${deployment.release}: ${reason}` });
-  options.log.info({ deployment: deployment.id, service: deployment.service, state, reason }, 'deployment finished');
-  return updated ?? { ...deployment, state, finishedAt };
+const put = (assignment: Assignment): Operation => ({ op: 'put', key: assignmentKey(assignment.machine, slotOf(assignment)), value: JSON.stringify(assignment) });
+
+const describe = (status: UnitStatus): string => `${status.active}/${status.sub}${status.error ? ` (${status.error})` : ''}${status.restarts ? `, ${status.restarts} restarts` : ''}`;
+
+const conflictsOf = (snapshot: ClusterSnapshot, service: string): string => snapshot.services.find((s) => s.name === service)?.conflictsWith ?? '';
+
+function rolloutUnit(
+  assignment: Assignment,
+  status: UnitStatus | undefined,
+  snapshot: ClusterSnapshot,
+  readySince: Map<string, number>,
+  settings: RolloutSettings,
+): { assignment: Assignment; status: UnitStatus | undefined; unit: RolloutUnit } {
+  const key = `${assignment.machine}/${slotOf(assignment)}`;
+  const running = status !== undefined && isRunning(status);
+  if (!running) readySince.delete(key);
+  else if (!readySince.has(key)) readySince.set(key, Date.now());
+  const ready = running && Date.now() - (readySince.get(key) ?? Date.now()) >= settings.minReadySeconds * 1000;
+  const alive = snapshot.machines.some((machine) => machine.id === assignment.machine);
+  return { assignment, status, unit: { instance: assignment.instance, machine: assignment.machine, spec: assignment.spec, running, ready, alive } };
+}
+
+function newAssignment(release: Release, deployment: Deployment, spec: string, settings: RolloutSettings, instance: number, machine: string): Assignment {
+  return {
+    unit: unitName(release.service, instance),
+    service: release.service,
+    instance,
+    machine,
+    release: release.version,
+    spec,
+    image: release.image,
+    ports: release.config.ports,
+    env: release.config.env,
+    stopGraceSeconds: settings.stopGraceSeconds,
+    ...(settings.healthCheck ? { healthCheck: settings.healthCheck } : {}),
+    deployment: deployment.id,
+    assignedAt: new Date().toISOString(),
+  };
+}
+
+export async function recordOutcome(store: Store, deployment: Deployment, state: Deployment['state'], reason: string): Promise<void> {
+  await updateDeployment(store, deployment.id, { state, finishedAt: new Date().toISOString(), ...(state === 'succeeded' ? {} : { reason }) });
+  await appendJournal(store, { service: deployment.service, deployment: deployment.id, kind: `deployment.${state}`, message: `v${deployment.release}: ${reason}` });
 }

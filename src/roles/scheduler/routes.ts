@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import type { RoleServer } from '../../http/server.js';
 import { notFound, unavailable } from '../../http/errors.js';
 import { ErrorReply, NameParams, ServiceName, errorResponses } from '../../schemas/common.js';
-import { Deployment, DeployReply, DeployRequest, JournalEntry, Release } from '../../schemas/release.js';
+import { Deployment, DeployReply, DeployRequest, JournalEntry, Release, RollbackRequest, versionNumber } from '../../schemas/release.js';
 import type { Scheduler } from './scheduler.js';
 import { getRelease, listReleases } from './releases.js';
 import { getDeployment, listDeployments } from './deployments.js';
@@ -27,6 +27,19 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void 
       },
     },
     async (request) => scheduler.deploy({ ...request.body, trigger: 'manual' }),
+  );
+
+  server.post(
+    '/services/:name/rollback',
+    {
+      schema: {
+        description: "Deploy an earlier release's digest and config as a new release that records where it came from.",
+        params: NameParams,
+        body: RollbackRequest,
+        response: { 200: DeployReply, ...errorResponses },
+      },
+    },
+    async (request) => scheduler.rollback(request.params.name, versionNumber(request.body.version)),
   );
 
   server.get(

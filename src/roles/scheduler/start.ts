@@ -8,7 +8,6 @@ export async function startScheduler({ config, store, log }: RoleContext): Promi
   const scheduler = new Scheduler({
     store,
     log,
-    progressDeadlineSeconds: config.scheduler.progressDeadlineSeconds,
     registry: { insecureRegistries: config.scheduler.insecureRegistries },
   });
   schedulerRoutes(server, scheduler);

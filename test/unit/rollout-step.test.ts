@@ -1,0 +1,98 @@
+import t, { type Test } from 'tap';
+import { planRolloutStep, type RolloutStepInput, type RolloutUnit } from '../../src/scheduler/rollout-step.js';
+
+const machines = [{ id: 'm1', capacity: 100 }, { id: 'm2', capacity: 100 }, { id: 'm3', capacity: 100 }];
+const unit = (instance: number, spec: string, over: Partial<RolloutUnit> = {}): RolloutUnit => ({
+  instance, machine: `m${instance}`, spec, running: true, ready: true, alive: true, ...over,
+});
+const input = (units: RolloutUnit[], over: Partial<RolloutStepInput> = {}): RolloutStepInput => ({
+  service: 'web', instances: 3, spec: 'new', maxSurge: 1, maxUnavailable: 0, units, machines,
+  cluster: units.map((u) => ({ service: 'web', instance: u.instance, machine: u.machine })), rules: [], ...over,
+});
+
+/** Runs steps to completion, applying each (new units become ready at once), and checks the budget after every step. */
+function simulate(t: Test, start: RolloutUnit[], over: Partial<RolloutStepInput> = {}) {
+  let units = start;
+  const base = input(units, over);
+  for (let step = 0; step < 20; step++) {
+    const result = planRolloutStep(input(units, over));
+    if (result.complete) return { steps: step, units };
+    units = units.filter((u) => !result.retire.includes(u));
+    const serving = new Set(units.filter((u) => u.running).map((u) => u.instance)).size;
+    t.ok(serving >= base.instances - base.maxUnavailable, `step ${step}: ${serving} instances serve`);
+    units = [...units, ...result.add.map((p) => unit(p.instance, base.spec, { machine: p.machine, ready: false, running: false }))];
+    t.ok(units.length <= base.instances + base.maxSurge, `step ${step}: ${units.length} units assigned`);
+    // The agents start what was added.
+    units = units.map((u) => (u.spec === base.spec ? { ...u, running: true, ready: true } : u));
+  }
+  throw new Error('rollout did not complete');
+}
+
+t.test('a first deploy places every instance at once', async (t) => {
+  const step = planRolloutStep(input([]));
+  t.same(step.add.map((p) => p.instance), [1, 2, 3]);
+  t.notOk(step.complete);
+});
+
+t.test('maxSurge 1, maxUnavailable 0: one new unit at a time, the old one goes only when the new one is ready', async (t) => {
+  const old = [1, 2, 3].map((i) => unit(i, 'old'));
+  const first = planRolloutStep(input(old));
+  t.same(first.add.map((p) => p.instance), [1]);
+  t.same(first.retire, []);
+  const starting = planRolloutStep(input([...old, unit(1, 'new', { ready: false })]));
+  t.same(starting.add, [], 'no second surge unit while the first is not ready');
+  t.same(starting.retire, []);
+  const ready = planRolloutStep(input([...old, unit(1, 'new')]));
+  t.same(ready.retire.map((u) => [u.instance, u.spec]), [[1, 'old']]);
+  t.same(ready.add.map((p) => p.instance), [2]);
+  const result = simulate(t, old);
+  t.same(result.units.map((u) => u.spec), ['new', 'new', 'new']);
+});
+
+t.test('maxSurge 10 replaces everything in one step', async (t) => {
+  const step = planRolloutStep(input([1, 2, 3].map((i) => unit(i, 'old')), { maxSurge: 10 }));
+  t.same(step.add.map((p) => p.instance), [1, 2, 3]);
+});
+
+t.test('maxSurge 0, maxUnavailable 1 replaces in place one at a time', async (t) => {
+  const old = [1, 2, 3].map((i) => unit(i, 'old'));
+  const step = planRolloutStep(input(old, { maxSurge: 0, maxUnavailable: 1 }));
+  t.same(step.retire.map((u) => u.instance), [1]);
+  t.same(step.add.map((p) => p.instance), [1]);
+  simulate(t, old, { maxSurge: 0, maxUnavailable: 1 });
+});
+
+t.test('scale down removes the highest instances, scale up adds without touching the others', async (t) => {
+  const down = planRolloutStep(input([1, 2, 3].map((i) => unit(i, 'new')), { instances: 1 }));
+  t.same(down.retire.map((u) => u.instance).sort(), [2, 3]);
+  t.same(down.add, []);
+  const up = planRolloutStep(input([unit(1, 'new')], { instances: 3 }));
+  t.same(up.retire, []);
+  t.same(up.add.map((p) => p.instance), [2, 3]);
+});
+
+t.test('a rollout is complete only when every instance has one ready unit of the target spec', async (t) => {
+  t.ok(planRolloutStep(input([1, 2, 3].map((i) => unit(i, 'new')))).complete);
+  t.notOk(planRolloutStep(input([unit(1, 'new'), unit(2, 'new'), unit(3, 'new', { ready: false })])).complete);
+  t.notOk(planRolloutStep(input([...[1, 2, 3].map((i) => unit(i, 'new')), unit(3, 'old')])).complete);
+});
+
+t.test('units of a lost machine are replaced, and duplicates removed', async (t) => {
+  const step = planRolloutStep(input([unit(1, 'new'), unit(2, 'new', { alive: false }), unit(3, 'new'), unit(3, 'new', { machine: 'm1', ready: false, running: false })]));
+  t.same(step.retire.map((u) => [u.instance, u.machine]).sort(), [[2, 'm2'], [3, 'm1']]);
+  t.same(step.add.map((p) => p.instance), [2]);
+});
+
+t.test('a crashed old unit is replaced without waiting for the surge budget', async (t) => {
+  const units = [unit(1, 'old', { running: false, ready: false }), unit(2, 'old'), unit(3, 'old'), unit(2, 'new', { ready: false })];
+  const step = planRolloutStep(input(units));
+  t.same(step.add.map((p) => p.instance), [1]);
+  t.same(step.retire.map((u) => [u.instance, u.spec]), [[1, 'old']]);
+});
+
+t.test('a surge unit that cannot be placed is reported with the reason', async (t) => {
+  const old = [1, 2, 3].map((i) => unit(i, 'old'));
+  const step = planRolloutStep(input(old, { rules: [{ service: 'web', conflictsWith: 'web', hostPorts: [] }] }));
+  t.same(step.add, []);
+  t.match(step.unplaced[0]!.reason, /web needs 1 more machine slot free of web; 0 of 3 machines qualify/);
+});
