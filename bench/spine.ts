@@ -3,14 +3,12 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
-import { startEtcd } from '../test/harness/etcd.js';
-import { startDockerd } from '../test/harness/docker.js';
-import { startRegistry } from '../test/harness/registry.js';
 import { buildTestImage } from '../test/harness/test-image.js';
 import { freePort } from '../test/harness/free-port.js';
-import { http, runPlatform, serveRole, waitHealthy } from '../test/harness/platform.js';
+import { http, runPlatform, waitHealthy } from '../test/harness/platform.js';
 import { waitFor } from '../test/harness/wait.js';
 import { median, ms, printTable, type BenchRow } from './table.js';
+import { dockerApiStart, pullImage, startBenchPlatform } from './bench-platform.js';
 
 // Issue 2's benchmarks, each against a reference measured in the same run:
 // deploy latency vs the Docker API, directory reads vs a bare Fastify route, idle RSS per role.
@@ -19,21 +17,13 @@ const UNITS = 10;
 const ROUNDS = 3;
 const rows: BenchRow[] = [];
 
-const etcd = await startEtcd();
-const engine = await startDockerd();
-const registry = await startRegistry();
+const platform = await startBenchPlatform(['directory', 'scheduler', 'orchestrator', 'agent'], 'bench');
+const { engine, registry } = platform;
 const image = await buildTestImage(engine.docker, registry.host, 'bench/web', 'v1');
 const pinned = `${registry.host}/bench/web@${image.digest}`;
-await new Promise<void>((resolve, reject) =>
-  engine.docker.pull(pinned, {}, (error, stream) => (error ? reject(error) : engine.docker.modem.followProgress(stream!, (e) => (e ? reject(e) : resolve())))),
-);
-
-const flags = ['--etcd', etcd.url];
-const directory = await serveRole('directory', await freePort(), flags);
-const scheduler = await serveRole('scheduler', await freePort(), flags);
-const orchestrator = await serveRole('orchestrator', await freePort(), flags);
-const agent = await serveRole('agent', await freePort(), [...flags, '--network', 'host', '--machine-id', 'bench', '--stop-grace', '1'], { DOCKER_HOST: engine.dockerHost });
-const roles = { directory, scheduler, orchestrator, agent };
+await pullImage(engine, pinned);
+const roles = platform.roles as Required<typeof platform.roles>;
+const { directory, scheduler, orchestrator } = roles;
 
 async function platformDeploy(): Promise<number> {
   const service = `bench-${randomBytes(2).toString('hex')}`;
@@ -50,31 +40,10 @@ async function platformDeploy(): Promise<number> {
   return elapsed;
 }
 
-async function dockerApiDeploy(): Promise<number> {
-  const prefix = `ref-${randomBytes(2).toString('hex')}`;
-  const ports = await Promise.all(Array.from({ length: UNITS }, () => freePort()));
-  const started = performance.now();
-  const containers = await Promise.all(
-    ports.map(async (port, i) => {
-      const container = await engine.docker.createContainer({
-        name: `${prefix}-${i + 1}.service`,
-        Image: pinned,
-        Env: [`PORT=${port}`],
-        HostConfig: { NetworkMode: 'host' },
-      });
-      await container.start();
-      return container;
-    }),
-  );
-  const elapsed = performance.now() - started;
-  await Promise.all(containers.map((c) => c.remove({ force: true })));
-  return elapsed;
-}
-
 const platformTimes: number[] = [];
 const dockerTimes: number[] = [];
 for (let round = 0; round < ROUNDS; round++) {
-  dockerTimes.push(await dockerApiDeploy());
+  dockerTimes.push(await dockerApiStart(engine, pinned, UNITS));
   platformTimes.push(await platformDeploy());
 }
 const deployRatio = median(platformTimes) / median(dockerTimes);
@@ -112,7 +81,8 @@ rows.push({
 // Idle RSS, after the load has settled.
 await new Promise((resolve) => setTimeout(resolve, 3000));
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
-for (const [name, role] of Object.entries(roles)) {
+for (const name of ['directory', 'scheduler', 'orchestrator', 'agent'] as const) {
+  const role = roles[name];
   rows.push({ benchmark: `idle RSS, ${name}`, platform: `${rssMiB(role.child.pid!).toFixed(0)} MiB`, reference: '-', ratio: '-', target: '-' });
   await role.stop();
 }
@@ -123,7 +93,4 @@ rows.push({ benchmark: 'idle RSS, platform up (all roles)', platform: `${rssMiB(
 await up.stop();
 
 printTable(rows);
-await registry.stop();
-await engine.stop();
-await etcd.stop();
-process.exit(0);
+await platform.stop();

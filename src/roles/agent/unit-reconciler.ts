@@ -36,13 +36,13 @@ interface SlotMemory {
   restarts: number;
   /** The container seen passing its probe since it last started. */
   readyContainer?: string;
-  /** Failed probes since the container started: the next probe waits longer. */
-  probes: number;
+  /** The container a background probe loop is waiting on, if any. */
+  probing?: string;
 }
 
 const probeRetryMs = 500;
-// A fresh process usually listens within tens of milliseconds: probe soon, then back off.
-const probeDelayMs = (failedProbes: number): number => Math.min(25 * 2 ** failedProbes, 1000);
+// A fresh process usually listens within tens of milliseconds: probe often at first, then back off.
+const probeDelayMs = (failedProbes: number): number => Math.min(20 * 1.5 ** failedProbes, 1000);
 
 export class UnitReconciler {
   private readonly memory = new Map<string, SlotMemory>();
@@ -93,7 +93,11 @@ export class UnitReconciler {
 
   /** Drops what is remembered of slots that are no longer assigned. */
   forgetExcept(slots: ReadonlySet<string>): void {
-    for (const slot of this.memory.keys()) if (!slots.has(slot)) this.memory.delete(slot);
+    for (const [slot, memory] of this.memory) {
+      if (slots.has(slot)) continue;
+      memory.probing = undefined;
+      this.memory.delete(slot);
+    }
   }
 
   private async drainAndStop(container: UnitContainer, slot: string): Promise<void> {
@@ -105,13 +109,15 @@ export class UnitReconciler {
     }
     await stopAndRemove(this.options.docker, container.id, container.stopGraceSeconds ?? this.options.stopGraceSeconds);
     await this.options.reporter.forget(slot);
+    const memory = this.memory.get(slot);
+    if (memory) memory.probing = undefined;
     this.memory.delete(slot);
   }
 
   private memoryOf(slot: string): SlotMemory {
     let known = this.memory.get(slot);
     if (!known) {
-      known = { backoff: new RestartBackoff(), restarts: 0, probes: 0 };
+      known = { backoff: new RestartBackoff(), restarts: 0 };
       this.memory.set(slot, known);
     }
     return known;
@@ -136,7 +142,6 @@ export class UnitReconciler {
       return this.fail(assignment, memory, `container failed to start: ${dockerErrorMessage(error)}`);
     }
     memory.readyContainer = undefined;
-    memory.probes = 0;
     await this.report(assignment, memory, { active: 'activating', sub: 'start-pre', containerId });
     this.options.wakeIn(0);
   }
@@ -149,20 +154,37 @@ export class UnitReconciler {
     }
     const address = `${this.options.unitHost}:${hostPort}`;
     if (memory.readyContainer !== container.id) {
-      if (!(await passesProbe(this.options.unitHost, hostPort, assignment.healthCheck))) {
-        this.options.wakeIn(probeDelayMs(memory.probes++));
-        const waiting = assignment.healthCheck ? { error: `waiting for GET ${assignment.healthCheck.path} to answer 2xx` } : {};
-        return this.report(assignment, memory, { active: 'activating', sub: 'start-pre', address, containerId: container.id, ...waiting });
-      }
-      memory.readyContainer = container.id;
-      memory.probes = 0;
+      this.probeUntilReady(assignment, memory, container.id, hostPort);
+      const waiting = assignment.healthCheck ? { error: `waiting for GET ${assignment.healthCheck.path} to answer 2xx` } : {};
+      return this.report(assignment, memory, { active: 'activating', sub: 'start-pre', address, containerId: container.id, ...waiting });
     }
     return this.report(assignment, memory, { active: 'active', sub: 'running', address, containerId: container.id });
   }
 
+  /**
+   * Probes a started container in the background, often at first and then backing off, and asks
+   * for a pass as soon as it serves: readiness is noticed within tens of milliseconds without
+   * running whole reconcile passes that often. A new container or a stopped one ends the loop.
+   */
+  private probeUntilReady(assignment: Assignment, memory: SlotMemory, containerId: string, port: number): void {
+    if (memory.probing === containerId) return;
+    memory.probing = containerId;
+    void (async () => {
+      for (let attempt = 0; memory.probing === containerId; attempt++) {
+        if (await passesProbe(this.options.unitHost, port, assignment.healthCheck)) {
+          if (memory.probing === containerId) memory.readyContainer = containerId;
+          break;
+        }
+        await new Promise((resolve) => setTimeout(resolve, probeDelayMs(attempt)));
+      }
+      if (memory.probing === containerId) memory.probing = undefined;
+      this.options.wakeIn(0);
+    })();
+  }
+
   private async restartStopped(assignment: Assignment, memory: SlotMemory, container: UnitContainer): Promise<void> {
     memory.readyContainer = undefined;
-    memory.probes = 0;
+    memory.probing = undefined;
     const exit = await inspectExit(this.options.docker, container.id);
     memory.backoff.recordFailure(exit.reason, Date.now(), exit.ranForMs);
     if (await this.waitingForRetry(assignment, memory, container.id)) return;

@@ -1,0 +1,69 @@
+import { startEtcd, type EtcdProcess } from '../test/harness/etcd.js';
+import { startDockerd, type DockerEngine } from '../test/harness/docker.js';
+import { startRegistry, type Registry } from '../test/harness/registry.js';
+import { freePort } from '../test/harness/free-port.js';
+import { serveRole, type PlatformProcess } from '../test/harness/platform.js';
+
+// What every benchmark starts: a real etcd, dockerd and registry on loopback, and the roles it
+// measures as separate `platform serve` processes (agents with host networking).
+
+export type BenchRole = 'directory' | 'scheduler' | 'orchestrator' | 'agent' | 'gateway';
+
+export interface BenchPlatform {
+  etcd: EtcdProcess;
+  engine: DockerEngine;
+  registry: Registry;
+  roles: Partial<Record<BenchRole, PlatformProcess & { url: string }>>;
+  url(role: BenchRole): string;
+  stop(): Promise<void>;
+}
+
+export async function startBenchPlatform(roles: BenchRole[], machineId: string): Promise<BenchPlatform> {
+  const [etcd, engine, registry] = await Promise.all([startEtcd(), startDockerd(), startRegistry()]);
+  const flags = ['--etcd', etcd.url];
+  const started: BenchPlatform['roles'] = {};
+  for (const role of roles) {
+    const extra = role === 'agent' ? ['--network', 'host', '--machine-id', machineId, '--stop-grace', '1', '--drain-seconds', '0'] : [];
+    started[role] = await serveRole(role, await freePort(), [...flags, ...extra], role === 'agent' ? { DOCKER_HOST: engine.dockerHost } : {});
+  }
+  return {
+    etcd,
+    engine,
+    registry,
+    roles: started,
+    url: (role) => {
+      const process = started[role];
+      if (!process) throw new Error(`${role} was not started`);
+      return process.url;
+    },
+    stop: async () => {
+      await Promise.all(Object.values(started).map((process) => process.stop()));
+      await Promise.all([registry.stop(), etcd.stop()]);
+      await engine.stop();
+    },
+  };
+}
+
+/** Pulls an image into the engine, so that runs measure starting containers, not downloads. */
+export function pullImage(engine: DockerEngine, reference: string): Promise<void> {
+  return new Promise<void>((resolve, reject) =>
+    engine.docker.pull(reference, {}, (error, stream) => (error ? reject(error) : engine.docker.modem.followProgress(stream!, (e) => (e ? reject(e) : resolve())))),
+  );
+}
+
+/** Creates and starts `count` containers of `image` straight through the Docker API: the floor. */
+export async function dockerApiStart(engine: DockerEngine, image: string, count: number): Promise<number> {
+  const prefix = `ref-${Math.random().toString(36).slice(2, 8)}`;
+  const ports = await Promise.all(Array.from({ length: count }, () => freePort()));
+  const started = performance.now();
+  const containers = await Promise.all(
+    ports.map(async (port, i) => {
+      const container = await engine.docker.createContainer({ name: `${prefix}-${i + 1}.service`, Image: image, Env: [`PORT=${port}`], HostConfig: { NetworkMode: 'host' } });
+      await container.start();
+      return container;
+    }),
+  );
+  const elapsed = performance.now() - started;
+  await Promise.all(containers.map((c) => c.remove({ force: true })));
+  return elapsed;
+}
