@@ -94,5 +94,5 @@ t.test('a surge unit that cannot be placed is reported with the reason', async (
   const old = [1, 2, 3].map((i) => unit(i, 'old'));
   const step = planRolloutStep(input(old, { rules: [{ service: 'web', conflictsWith: 'web', hostPorts: [] }] }));
   t.same(step.add, []);
-  t.match(step.unplaced[0]!.reason, /web needs 1 more machine slot free of web; 0 of 3 machines qualify/);
+  t.match(step.unplaced[0]!.reason, /web needs 4 machines free of web; 3 qualify/);
 });
