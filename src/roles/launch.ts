@@ -51,8 +51,9 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
       const started = await starters[role]({ config, store, log: log.child({ role }) as unknown as FastifyBaseLogger, advertised });
       closers.unshift(() => started.close());
       await started.listen(config.host, port);
+      await started.start?.();
       const component = announcedAs[role];
-      if (component) await announcements.set(componentKey(component), advertised);
+      if (component && !started.selfAnnounced) await announcements.set(componentKey(component), advertised);
       running.push({ role, url: `http://${config.host === '0.0.0.0' ? config.advertiseHost : config.host}:${port}` });
     }
   } catch (error) {

@@ -15,7 +15,11 @@ export interface RoleContext {
 /** A started role: not yet listening; `close` stops what `listen` and the start function began. */
 export interface StartedRole {
   listen(host: string, port: number): Promise<void>;
+  /** Work that must wait until the role listens (e.g. campaigning to lead and announcing). */
+  start?(): Promise<void>;
   close(): Promise<void>;
+  /** The role writes its own announcement (the scheduler: only while it leads). */
+  selfAnnounced?: boolean;
 }
 
 /** The common case: a Fastify role server plus whatever else the role must stop. */

@@ -46,6 +46,14 @@ export const unitStatusRoot = `${ROOT}unit-status/`;
 export const unitStatusPrefix = (machineId: string): string => `${unitStatusRoot}${machineId}/`;
 export const unitStatusKey = (machineId: string, slot: string): string => `${unitStatusPrefix(machineId)}${slot}`;
 
+/** Scheduler leadership: held by the leading scheduler under its lease; its create revision fences every write. */
+export const schedulerLeaderKey = `${ROOT}scheduler/leader`;
+
+/** Work a follower scheduler hands to the leader, and the leader's replies, by request id. */
+export const schedulerRequestPrefix = `${ROOT}scheduler/requests/`;
+export const schedulerRequestKey = (id: string): string => `${schedulerRequestPrefix}${id}`;
+export const schedulerReplyKey = (id: string): string => `${ROOT}scheduler/replies/${id}`;
+
 /** The last segment of a key (a service name, unit name, machine id…). */
 export const lastSegment = (key: string): string => key.slice(key.lastIndexOf('/') + 1);
 
@@ -54,3 +62,10 @@ export const machineOf = (key: string): string => {
   const parts = key.split('/');
   return parts[parts.length - 2] ?? '';
 };
+
+/**
+ * Registry webhook deliveries already handled, by hook kind and the SHA-256 (hex) of the event or
+ * delivery id, under a lease of some hours: a repeated delivery is acknowledged and dropped.
+ */
+export const webhookDeliveryPrefix = `${ROOT}webhook-deliveries/`;
+export const webhookDeliveryKey = (hook: string, idHash: string): string => `${webhookDeliveryPrefix}${hook}/${idHash}`;

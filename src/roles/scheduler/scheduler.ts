@@ -1,8 +1,12 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Store, Watch } from '../../store/store.js';
-import { assignmentKey, assignmentRoot, servicePrefix, unitStatusRoot } from '../../store/keys.js';
+import { assignmentKey, assignmentRoot, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
+import { FencedStore, FencedWriteError } from '../../store/fenced-store.js';
+import { HttpError } from '../../http/errors.js';
+import { HandOff, type LeaderReply, type LeaderRequest } from './handoff.js';
+import { Leadership, NotLeaderError } from './leadership.js';
 import { listRecords } from '../../store/json-records.js';
-import type { Assignment, UnitStatus } from '../../schemas/cluster.js';
+import type { Assignment, Machine, UnitStatus } from '../../schemas/cluster.js';
 import type { Deployment, DeployReply, Release } from '../../schemas/release.js';
 import { slotOf } from '../../units.js';
 import { RegistryClient, type RegistryClientOptions } from './registry-client.js';
@@ -16,10 +20,21 @@ import { rolloutSettings } from '../../schemas/service.js';
 export interface SchedulerOptions {
   store: Store;
   log: FastifyBaseLogger;
+  /** This scheduler's id and address, for the leader key and its announcement. */
+  id: string;
+  address: string;
+  /** TTL of the leadership lease: a dead leader is replaced within it. */
+  leaseTtlSeconds: number;
   registry?: RegistryClientOptions;
   /** How long stopping a service's units may take before the request fails. */
   stopTimeoutSeconds?: number;
 }
+
+/** How long a follower waits for the leader to answer work it handed over. */
+const HANDOFF_TIMEOUT_MS = 30_000;
+
+/** How often the leader checks every service for units lost with their machine. */
+const HEAL_INTERVAL_MS = 10_000;
 
 /** Runs tasks one at a time per key, in the order they were queued. */
 class KeyedQueue {
@@ -37,11 +52,19 @@ class KeyedQueue {
   idle(): Promise<unknown> {
     return Promise.allSettled([...this.tails.values()]);
   }
+  busy(key: string): boolean {
+    return this.tails.has(key);
+  }
 }
 
 export class Scheduler {
+  /** The store as the leader writes it: every write is fenced on the leadership. Reads pass through. */
   readonly store: Store;
   private readonly log: FastifyBaseLogger;
+  private readonly leadership: Leadership;
+  private readonly handOff: HandOff;
+  private machineWatch?: Watch;
+  private healTimer?: NodeJS.Timeout;
   private readonly registry: RegistryClient;
   /** Accepting a trigger (idempotency check + release number) is atomic per service. */
   private readonly accepting = new KeyedQueue();
@@ -52,10 +75,19 @@ export class Scheduler {
   private readonly stopTimeoutSeconds: number;
   private serviceWatch?: Watch;
   private closed = false;
+  private healing = false;
 
   constructor(options: SchedulerOptions) {
-    this.store = options.store;
     this.log = options.log;
+    this.leadership = new Leadership(options.store, {
+      id: options.id,
+      address: options.address,
+      ttlSeconds: options.leaseTtlSeconds,
+      log: options.log,
+      events: { elected: () => void this.lead(), deposed: () => this.latest.clear() },
+    });
+    this.store = new FencedStore(options.store, () => this.leadership.fence());
+    this.handOff = new HandOff(options.store, options.log);
     this.registry = new RegistryClient(options.registry);
     this.stopTimeoutSeconds = options.stopTimeoutSeconds ?? 60;
   }
@@ -63,23 +95,60 @@ export class Scheduler {
   async start(): Promise<void> {
     // Level-triggered clean-up: whenever a declaration disappears (by any route), its units go.
     this.serviceWatch = await this.store.watchPrefix(servicePrefix, (event) => {
-      if (event.type === 'delete') void this.pruneOrphans().catch((error) => this.log.warn({ err: error }, 'pruning orphaned units failed'));
+      if (event.type === 'delete' && this.isLeader()) void this.pruneOrphans().catch((error) => this.log.warn({ err: error }, 'pruning orphaned units failed'));
     });
-    await this.pruneOrphans();
-    await this.resumeUnfinished();
+    // A machine whose lease expired takes its units with it: place them elsewhere at once.
+    this.machineWatch = await this.store.watchPrefix(machinePrefix, (event) => {
+      if (event.type === 'delete' && this.isLeader()) void this.heal();
+    });
+    this.healTimer = setInterval(() => void (this.isLeader() && this.heal()), HEAL_INTERVAL_MS);
+    await this.leadership.start();
+  }
+
+  isLeader(): boolean {
+    return this.leadership.isLeader();
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    await this.serviceWatch?.close();
+    clearInterval(this.healTimer);
+    await Promise.all([this.serviceWatch?.close(), this.machineWatch?.close(), this.handOff.close()]);
+    await this.leadership.close();
     await this.rollouts.idle();
   }
 
-  deploy(trigger: DeployTrigger): Promise<DeployReply> {
+  /** On election: answer handed-off requests, clean up, and carry on what the last leader left. */
+  private async lead(): Promise<void> {
+    try {
+      await this.handOff.serve((request) => this.execute(request), () => this.isLeader());
+      await this.pruneOrphans();
+      await this.resumeUnfinished();
+      await this.heal();
+    } catch (error) {
+      this.log.warn({ err: error }, 'taking over as leader failed part-way; the next event retries');
+    }
+  }
+
+  private async execute(request: LeaderRequest): Promise<LeaderReply> {
+    try {
+      if (request.kind === 'deploy') return { status: 200, body: await this.deploy(request.trigger) };
+      if (request.kind === 'rollback') return { status: 200, body: await this.rollback(request.service, request.version) };
+      const remaining = await this.stopService(request.service);
+      return { status: 200, body: remaining };
+    } catch (error) {
+      const status = error instanceof HttpError ? error.statusCode : 500;
+      return { status, body: { message: (error as Error).message } };
+    }
+  }
+
+  /** Deploys, here when this scheduler leads, else through the leader. */
+  async deploy(trigger: DeployTrigger): Promise<DeployReply> {
+    if (!this.isLeader()) return (await this.handOff.send({ kind: 'deploy', trigger }, HANDOFF_TIMEOUT_MS)) as DeployReply;
     return this.accept(trigger.serviceName, () => acceptDeploy(this.store, this.registry, trigger));
   }
 
-  rollback(service: string, version: number): Promise<DeployReply> {
+  async rollback(service: string, version: number): Promise<DeployReply> {
+    if (!this.isLeader()) return (await this.handOff.send({ kind: 'rollback', service, version }, HANDOFF_TIMEOUT_MS)) as DeployReply;
     return this.accept(service, () => acceptRollback(this.store, service, version));
   }
 
@@ -95,12 +164,13 @@ export class Scheduler {
 
   private schedule(release: Release, deployment: Deployment): void {
     void this.rollouts.run(release.service, () => this.runDeployment(release, deployment)).catch(async (error: Error) => {
+      if (error instanceof FencedWriteError || error instanceof NotLeaderError) return; // the new leader carries on
       this.log.error({ err: error, deployment: deployment.id }, 'rollout failed');
       await recordOutcome(this.store, deployment, 'failed', `scheduler error: ${error.message}`).catch(() => undefined);
     });
   }
 
-  private isCurrent = (deployment: Deployment) => () => !this.closed && this.latest.get(deployment.service) === deployment.id;
+  private isCurrent = (deployment: Deployment) => () => !this.closed && this.isLeader() && this.latest.get(deployment.service) === deployment.id;
 
   private async runDeployment(release: Release, deployment: Deployment): Promise<void> {
     if (!this.isCurrent(deployment)()) {
@@ -109,7 +179,8 @@ export class Scheduler {
     }
     await updateDeployment(this.store, deployment.id, { state: 'pulling' });
     const outcome = await rollOut({ store: this.store, log: this.log, isCurrent: this.isCurrent(deployment) }, release, deployment);
-    if (this.closed && outcome.state === 'superseded') return; // shutting down: the next scheduler resumes it
+    // Shutting down or deposed: the next leader resumes it from the store.
+    if ((this.closed || !this.isLeader()) && outcome.state === 'superseded') return;
     if (outcome.state !== 'failed') {
       await recordOutcome(this.store, deployment, outcome.state, outcome.state === 'succeeded' ? `${release.config.numInstances} units run v${release.version}` : 'superseded by a newer deployment');
       return;
@@ -148,7 +219,8 @@ export class Scheduler {
   }
 
   /** Removes the service's assignments and waits for its units to stop; returns those still running. */
-  stopService(service: string): Promise<string[]> {
+  async stopService(service: string): Promise<string[]> {
+    if (!this.isLeader()) return (await this.handOff.send({ kind: 'stop', service }, this.stopTimeoutSeconds * 1000 + 10_000)) as string[];
     this.latest.set(service, `stop-${Date.now()}`);
     return this.rollouts.run(service, async () => {
       await this.removeAssignments((assignment) => assignment.service === service);
@@ -160,6 +232,49 @@ export class Scheduler {
         await new Promise((resolve) => setTimeout(resolve, 200));
       }
     });
+  }
+
+  /**
+   * Self-healing: a service whose deployment succeeded but whose units are no longer all in place
+   * (a machine died with some, an instance lost its assignment) gets a deployment of the same
+   * release, which places the missing units. Only structure counts here, not health: a unit that
+   * crashes is restarted by its agent, not moved.
+   */
+  private async heal(): Promise<void> {
+    if (this.healing) return;
+    this.healing = true;
+    try {
+      const [machines, assignments, deployments] = await Promise.all([
+        listRecords<Machine>(this.store, machinePrefix),
+        listRecords<Assignment>(this.store, assignmentRoot),
+        listDeployments(this.store),
+      ]);
+      const alive = new Set(machines.map((machine) => machine.id));
+      const services = new Set(deployments.map((d) => d.service));
+      for (const service of services) {
+        const target = currentTarget(deployments.filter((d) => d.service === service));
+        if (!target || target.state !== 'succeeded' || this.rolloutPending(service)) continue;
+        const release = await getRelease(this.store, service, target.release);
+        if (!release) continue;
+        const own = assignments.filter((a) => a.service === service && alive.has(a.machine));
+        const instances = new Set(own.map((a) => a.instance));
+        const lost = assignments.filter((a) => a.service === service && !alive.has(a.machine)).map((a) => `${a.unit} on ${a.machine}`);
+        if (own.length === release.config.numInstances && instances.size === release.config.numInstances) continue;
+        const deployment = await startDeployment(this.store, release, 'reschedule');
+        await appendJournal(this.store, { service, deployment: deployment.id, kind: 'service.rescheduled', message: lost.length ? `machine lost: moving ${lost.join(', ')}` : 'units missing: placing them again' });
+        this.latest.set(service, deployment.id);
+        this.schedule(release, deployment);
+      }
+    } catch (error) {
+      if (!(error instanceof FencedWriteError || error instanceof NotLeaderError)) this.log.warn({ err: error }, 'healing failed; retrying at the next check');
+    } finally {
+      this.healing = false;
+    }
+  }
+
+  /** A deployment of the service was accepted and has not finished. */
+  private rolloutPending(service: string): boolean {
+    return this.rollouts.busy(service);
   }
 
   private async removeAssignments(matches: (assignment: Assignment) => boolean): Promise<void> {

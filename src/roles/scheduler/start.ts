@@ -1,16 +1,28 @@
 import { createRoleServer } from '../../http/server.js';
-import { fastifyRole, storeReadiness, type RoleContext, type StartedRole } from '../role.js';
+import { fastifyRole, type RoleContext, type StartedRole } from '../role.js';
 import { Scheduler } from './scheduler.js';
 import { schedulerRoutes } from './routes.js';
 
-export async function startScheduler({ config, store, log }: RoleContext): Promise<StartedRole> {
-  const server = await createRoleServer({ role: 'scheduler', logger: log, readiness: storeReadiness(store) });
-  const scheduler = new Scheduler({
+export async function startScheduler({ config, store, log, advertised }: RoleContext): Promise<StartedRole> {
+  let scheduler: Scheduler | undefined;
+  const server = await createRoleServer({
+    role: 'scheduler',
+    logger: log,
+    readiness: async () => {
+      await store.ping();
+      return { store: store.description, leader: scheduler?.isLeader() ?? false };
+    },
+  });
+  scheduler = new Scheduler({
     store,
     log,
+    id: `${config.agent.machineId}:${advertised}`,
+    address: advertised,
+    leaseTtlSeconds: config.announceTtlSeconds,
     registry: { insecureRegistries: config.scheduler.insecureRegistries },
   });
   schedulerRoutes(server, scheduler);
-  await scheduler.start();
-  return fastifyRole(server, () => scheduler.close());
+  const started = scheduler;
+  // The leader announces itself (src/roles/scheduler/leadership.ts); followers stay unannounced.
+  return { ...fastifyRole(server, () => started.close()), selfAnnounced: true, start: () => started.start() };
 }
