@@ -26,8 +26,8 @@ export const Machine = Type.Object({
 });
 export type Machine = Static<typeof Machine>;
 
-/** One unit the scheduler wants on one machine. */
-export const Assignment = Type.Object({
+/** What names one unit slot, in intent (Assignment), status (UnitStatus) and listings alike. */
+export const unitSlotFields = {
   unit: Type.String(),
   service: Type.String(),
   instance: Type.Integer(),
@@ -37,6 +37,11 @@ export const Assignment = Type.Object({
   spec: Type.String(),
   /** Image pinned to a digest: registry/repository@sha256:… */
   image: Type.String(),
+};
+
+/** One unit the scheduler wants on one machine. */
+export const Assignment = Type.Object({
+  ...unitSlotFields,
   ports: Type.Array(PortMapping),
   env: Type.Record(Type.String(), Type.String()),
   /** Seconds between SIGTERM and SIGKILL when the unit stops. */
@@ -48,13 +53,7 @@ export const Assignment = Type.Object({
 export type Assignment = Static<typeof Assignment>;
 
 export const UnitStatus = Type.Object({
-  unit: Type.String(),
-  service: Type.String(),
-  instance: Type.Integer(),
-  machine: Type.String(),
-  release: Type.Integer(),
-  spec: Type.String(),
-  image: Type.String(),
+  ...unitSlotFields,
   active: Type.String({ description: 'activating | active | deactivating | inactive | failed' }),
   sub: Type.String({ description: 'start-pre | running | exited | dead | failed | auto-restart' }),
   /** host:port the unit answers on, once known. */

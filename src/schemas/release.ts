@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { ServiceName } from './common.js';
+import { ServiceName, errorResponses } from './common.js';
 import { ImageReference } from './image.js';
 import { ServiceConfig } from './service.js';
 
@@ -108,3 +108,41 @@ export const JournalEntry = Type.Object({
   message: Type.String(),
 });
 export type JournalEntry = Static<typeof JournalEntry>;
+
+export const VersionParams = Type.Object({
+  name: ServiceName,
+  version: Type.String({ pattern: '^v?[1-9][0-9]{0,8}$', description: 'a release version: v1, v2, … (or 1, 2, …)' }),
+});
+export type VersionParams = Static<typeof VersionParams>;
+
+// Route schemas the scheduler serves and the orchestrator forwards: written once, used by both.
+
+export const listDeploymentsSchema = {
+  description: 'Deployments, newest first.',
+  querystring: Type.Object({ service: Type.Optional(ServiceName) }, { additionalProperties: false }),
+  response: { 200: Type.Array(Deployment), ...errorResponses },
+};
+
+export const getDeploymentSchema = {
+  params: Type.Object({ id: Type.String({ pattern: '^[a-z0-9-]{1,64}$', description: 'a deployment id' }) }),
+  response: { 200: Deployment, ...errorResponses },
+};
+
+export const journalSchema = {
+  description: 'The journal of events, newest first; page back with `before` (an entry id).',
+  querystring: Type.Object(
+    {
+      limit: Type.Integer({ minimum: 1, maximum: 500, default: 50 }),
+      before: Type.Optional(Type.String({ pattern: '^[a-z0-9-]{1,64}$' })),
+      service: Type.Optional(ServiceName),
+    },
+    { additionalProperties: false },
+  ),
+  response: { 200: Type.Array(JournalEntry), ...errorResponses },
+};
+
+export const rollbackSchema = {
+  description: "Deploy an earlier release's digest and config as a new release that records where it came from.",
+  body: RollbackRequest,
+  response: { 200: DeployReply, ...errorResponses },
+};

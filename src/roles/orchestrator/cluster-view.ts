@@ -2,19 +2,12 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { Store } from '../../store/store.js';
 import { assignmentRoot, machinePrefix, unitStatusRoot } from '../../store/keys.js';
 import { listRecords } from '../../store/json-records.js';
-import type { Assignment, Machine, UnitStatus } from '../../schemas/cluster.js';
+import { unitSlotFields, type Assignment, type Machine, type UnitStatus } from '../../schemas/cluster.js';
 import { slotOf } from '../../units.js';
 
 /** A unit as listed to people: intent (assignment) joined with what the agent reports. */
 export const ClusterUnit = Type.Object({
-  unit: Type.String(),
-  service: Type.String(),
-  instance: Type.Integer(),
-  machine: Type.String(),
-  release: Type.Integer(),
-  /** The container spec (src/units.ts): during a rolling update a unit has an old and a new one. */
-  spec: Type.String(),
-  image: Type.String(),
+  ...unitSlotFields,
   active: Type.String(),
   sub: Type.String(),
   address: Type.Optional(Type.String()),

@@ -3,9 +3,9 @@ import type { RoleServer } from '../../http/server.js';
 import type { PeerClient } from '../../http/peer-client.js';
 import { notFound } from '../../http/errors.js';
 import type { Store } from '../../store/store.js';
-import { ErrorReply, NameParams, ServiceName, errorResponses } from '../../schemas/common.js';
+import { ErrorReply, NameParams, errorResponses } from '../../schemas/common.js';
 import { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch } from '../../schemas/service.js';
-import { DeployReply, ManualDeployRequest, Release } from '../../schemas/release.js';
+import { DeployReply, ManualDeployRequest, Release, VersionParams } from '../../schemas/release.js';
 import { Machine } from '../../schemas/cluster.js';
 import { ClusterUnit, listClusterUnits, listMachines } from './cluster-view.js';
 import { schedulerViewRoutes } from './scheduler-routes.js';
@@ -17,11 +17,6 @@ export interface OrchestratorPeers {
   directory: PeerClient;
   scheduler: PeerClient;
 }
-
-const VersionParams = Type.Object({
-  name: ServiceName,
-  version: Type.String({ pattern: '^v?[1-9][0-9]{0,8}$', description: 'a release version: v1, v2, … (or 1, 2, …)' }),
-});
 
 export function orchestratorRoutes(server: RoleServer, store: Store, peers: OrchestratorPeers): void {
   const { directory, scheduler } = peers;

@@ -8,14 +8,13 @@ import type { Store } from '../../store/store.js';
 import { machineKey } from '../../store/keys.js';
 import { readRecord } from '../../store/json-records.js';
 import { NameParams, ServiceName, UnitName, errorResponses } from '../../schemas/common.js';
-import { Deployment, DeployReply, JournalEntry, RollbackRequest } from '../../schemas/release.js';
+import { Deployment, DeployReply, JournalEntry, getDeploymentSchema, journalSchema, listDeploymentsSchema, rollbackSchema } from '../../schemas/release.js';
 import type { Machine } from '../../schemas/cluster.js';
 import { listClusterUnits } from './cluster-view.js';
 
 // The orchestrator's view of deployments, the journal, rollbacks and unit logs: forwarded to the
 // scheduler, or to the agent of the machine a unit runs on.
 
-const IdParams = Type.Object({ id: Type.String({ pattern: '^[a-z0-9-]{1,64}$', description: 'a deployment id' }) });
 const LogParams = Type.Object({ name: ServiceName, unit: UnitName });
 
 const query = (values: Record<string, unknown>): string => {
@@ -26,49 +25,23 @@ const query = (values: Record<string, unknown>): string => {
 export function schedulerViewRoutes(server: RoleServer, store: Store, scheduler: PeerClient): void {
   server.get(
     '/deployments',
-    {
-      schema: {
-        description: 'Deployments, newest first.',
-        querystring: Type.Object({ service: Type.Optional(ServiceName) }, { additionalProperties: false }),
-        response: { 200: Type.Array(Deployment), ...errorResponses },
-      },
-    },
+    { schema: listDeploymentsSchema },
     async (request) => (await scheduler.call<Deployment[]>('GET', `/deployments${query(request.query)}`)).body,
   );
 
-  server.get('/deployments/:id', { schema: { params: IdParams, response: { 200: Deployment, ...errorResponses } } }, async (request) =>
+  server.get('/deployments/:id', { schema: getDeploymentSchema }, async (request) =>
     (await scheduler.call<Deployment>('GET', `/deployments/${request.params.id}`)).body,
   );
 
   server.get(
     '/journal',
-    {
-      schema: {
-        description: 'The journal of events, newest first.',
-        querystring: Type.Object(
-          {
-            limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500 })),
-            before: Type.Optional(Type.String({ pattern: '^[a-z0-9-]{1,64}$' })),
-            service: Type.Optional(ServiceName),
-          },
-          { additionalProperties: false },
-        ),
-        response: { 200: Type.Array(JournalEntry), ...errorResponses },
-      },
-    },
+    { schema: journalSchema },
     async (request) => (await scheduler.call<JournalEntry[]>('GET', `/journal${query(request.query)}`)).body,
   );
 
   server.post(
     '/services/:name/rollback',
-    {
-      schema: {
-        description: "Deploy an earlier release's digest and config as a new release.",
-        params: NameParams,
-        body: RollbackRequest,
-        response: { 200: DeployReply, ...errorResponses },
-      },
-    },
+    { schema: { ...rollbackSchema, params: NameParams } },
     async (request) => (await scheduler.call<DeployReply>('POST', `/services/${request.params.name}/rollback`, request.body)).body,
   );
 

@@ -1,18 +1,22 @@
 import { Type } from '@sinclair/typebox';
 import type { RoleServer } from '../../http/server.js';
 import { notFound, unavailable } from '../../http/errors.js';
-import { ErrorReply, NameParams, ServiceName, errorResponses } from '../../schemas/common.js';
-import { Deployment, DeployReply, DeployRequest, JournalEntry, Release, RollbackRequest, versionNumber } from '../../schemas/release.js';
+import { ErrorReply, NameParams, errorResponses } from '../../schemas/common.js';
+import {
+  DeployReply,
+  DeployRequest,
+  Release,
+  VersionParams,
+  getDeploymentSchema,
+  journalSchema,
+  listDeploymentsSchema,
+  rollbackSchema,
+  versionNumber,
+} from '../../schemas/release.js';
 import type { Scheduler } from './scheduler.js';
 import { getRelease, listReleases } from './releases.js';
 import { getDeployment, listDeployments } from './deployments.js';
 import { readJournal } from './journal.js';
-
-const VersionParams = Type.Object({
-  name: ServiceName,
-  version: Type.String({ pattern: '^v?[1-9][0-9]{0,8}$', description: 'a release version: v1, v2, … (or 1, 2, …)' }),
-});
-const IdParams = Type.Object({ id: Type.String({ pattern: '^[a-z0-9-]{1,64}$', description: 'a deployment id' }) });
 
 export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void {
   const { store } = scheduler;
@@ -31,14 +35,7 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void 
 
   server.post(
     '/services/:name/rollback',
-    {
-      schema: {
-        description: "Deploy an earlier release's digest and config as a new release that records where it came from.",
-        params: NameParams,
-        body: RollbackRequest,
-        response: { 200: DeployReply, ...errorResponses },
-      },
-    },
+    { schema: { ...rollbackSchema, params: NameParams } },
     async (request) => scheduler.rollback(request.params.name, versionNumber(request.body.version)),
   );
 
@@ -77,19 +74,13 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void 
 
   server.get(
     '/deployments',
-    {
-      schema: {
-        description: 'Deployments, newest first.',
-        querystring: Type.Object({ service: Type.Optional(ServiceName) }, { additionalProperties: false }),
-        response: { 200: Type.Array(Deployment), ...errorResponses },
-      },
-    },
+    { schema: listDeploymentsSchema },
     async (request) => listDeployments(store, request.query.service),
   );
 
   server.get(
     '/deployments/:id',
-    { schema: { params: IdParams, response: { 200: Deployment, ...errorResponses } } },
+    { schema: getDeploymentSchema },
     async (request) => {
       const deployment = await getDeployment(store, request.params.id);
       if (!deployment) throw notFound(`deployment ${request.params.id} does not exist`);
@@ -99,20 +90,7 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void 
 
   server.get(
     '/journal',
-    {
-      schema: {
-        description: 'The journal of events, newest first; page back with `before` (an entry id).',
-        querystring: Type.Object(
-          {
-            limit: Type.Integer({ minimum: 1, maximum: 500, default: 50 }),
-            before: Type.Optional(Type.String({ pattern: '^[a-z0-9-]{1,64}$' })),
-            service: Type.Optional(ServiceName),
-          },
-          { additionalProperties: false },
-        ),
-        response: { 200: Type.Array(JournalEntry), ...errorResponses },
-      },
-    },
+    { schema: journalSchema },
     async (request) => readJournal(store, request.query),
   );
 }
