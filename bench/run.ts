@@ -1,2 +1,7 @@
-// `npm run bench`: every benchmark script in turn.
+// `npm run bench`: every benchmark script in turn, each printing its own table.
+await import('./planner.js');
 await import('./spine.js');
+await import('./releases.js');
+await import('./cluster.js');
+await import('./webhooks.js');
+await import('./gateway.js');

@@ -2,18 +2,10 @@ import { createRoleServer } from '../../http/server.js';
 import { fastifyRole, type RoleContext, type StartedRole } from '../role.js';
 import { Scheduler } from './scheduler.js';
 import { schedulerRoutes } from './routes.js';
+import { registerWebhooks } from './webhooks/routes.js';
 
 export async function startScheduler({ config, store, log, advertised }: RoleContext): Promise<StartedRole> {
-  let scheduler: Scheduler | undefined;
-  const server = await createRoleServer({
-    role: 'scheduler',
-    logger: log,
-    readiness: async () => {
-      await store.ping();
-      return { store: store.description, leader: scheduler?.isLeader() ?? false };
-    },
-  });
-  scheduler = new Scheduler({
+  const scheduler = new Scheduler({
     store,
     log,
     id: `${config.agent.machineId}:${advertised}`,
@@ -21,8 +13,16 @@ export async function startScheduler({ config, store, log, advertised }: RoleCon
     leaseTtlSeconds: config.announceTtlSeconds,
     registry: { insecureRegistries: config.scheduler.insecureRegistries },
   });
+  const server = await createRoleServer({
+    role: 'scheduler',
+    logger: log,
+    readiness: async () => {
+      await store.ping();
+      return { store: store.description, leader: scheduler.isLeader() };
+    },
+  });
   schedulerRoutes(server, scheduler);
-  const started = scheduler;
+  await registerWebhooks(server, { deployer: scheduler, store, log, secrets: config.scheduler.webhooks, listenHost: config.host });
   // The leader announces itself (src/roles/scheduler/leadership.ts); followers stay unannounced.
-  return { ...fastifyRole(server, () => started.close()), selfAnnounced: true, start: () => started.start() };
+  return { ...fastifyRole(server, () => scheduler.close()), selfAnnounced: true, start: () => scheduler.start() };
 }

@@ -59,9 +59,11 @@ export function hookAccess(spec: HookSecret, route: string, listenerLoopback: bo
     }
     if (!presented) return;
     const given = presented(request);
-    if (spec.hook === 'registry') void reply.header('www-authenticate', 'Bearer realm="platform"');
-    if (given === undefined) throw unauthorized(`${route} needs its secret: ${spec.hook === 'registry' ? 'an Authorization: Bearer header' : 'a ?token= parameter'}`);
-    if (!secretMatches(given, spec.secret)) throw unauthorized(`${route}: the ${spec.hook === 'registry' ? 'bearer token' : 'token'} is wrong`);
+    if (given !== undefined && secretMatches(given, spec.secret)) return;
+    const bearer = spec.hook === 'registry';
+    if (bearer) void reply.header('www-authenticate', 'Bearer realm="platform"');
+    if (given === undefined) throw unauthorized(`${route} needs its secret: ${bearer ? 'an Authorization: Bearer header' : 'a ?token= parameter'}`);
+    throw unauthorized(`${route}: the ${bearer ? 'bearer token' : 'token'} is wrong`);
   };
 }
 

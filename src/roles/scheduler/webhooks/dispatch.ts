@@ -15,14 +15,18 @@ import type { DeliveryLog } from './deliveries.js';
 // services, and start deploys in the background, so the sender is answered at once (registries
 // time out and retry; GitHub gives up after 10 s).
 
-/** The part of the Scheduler the hooks use. */
+/** The part of the Scheduler the hooks use (a follower hands the deploy to the leader). */
 export interface Deployer {
-  readonly store: Store;
   deploy(trigger: DeployTrigger): Promise<DeployReply>;
 }
 
 export interface Dispatch {
   deployer: Deployer;
+  /**
+   * The store itself, not the scheduler's leader-fenced view: any scheduler, leader or not, may
+   * read declarations, record deliveries and journal pushes.
+   */
+  store: Store;
   deliveries: DeliveryLog;
   log: FastifyBaseLogger;
 }
@@ -33,7 +37,7 @@ const outcome = (match: Match): WebhookServiceOutcome => ({
   reason: match.reason,
 });
 
-function deployInBackground({ deployer, deliveries, log }: Dispatch, push: Push, service: string): void {
+function deployInBackground({ deployer, store, deliveries, log }: Dispatch, push: Push, service: string): void {
   const image = describeImage(push.image);
   const trigger: DeployTrigger = { serviceName: service, containerRepository: image, pushedAt: push.pushedAt, trigger: push.hook };
   deployer.deploy(trigger).then(
@@ -42,7 +46,7 @@ function deployInBackground({ deployer, deliveries, log }: Dispatch, push: Push,
       log.warn({ hook: push.hook, service, image, err: error }, 'deploying a pushed image failed');
       // The sender was answered 2xx and will not retry; a manual redelivery of the same id may.
       if (push.event !== undefined) await deliveries.forget(push.hook, push.event).catch(() => undefined);
-      await appendJournal(deployer.store, { service, kind: 'webhook.deploy-failed', message: `${push.hook} push of ${image} was not deployed: ${error.message}` }).catch(() => undefined);
+      await appendJournal(store, { service, kind: 'webhook.deploy-failed', message: `${push.hook} push of ${image} was not deployed: ${error.message}` }).catch(() => undefined);
     },
   );
 }
@@ -57,7 +61,7 @@ async function handlePush(dispatch: Dispatch, push: Push, services: Service[]): 
   }
   try {
     for (const match of matches.filter((m) => m.action === 'record')) {
-      await appendJournal(dispatch.deployer.store, { service: match.service, kind: 'webhook.push-recorded', message: `${push.hook} push of ${image} not deployed: autoDeploy is never` });
+      await appendJournal(dispatch.store, { service: match.service, kind: 'webhook.push-recorded', message: `${push.hook} push of ${image} not deployed: autoDeploy is never` });
     }
   } catch (error) {
     // Nothing was done: let the sender's retry try again.
@@ -80,7 +84,7 @@ export async function dispatchPushes(dispatch: Dispatch, pushes: Push[], ignored
   if (pushes.length === 0) {
     return { statusCode: 200, message: nothingToDo ?? `nothing to deploy: ${ignored} event(s), none a pushed manifest`, pushes: [], ignored };
   }
-  const services = await listRecords<Service>(dispatch.deployer.store, servicePrefix);
+  const services = await listRecords<Service>(dispatch.store, servicePrefix);
   const outcomes: WebhookPushOutcome[] = [];
   for (const push of pushes) outcomes.push(await handlePush(dispatch, push, services));
   const deploying = outcomes.some((push) => push.services.some((s) => s.action === 'deploying'));

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { RoleServer } from '../../../http/server.js';
+import type { Store } from '../../../store/store.js';
 import type { WebhookSecrets } from '../../../config.js';
 import { isLoopback, openHookWarning, type HookSecret } from './auth.js';
 import { DeliveryLog, type DeliveryLogOptions } from './deliveries.js';
@@ -13,6 +14,7 @@ import { registerGitHubHook } from './github-hook.js';
 
 export interface WebhookOptions {
   deployer: Deployer;
+  store: Store;
   log: FastifyBaseLogger;
   secrets: WebhookSecrets;
   /** The address the scheduler listens on: unauthenticated calls are accepted only on loopback. */
@@ -25,7 +27,7 @@ export interface WebhookOptions {
 export async function registerWebhooks(server: RoleServer, options: WebhookOptions): Promise<void> {
   const listenerLoopback = isLoopback(options.listenHost);
   const context: HookContext = {
-    dispatch: { deployer: options.deployer, deliveries: new DeliveryLog(options.deployer.store, options.deliveries), log: options.log },
+    dispatch: { deployer: options.deployer, store: options.store, deliveries: new DeliveryLog(options.store, options.deliveries), log: options.log },
     listenerLoopback,
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
   };
