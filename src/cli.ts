@@ -10,7 +10,7 @@ import { addClientCommands } from './client/commands.js';
 function addServeFlags(command: Command): Command {
   return command
     .option('--host <host>', 'address to listen on', '127.0.0.1')
-    .option('--port <port>', 'port to listen on (a single role only; defaults: orchestrator 9000, directory 9001, scheduler 9002, agent 9003)')
+    .option('--port <port>', 'port to listen on (a single role only; defaults: orchestrator 9000, directory 9001, scheduler 9002, agent 9003, gateway 8080, web 9004)')
     .option('--advertise <host[:port]>', 'address other roles reach this one at (default: --host)')
     .option('--etcd <urls>', 'etcd client URLs, comma-separated (env PLATFORM_ETCD); without it the embedded store is used')
     .option('--data-dir <dir>', 'embedded store directory (env PLATFORM_DATA_DIR)', undefined)
@@ -20,12 +20,22 @@ function addServeFlags(command: Command): Command {
     .addOption(new Option('--network <mode>', 'agent: how units are networked').choices(['bridge', 'host']).default('bridge'))
     .option('--machine-id <id>', 'agent: machine id (default /etc/machine-id)')
     .option('--unit-host <host>', 'agent: host units are reached at', undefined)
-    .option('--stop-grace <seconds>', 'agent: seconds between SIGTERM and SIGKILL when a unit stops')
+    .option('--stop-grace <seconds>', 'agent: seconds between SIGTERM and SIGKILL when a unit stops (services may set their own)')
+    .option('--drain-seconds <seconds>', 'agent: seconds a unit is marked draining (deactivating) before it is stopped (default 2)')
     .option('--label <key=value...>', 'agent: machine labels')
-    .option('--progress-deadline <seconds>', 'scheduler: a deployment not finished by then fails')
     .option('--insecure-registry <host:port...>', 'scheduler: registries reached over plain HTTP (loopback ones always are)')
+    .option('--registry-webhook-token <token>', 'scheduler: bearer token POST /hooks/registry requires (env PLATFORM_REGISTRY_WEBHOOK_TOKEN, preferred: flags show in ps)')
+    .option('--dockerhub-webhook-token <token>', 'scheduler: ?token= POST /hooks/dockerhub requires (env PLATFORM_DOCKERHUB_WEBHOOK_TOKEN)')
+    .option('--github-webhook-secret <secret>', 'scheduler: HMAC secret of POST /hooks/github (env PLATFORM_GITHUB_WEBHOOK_SECRET)')
     .option('--directory-url <url>', 'orchestrator: fixed service-directory URL instead of the store lookup')
-    .option('--scheduler-url <url>', 'orchestrator: fixed scheduler URL instead of the store lookup');
+    .option('--scheduler-url <url>', 'orchestrator: fixed scheduler URL instead of the store lookup')
+    .option('--orchestrator-url <url>', 'web: fixed orchestrator URL instead of the store lookup')
+    .option('--internal-domain <domain>', 'gateway: domain every load-balanced service is reached under (env PLATFORM_INTERNAL_DOMAIN, default platform.internal)')
+    .option('--expose-components', 'gateway: route orchestrator.<domain> and web.<domain> (and the directory and scheduler on the internal domain) to the announced components')
+    .option('--request-timeout <seconds>', 'gateway: 504 when a unit sends no response headers within this (default 60)')
+    .option('--idle-timeout <seconds>', 'gateway: close idle client connections and silent response bodies after this (default 60)')
+    .option('--max-header-size <bytes>', 'gateway: largest request head accepted, 431 above (default 16384)')
+    .option('--upstream-connections <n>', 'gateway: most connections to one unit (default 128)');
 }
 
 async function serve(flags: RawFlags, banner: boolean): Promise<void> {
@@ -36,6 +46,8 @@ async function serve(flags: RawFlags, banner: boolean): Promise<void> {
     const store = config.etcd ? `etcd ${config.etcd.join(',')}` : `embedded store in ${config.dataDir}`;
     process.stdout.write(`platform is up (${store}, units reached under *.${config.domain})\n`);
     for (const { role, url } of platform.roles) process.stdout.write(`  ${role.padEnd(13)} ${url}   (API docs: ${url}/documentation)\n`);
+    const dashboard = platform.roles.find((running) => running.role === 'web') ?? platform.roles.find((running) => running.role === 'orchestrator');
+    if (dashboard) process.stdout.write(`dashboard: ${dashboard.url}/\n`);
   }
   let stopping = false;
   const stop = (signal: string) => {
@@ -51,7 +63,7 @@ async function serve(flags: RawFlags, banner: boolean): Promise<void> {
 const program = new Command('platform').description('A self-hosted container platform.').showHelpAfterError();
 
 addServeFlags(program.command('serve').description('Run one or more roles in this process.'))
-  .requiredOption('--role <roles>', 'comma-separated: directory, scheduler, orchestrator, agent')
+  .requiredOption('--role <roles>', 'comma-separated: directory, scheduler, orchestrator, agent, gateway, web')
   .action((flags: RawFlags) => serve(flags, false));
 
 addServeFlags(program.command('up').description('Run every role in one process on the default ports, with the embedded store (or --etcd) and the local Docker engine.'))

@@ -22,7 +22,7 @@ export const announcedAs: Record<Role, Component | undefined> = {
 };
 
 /** What `platform up` runs when no role is named (roles join it as they are built). */
-export const upRoles: Role[] = ['directory', 'scheduler', 'orchestrator', 'agent'];
+export const upRoles: Role[] = ['directory', 'scheduler', 'orchestrator', 'agent', 'gateway', 'web'];
 
 export interface PlatformConfig {
   roles: Role[];
@@ -39,7 +39,8 @@ export interface PlatformConfig {
   logLevel: string;
   agent: AgentConfig;
   scheduler: SchedulerConfig;
-  peers: { directoryUrl?: string; schedulerUrl?: string };
+  gateway: GatewayConfig;
+  peers: { directoryUrl?: string; schedulerUrl?: string; orchestratorUrl?: string };
 }
 
 export interface AgentConfig {
@@ -48,12 +49,38 @@ export interface AgentConfig {
   dockerHost?: string;
   unitHost: string;
   stopGraceSeconds: number;
+  drainSeconds: number;
   labels: Record<string, string>;
 }
 
+export interface GatewayConfig {
+  /** `<service>.<internalDomain>` reaches every load-balanced service; `<service>.<domain>` only public-facing ones. */
+  internalDomain: string;
+  /** Route `orchestrator.<domain>`, `web.<domain>` (and, internally, the directory and scheduler) to their announcements. */
+  exposeComponents: boolean;
+  /** How long an upstream may take to send its response headers (504 after). */
+  requestTimeoutSeconds: number;
+  /** Idle client keep-alive connections and silent upstream response bodies are closed after this. */
+  idleTimeoutSeconds: number;
+  /** Largest request head accepted (431 above it). */
+  maxHeaderSize: number;
+  /** Most connections the gateway opens to one unit. */
+  upstreamConnections: number;
+}
+
+/** One secret per registry webhook; a hook without one accepts only local calls on a loopback listener. */
+export interface WebhookSecrets {
+  /** `Authorization: Bearer` token of POST /hooks/registry (PLATFORM_REGISTRY_WEBHOOK_TOKEN). */
+  registryToken?: string;
+  /** `?token=` of POST /hooks/dockerhub (PLATFORM_DOCKERHUB_WEBHOOK_TOKEN). */
+  dockerHubToken?: string;
+  /** HMAC key of POST /hooks/github's X-Hub-Signature-256 (PLATFORM_GITHUB_WEBHOOK_SECRET). */
+  gitHubSecret?: string;
+}
+
 export interface SchedulerConfig {
-  progressDeadlineSeconds: number;
   insecureRegistries: string[];
+  webhooks: WebhookSecrets;
 }
 
 export interface RawFlags {
@@ -68,13 +95,23 @@ export interface RawFlags {
   machineId?: string;
   unitHost?: string;
   stopGrace?: string;
+  drainSeconds?: string;
   label?: string[];
   announceTtl?: string;
   logLevel?: string;
-  progressDeadline?: string;
   insecureRegistry?: string[];
+  registryWebhookToken?: string;
+  dockerhubWebhookToken?: string;
+  githubWebhookSecret?: string;
   directoryUrl?: string;
   schedulerUrl?: string;
+  orchestratorUrl?: string;
+  internalDomain?: string;
+  exposeComponents?: boolean;
+  requestTimeout?: string;
+  idleTimeout?: string;
+  maxHeaderSize?: string;
+  upstreamConnections?: string;
 }
 
 export class ConfigError extends Error {}
@@ -126,6 +163,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
   if (network !== 'bridge' && network !== 'host') throw new ConfigError(`--network must be bridge or host, got ${network}`);
   const machineId = flags.machineId ?? defaultMachineId();
   if (!/^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/.test(machineId)) throw new ConfigError(`--machine-id must be 1-128 letters, digits, "_", "." or "-", got ${machineId}`);
+  const domain = domainName('--domain', flags.domain ?? env.PLATFORM_DOMAIN ?? 'platform.local');
   return {
     roles: chosenRoles,
     host,
@@ -134,7 +172,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
     ...(advertisePortText ? { advertisePort: integer('--advertise port', advertisePortText, 1, 65535) } : {}),
     ...(etcdText ? { etcd: etcdText.split(',').map((url) => url.trim()).filter(Boolean) } : {}),
     dataDir: resolve(flags.dataDir ?? env.PLATFORM_DATA_DIR ?? '.platform-data'),
-    domain: flags.domain ?? env.PLATFORM_DOMAIN ?? 'platform.local',
+    domain,
     announceTtlSeconds: integer('--announce-ttl', flags.announceTtl, 2, 600) ?? 10,
     logLevel: flags.logLevel ?? env.PLATFORM_LOG_LEVEL ?? 'info',
     agent: {
@@ -143,17 +181,50 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
       ...(env.DOCKER_HOST ? { dockerHost: env.DOCKER_HOST } : {}),
       unitHost: flags.unitHost ?? '127.0.0.1',
       stopGraceSeconds: integer('--stop-grace', flags.stopGrace, 0, 3600) ?? 10,
+      drainSeconds: integer('--drain-seconds', flags.drainSeconds, 0, 600) ?? 2,
       labels: parseLabels(flags.label),
     },
     scheduler: {
-      progressDeadlineSeconds: integer('--progress-deadline', flags.progressDeadline, 5, 86400) ?? 120,
       insecureRegistries: flags.insecureRegistry ?? [],
+      webhooks: resolveWebhookSecrets(flags, env),
     },
+    gateway: resolveGatewayConfig(flags, env, domain),
     peers: {
       ...(flags.directoryUrl ? { directoryUrl: flags.directoryUrl } : {}),
       ...(flags.schedulerUrl ? { schedulerUrl: flags.schedulerUrl } : {}),
+      ...(flags.orchestratorUrl ? { orchestratorUrl: flags.orchestratorUrl } : {}),
     },
   };
+}
+
+function domainName(flag: string, text: string): string {
+  const domain = text.trim().toLowerCase().replace(/\.$/, '');
+  if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/.test(domain)) {
+    throw new ConfigError(`${flag} must be a DNS name such as platform.local, got ${text}`);
+  }
+  return domain;
+}
+
+function resolveGatewayConfig(flags: RawFlags, env: NodeJS.ProcessEnv, domain: string): GatewayConfig {
+  const internalDomain = domainName('--internal-domain', flags.internalDomain ?? env.PLATFORM_INTERNAL_DOMAIN ?? 'platform.internal');
+  if (internalDomain === domain) throw new ConfigError(`--internal-domain must differ from --domain (both are ${domain})`);
+  return {
+    internalDomain,
+    exposeComponents: flags.exposeComponents ?? false,
+    requestTimeoutSeconds: integer('--request-timeout', flags.requestTimeout, 1, 3600) ?? 60,
+    idleTimeoutSeconds: integer('--idle-timeout', flags.idleTimeout, 1, 3600) ?? 60,
+    maxHeaderSize: integer('--max-header-size', flags.maxHeaderSize, 1024, 1024 * 1024) ?? 16 * 1024,
+    upstreamConnections: integer('--upstream-connections', flags.upstreamConnections, 1, 10_000) ?? 128,
+  };
+}
+
+/** Empty values count as unset, so `PLATFORM_…=` in a unit file does not enable a hook with an empty secret. */
+function resolveWebhookSecrets(flags: RawFlags, env: NodeJS.ProcessEnv): WebhookSecrets {
+  const secret = (flag: string | undefined, name: string) => (flag || env[name] || undefined);
+  const registryToken = secret(flags.registryWebhookToken, 'PLATFORM_REGISTRY_WEBHOOK_TOKEN');
+  const dockerHubToken = secret(flags.dockerhubWebhookToken, 'PLATFORM_DOCKERHUB_WEBHOOK_TOKEN');
+  const gitHubSecret = secret(flags.githubWebhookSecret, 'PLATFORM_GITHUB_WEBHOOK_SECRET');
+  return { ...(registryToken ? { registryToken } : {}), ...(dockerHubToken ? { dockerHubToken } : {}), ...(gitHubSecret ? { gitHubSecret } : {}) };
 }
 
 export const portOf = (config: PlatformConfig, role: Role): number => config.port ?? defaultPorts[role];
