@@ -3,5 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-test-packages.sh
-npx tsc -p .
+npm run build
 npx tap "$@" dist/test/unit/*.test.js dist/test/integration/*.test.js

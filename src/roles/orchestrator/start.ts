@@ -2,6 +2,8 @@ import { createRoleServer } from '../../http/server.js';
 import { PeerClient } from '../../http/peer-client.js';
 import { fastifyRole, type RoleContext, type StartedRole } from '../role.js';
 import { orchestratorRoutes } from './routes.js';
+import { EventHub, eventsRoute } from './events.js';
+import { dashboardRoutes } from '../web/dashboard-assets.js';
 
 export async function startOrchestrator({ config, store, log }: RoleContext): Promise<StartedRole> {
   const peers = {
@@ -18,5 +20,9 @@ export async function startOrchestrator({ config, store, log }: RoleContext): Pr
     },
   });
   orchestratorRoutes(server, store, peers);
-  return fastifyRole(server);
+  const events = new EventHub(store, log);
+  eventsRoute(server, events);
+  // Serving the page warms the event watches, so the page's stream finds them open.
+  dashboardRoutes(server, { pageServed: () => events.warm() });
+  return fastifyRole(server, () => events.close());
 }

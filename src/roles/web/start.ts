@@ -1,6 +1,26 @@
-import type { RoleContext, StartedRole } from '../role.js';
+import { createRoleServer } from '../../http/server.js';
+import { PeerClient } from '../../http/peer-client.js';
+import { fastifyRole, type RoleContext, type StartedRole } from '../role.js';
+import { dashboardRoutes } from './dashboard-assets.js';
+import { orchestratorProxy } from './orchestrator-proxy.js';
 
-/** The standalone dashboard role (issue 7). Not built yet. */
-export async function startWeb(_context: RoleContext): Promise<StartedRole> {
-  throw new Error('the web role is not available yet');
+/**
+ * The standalone dashboard (`platform serve --role web`, announced at /platform/services/web):
+ * the same page the orchestrator serves at `/`, with the API paths it calls passed through to the
+ * orchestrator announced in the store (or --orchestrator-url).
+ */
+export async function startWeb({ config, store, log }: RoleContext): Promise<StartedRole> {
+  const orchestrator = new PeerClient(store, 'orchestrator', config.peers.orchestratorUrl);
+  const server = await createRoleServer({
+    role: 'web',
+    logger: log,
+    readiness: async () => {
+      await store.ping();
+      await orchestrator.call('GET', '/healthz');
+      return { store: store.description, peers: { orchestrator: 'ok' } };
+    },
+  });
+  dashboardRoutes(server);
+  await server.register(orchestratorProxy(orchestrator));
+  return fastifyRole(server);
 }

@@ -1,0 +1,356 @@
+import type { ServerResponse } from 'node:http';
+import { Type } from '@sinclair/typebox';
+import { Gauge } from 'prom-client';
+import type { FastifyBaseLogger } from 'fastify';
+import type { RoleServer } from '../../http/server.js';
+import { metricsRegistry } from '../../http/metrics.js';
+import { ErrorReply } from '../../schemas/common.js';
+import type { Assignment, UnitStatus } from '../../schemas/cluster.js';
+import type { Deployment } from '../../schemas/release.js';
+import { PrefixCache, decodeCached, type CachedValue } from '../../store/prefix-cache.js';
+import type { Store, WatchEvent } from '../../store/store.js';
+import { assignmentRoot, deploymentPrefix, journalPrefix, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
+import type { ClusterUnit } from './cluster-view.js';
+
+// GET /events: Server-Sent Events of the cluster for the dashboard. One watched copy of each key
+// prefix per process (started by the first client, closed shortly after the last one leaves) is
+// fanned out to every client: each event is serialised once and written to all of them.
+//
+// A stream opens with a `snapshot` of everything the dashboard shows, taken from the same copies
+// in the same tick the client joins the fan-out, so nothing falls between the snapshot and the
+// first change. Every later event replaces one record (`{key, value}`) or removes it
+// (`{key, deleted: true}`). A client that reconnects gets a fresh snapshot; there is no replay.
+
+export type EventKind = 'service' | 'deployment' | 'journal' | 'machine' | 'unit';
+
+export interface EventHubOptions {
+  /** A comment line is written this often so proxies and browsers keep idle streams open. */
+  heartbeatMs?: number;
+  /** The watches stay open this long after the last client leaves, for reloads and reconnects. */
+  lingerMs?: number;
+  /** A client that lets this much output pile up is disconnected (it reconnects to a snapshot). */
+  maxBufferedBytes?: number;
+  /** How many of the newest deployments and journal entries a snapshot carries. */
+  recentLimit?: number;
+}
+
+interface Copies {
+  service: PrefixCache;
+  deployment: PrefixCache;
+  journal: PrefixCache;
+  machine: PrefixCache;
+  assignment: PrefixCache;
+  status: PrefixCache;
+}
+
+type Records = Record<string, unknown>;
+
+export interface Snapshot {
+  revision: number;
+  services: Records;
+  units: Record<string, ClusterUnit>;
+  machines: Records;
+  deployments: Records;
+  journal: Records;
+}
+
+const clientsGauge = new Gauge({
+  name: 'platform_events_clients',
+  help: 'Clients connected to GET /events.',
+  registers: [metricsRegistry],
+});
+
+const watchesGauge = new Gauge({
+  name: 'platform_events_watches',
+  help: 'Key prefixes watched for GET /events (one per prefix while any client is connected).',
+  registers: [metricsRegistry],
+});
+
+const PREFIXES: Record<keyof Copies, string> = {
+  service: servicePrefix,
+  deployment: deploymentPrefix,
+  journal: journalPrefix,
+  machine: machinePrefix,
+  assignment: assignmentRoot,
+  status: unitStatusRoot,
+};
+
+const STREAM_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache, no-transform',
+  connection: 'keep-alive',
+  'x-accel-buffering': 'no',
+};
+
+/** An assignment (intent) joined with its agent's status, as GET /cluster/units lists it. */
+export function joinUnit(assignment: Assignment | undefined, status: UnitStatus | undefined): ClusterUnit | undefined {
+  if (assignment) {
+    return {
+      unit: assignment.unit,
+      service: assignment.service,
+      instance: assignment.instance,
+      machine: assignment.machine,
+      release: status?.release ?? assignment.release,
+      spec: assignment.spec,
+      image: status?.image ?? assignment.image,
+      active: status?.active ?? 'inactive',
+      sub: status?.sub ?? 'dead',
+      ...(status?.address ? { address: status.address } : {}),
+      restarts: status?.restarts ?? 0,
+      ...(status?.error ? { error: status.error } : {}),
+      desired: true,
+    };
+  }
+  if (!status) return undefined;
+  return {
+    unit: status.unit,
+    service: status.service,
+    instance: status.instance,
+    machine: status.machine,
+    release: status.release,
+    spec: status.spec,
+    image: status.image,
+    active: status.active,
+    sub: status.sub,
+    ...(status.address ? { address: status.address } : {}),
+    restarts: status.restarts,
+    ...(status.error ? { error: status.error } : {}),
+    desired: false,
+  };
+}
+
+const frame = (kind: string, revision: number, data: unknown): string => `event: ${kind}\nid: ${revision}\ndata: ${JSON.stringify(data)}\n\n`;
+
+export class EventHub {
+  private copies: Copies | undefined;
+  private starting: Promise<Copies> | undefined;
+  private readonly clients = new Set<ServerResponse>();
+  private revision = 0;
+  private lingerTimer: NodeJS.Timeout | undefined;
+  private tickTimer: NodeJS.Timeout | undefined;
+  private lastHeartbeat = Date.now();
+  private closed = false;
+  private readonly heartbeatMs: number;
+  private readonly lingerMs: number;
+  private readonly maxBufferedBytes: number;
+  private readonly recentLimit: number;
+
+  constructor(
+    private readonly store: Store,
+    private readonly log: FastifyBaseLogger,
+    options: EventHubOptions = {},
+  ) {
+    this.heartbeatMs = options.heartbeatMs ?? 15_000;
+    this.lingerMs = options.lingerMs ?? 5_000;
+    this.maxBufferedBytes = options.maxBufferedBytes ?? 8 * 1024 * 1024;
+    this.recentLimit = options.recentLimit ?? 200;
+  }
+
+  get clientCount(): number {
+    return this.clients.size;
+  }
+
+  /** Whether the prefix watches are open. */
+  get watching(): boolean {
+    return this.copies !== undefined;
+  }
+
+  /**
+   * Starts the watches if needed, then (synchronously, so no change falls in between) writes the
+   * stream's headers and snapshot and joins the response to the fan-out. Rejects with the store's
+   * error while the store is unreachable, before anything is written.
+   */
+  async attach(response: ServerResponse, beforeWrite: () => void): Promise<void> {
+    if (this.closed) throw new Error('the event hub is closed');
+    clearTimeout(this.lingerTimer);
+    this.lingerTimer = undefined;
+    const copies = await this.start();
+    if (response.destroyed) return this.scheduleLinger();
+    const snapshot = frame('snapshot', this.revision, this.snapshot(copies));
+    beforeWrite();
+    response.writeHead(200, STREAM_HEADERS);
+    response.write(`retry: 2000\n\n${snapshot}`);
+    this.clients.add(response);
+    clientsGauge.inc();
+    response.once('close', () => this.detach(response));
+  }
+
+  /**
+   * Starts the watches ahead of a client (the dashboard page asks while its scripts load); they
+   * close after the linger time if no client comes.
+   */
+  warm(): void {
+    if (this.closed) return;
+    void this.start().then(
+      () => this.scheduleLinger(),
+      () => undefined,
+    );
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.lingerTimer);
+    for (const client of [...this.clients]) client.end();
+    await this.stop();
+  }
+
+  private detach(response: ServerResponse): void {
+    if (!this.clients.delete(response)) return;
+    clientsGauge.dec();
+    this.scheduleLinger();
+  }
+
+  private scheduleLinger(): void {
+    if (this.clients.size > 0 || this.closed || this.lingerTimer) return;
+    this.lingerTimer = setTimeout(() => {
+      this.lingerTimer = undefined;
+      if (this.clients.size === 0) void this.stop();
+    }, this.lingerMs);
+    this.lingerTimer.unref();
+  }
+
+  private start(): Promise<Copies> {
+    if (this.copies) return Promise.resolve(this.copies);
+    this.starting ??= this.open().finally(() => {
+      this.starting = undefined;
+    });
+    return this.starting;
+  }
+
+  private async open(): Promise<Copies> {
+    const names = Object.keys(PREFIXES) as (keyof Copies)[];
+    const started = await Promise.allSettled(names.map((name) => PrefixCache.start(this.store, PREFIXES[name])));
+    const failed = started.find((result) => result.status === 'rejected');
+    if (failed || this.closed) {
+      await Promise.all(started.map((result) => (result.status === 'fulfilled' ? result.value.close() : undefined)));
+      throw failed ? failed.reason : new Error('the event hub is closed');
+    }
+    const copies = Object.fromEntries(names.map((name, i) => [name, (started[i] as PromiseFulfilledResult<PrefixCache>).value])) as unknown as Copies;
+    for (const name of names) {
+      for (const entry of copies[name].values()) this.revision = Math.max(this.revision, entry.modRevision);
+      copies[name].onChange((event) => this.publish(copies, name, event));
+    }
+    watchesGauge.inc(names.length);
+    this.copies = copies;
+    this.lastHeartbeat = Date.now();
+    this.tickTimer = setInterval(() => this.tick(copies), 1000).unref();
+    return copies;
+  }
+
+  private async stop(): Promise<void> {
+    const copies = this.copies;
+    if (!copies) return;
+    this.copies = undefined;
+    clearInterval(this.tickTimer);
+    watchesGauge.dec(Object.keys(copies).length);
+    await Promise.all(Object.values(copies).map((copy: PrefixCache) => copy.close()));
+  }
+
+  /**
+   * Heartbeats, and the store check: a copy that lost the store may have missed changes, so every
+   * stream is ended; clients reconnect, and get a snapshot once the copies have listed again.
+   */
+  private tick(copies: Copies): void {
+    try {
+      // A copy's reads throw while its own ping of the store fails.
+      for (const copy of Object.values(copies) as PrefixCache[]) copy.get(copy.prefix);
+    } catch (error) {
+      if (this.clients.size > 0) this.log.warn({ err: error }, 'store unreachable: ending event streams');
+      for (const client of [...this.clients]) client.end();
+      return;
+    }
+    if (Date.now() - this.lastHeartbeat >= this.heartbeatMs) {
+      this.lastHeartbeat = Date.now();
+      this.broadcast(`: heartbeat ${new Date().toISOString()}\n\n`);
+    }
+  }
+
+  /**
+   * Sends the record as the copy now holds it, not as the event carried it: a watch that resumed
+   * after an outage may replay changes older than what the copy listed meanwhile.
+   */
+  private publish(copies: Copies, name: keyof Copies, event: WatchEvent): void {
+    this.revision = Math.max(this.revision, event.modRevision);
+    if (this.clients.size === 0) return;
+    const key = event.key.slice(PREFIXES[name].length);
+    let kind: EventKind;
+    let value: unknown;
+    try {
+      if (name === 'assignment' || name === 'status') {
+        kind = 'unit';
+        value = this.unitAt(copies, key);
+      } else {
+        kind = name;
+        const entry = copies[name].get(event.key);
+        value = entry && decodeCached(entry);
+      }
+    } catch {
+      return; // the store is unreachable: the next tick ends every stream
+    }
+    this.broadcast(frame(kind, event.modRevision, value === undefined ? { key, deleted: true } : { key, value }));
+  }
+
+  private unitAt(copies: Copies, key: string): ClusterUnit | undefined {
+    const assignment = copies.assignment.get(assignmentRoot + key);
+    const status = copies.status.get(unitStatusRoot + key);
+    return joinUnit(assignment && decodeCached<Assignment>(assignment), status && decodeCached<UnitStatus>(status));
+  }
+
+  private broadcast(text: string): void {
+    for (const client of this.clients) {
+      if (client.writableLength > this.maxBufferedBytes) {
+        this.log.warn({ buffered: client.writableLength }, 'event stream client is too slow: disconnecting it');
+        client.destroy();
+        continue;
+      }
+      client.write(text);
+    }
+  }
+
+  private snapshot(copies: Copies): Snapshot {
+    const byKey = (copy: PrefixCache, entries: CachedValue[] = copy.values()): Records =>
+      Object.fromEntries(entries.map((entry) => [entry.key.slice(copy.prefix.length), decodeCached(entry)]));
+    const units: Record<string, ClusterUnit> = {};
+    const keys = new Set([
+      ...copies.assignment.values().map((entry) => entry.key.slice(assignmentRoot.length)),
+      ...copies.status.values().map((entry) => entry.key.slice(unitStatusRoot.length)),
+    ]);
+    for (const key of keys) {
+      const unit = this.unitAt(copies, key);
+      if (unit) units[key] = unit;
+    }
+    const deployments = copies.deployment.values();
+    // The newest deployments, plus any older one still running, so progress shows after a reload.
+    const recent = deployments.filter(
+      (entry, i) => i >= deployments.length - this.recentLimit || !['succeeded', 'failed', 'reverted', 'superseded'].includes(decodeCached<Deployment>(entry).state),
+    );
+    return {
+      revision: this.revision,
+      services: byKey(copies.service),
+      units,
+      machines: byKey(copies.machine),
+      deployments: byKey(copies.deployment, recent),
+      journal: byKey(copies.journal, copies.journal.values().slice(-this.recentLimit)),
+    };
+  }
+}
+
+/** Registers GET /events on a role server. */
+export function eventsRoute(server: RoleServer, hub: EventHub): void {
+  server.get(
+    '/events',
+    {
+      schema: {
+        description:
+          'Server-Sent Events for the dashboard: a `snapshot` first, then `service`, `deployment`, `journal`, `machine` and `unit` events, ' +
+          'each `{key, value}` or `{key, deleted: true}`, with the store revision as `id`. See docs/dashboard.md.',
+        response: { 200: Type.Unsafe<string>({ type: 'string', description: 'text/event-stream' }), 503: ErrorReply },
+      },
+    },
+    async (_request, reply) => {
+      await hub.attach(reply.raw, () => reply.hijack());
+      // A client that left while the watches started got no stream: there is nothing to send.
+      if (!reply.sent) reply.hijack();
+    },
+  );
+}

@@ -1,0 +1,66 @@
+import { request as undiciRequest } from 'undici';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { RoleServer } from '../../http/server.js';
+import type { PeerClient } from '../../http/peer-client.js';
+import { unavailable } from '../../http/errors.js';
+
+// The standalone dashboard talks to the API on its own origin: these paths are passed through
+// to the orchestrator found in the store, byte for byte and streamed (GET /events and log tails
+// stay open), so the page works the same behind the web role as behind the orchestrator.
+
+export const proxiedPaths = ['/services', '/services/*', '/cluster/*', '/deployments', '/deployments/*', '/journal', '/events'];
+
+const forwardedRequestHeaders = ['content-type', 'accept', 'last-event-id', 'if-none-match'];
+const forwardedResponseHeaders = ['content-type', 'cache-control', 'etag', 'location', 'x-accel-buffering'];
+
+/** DELETE /services/:name waits until the units stopped; the orchestrator allows it 90 s. */
+const HEADERS_TIMEOUT_MS = 120_000;
+
+export function orchestratorProxy(orchestrator: PeerClient, bodyLimit = 1024 * 1024) {
+  return async (scope: RoleServer): Promise<void> => {
+    // Bodies are passed on unparsed; the orchestrator validates them.
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => done(null, body));
+    for (const url of proxiedPaths) {
+      scope.route({
+        method: ['GET', 'POST', 'PATCH', 'DELETE'],
+        url,
+        schema: { hide: true },
+        handler: (request, reply) => forward(orchestrator, request, reply),
+      });
+    }
+  };
+}
+
+async function forward(orchestrator: PeerClient, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const base = await orchestrator.baseUrl();
+  const headers: Record<string, string> = {};
+  for (const name of forwardedRequestHeaders) {
+    const value = request.headers[name];
+    if (typeof value === 'string') headers[name] = value;
+  }
+  let upstream;
+  try {
+    upstream = await undiciRequest(`${base}${request.url}`, {
+      method: request.method as 'GET' | 'POST' | 'PATCH' | 'DELETE',
+      headers,
+      body: Buffer.isBuffer(request.body) ? request.body : undefined,
+      headersTimeout: HEADERS_TIMEOUT_MS,
+      bodyTimeout: 0,
+    });
+  } catch (error) {
+    throw unavailable(`orchestrator at ${base} is not answering: ${(error as Error).message}`);
+  }
+  void reply.status(upstream.statusCode);
+  for (const name of forwardedResponseHeaders) {
+    const value = upstream.headers[name];
+    if (typeof value === 'string') void reply.header(name, value);
+  }
+  if (upstream.statusCode === 204 || upstream.statusCode === 304) {
+    await upstream.body.dump();
+    return reply.send();
+  }
+  // The browser left (a closed event stream or log tail): stop reading from the orchestrator.
+  reply.raw.once('close', () => upstream.body.destroy());
+  return reply.send(upstream.body);
+}

@@ -1,0 +1,122 @@
+import { api, ApiError, servicePath } from './api.js';
+import type { App } from './app.js';
+import { h, setAttribute, setText } from './element.js';
+import { formatTime } from './format.js';
+import { isFinished, isRunning, type Deployment, type DeployReply } from './model.js';
+
+// The Deploy button of a service and what its latest deployment is doing: progress while it
+// rolls (from deployment events, or polled while the stream is down), then its outcome.
+
+const POLL_MS = 2000;
+
+export class DeployControl {
+  readonly element: HTMLElement;
+  private readonly button: HTMLButtonElement;
+  private readonly status: HTMLElement;
+  private readonly progress: HTMLProgressElement;
+  private requesting = false;
+  private error: { message: string; latestId: string | undefined } | undefined;
+  /** What the API said when a deploy started nothing new (the same image and config already run). */
+  private notice: { message: string; latestId: string | undefined } | undefined;
+  private pollTimer: number | undefined;
+
+  constructor(
+    private readonly app: App,
+    readonly service: string,
+  ) {
+    this.button = h('button', { type: 'button', class: 'button primary', 'aria-label': `Deploy ${service}`, onclick: () => void this.deploy() }, 'Deploy');
+    this.progress = h('progress', { class: 'deploy-progress', 'aria-label': `Deploy progress of ${service}`, hidden: true });
+    this.status = h('span', { class: 'deploy-status', role: 'status' });
+    this.element = h('div', { class: 'deploy' }, this.button, this.progress, this.status);
+    this.update();
+  }
+
+  update(): void {
+    const latest = this.app.state.latestDeployment(this.service);
+    if (this.error && latest?.id !== this.error.latestId) this.error = undefined;
+    if (this.notice && latest?.id !== this.notice.latestId) this.notice = undefined;
+    const rolling = latest !== undefined && !isFinished(latest);
+    const busy = this.requesting || rolling;
+    setAttribute(this.button, 'aria-disabled', busy ? 'true' : undefined);
+    setText(this.button, busy ? 'Deploying…' : 'Deploy');
+    this.element.classList.toggle('failed', Boolean(this.error) || latest?.state === 'failed');
+    this.progress.hidden = !rolling || !latest || latest.units.length === 0;
+    if (rolling && latest && latest.units.length > 0) {
+      this.progress.max = latest.units.length;
+      this.progress.value = latest.units.filter(isRunning).length;
+    }
+    setText(this.status, this.error ? `Deploy failed: ${this.error.message}` : this.requesting ? 'Starting deploy…' : (this.notice?.message ?? describe(latest)));
+    this.status.title = latest ? `deployment ${latest.id} (${latest.trigger}), started ${formatTime(latest.createdAt)}` : '';
+    if (rolling && !this.app.isLive()) this.poll(latest);
+  }
+
+  dispose(): void {
+    clearTimeout(this.pollTimer);
+  }
+
+  private async deploy(): Promise<void> {
+    const latest = this.app.state.latestDeployment(this.service);
+    if (this.requesting || (latest && !isFinished(latest))) return;
+    this.requesting = true;
+    this.error = undefined;
+    this.notice = undefined;
+    this.update();
+    try {
+      const reply = await api<DeployReply>('POST', servicePath(this.service, '/deploy'), {});
+      await this.fetchDeployment(reply.deployment);
+      const current = this.app.state.latestDeployment(this.service);
+      if (reply.outcome && reply.outcome !== 'created') this.notice = { message: reply.message, latestId: current?.id };
+    } catch (error) {
+      this.error = { message: error instanceof ApiError ? error.message : String(error), latestId: latest?.id };
+    } finally {
+      this.requesting = false;
+      this.update();
+    }
+  }
+
+  /** The event for a new deployment may come after the reply: read it once so progress shows at once. */
+  private async fetchDeployment(id: string): Promise<void> {
+    if (this.app.state.deployments.has(id)) return;
+    const deployment = await api<Deployment>('GET', `deployments/${encodeURIComponent(id)}`).catch(() => undefined);
+    if (deployment && !this.app.state.deployments.has(id)) {
+      this.app.state.applyDeployment({ key: id, value: deployment });
+      this.app.requestRender();
+    }
+  }
+
+  private poll(deployment: Deployment): void {
+    if (this.pollTimer !== undefined) return;
+    this.pollTimer = window.setTimeout(async () => {
+      const fresh = await api<Deployment>('GET', `deployments/${encodeURIComponent(deployment.id)}`).catch(() => undefined);
+      this.pollTimer = undefined;
+      if (fresh && !this.app.isLive()) {
+        this.app.state.applyDeployment({ key: fresh.id, value: fresh });
+        this.app.requestRender();
+      }
+    }, POLL_MS);
+  }
+}
+
+function describe(deployment: Deployment | undefined): string {
+  if (!deployment) return 'not deployed yet';
+  const v = `v${deployment.release}`;
+  const ready = deployment.units.filter(isRunning).length;
+  switch (deployment.state) {
+    case 'pending':
+      return `Deploying ${v}: waiting to start`;
+    case 'pulling':
+      return `Deploying ${v}: pulling the image`;
+    case 'rolling':
+      return `Deploying ${v}: ${ready} of ${deployment.units.length} units ready`;
+    case 'succeeded':
+      return `${v} deployed at ${formatTime(deployment.finishedAt ?? deployment.updatedAt)}`;
+    case 'failed':
+      return `${v} failed: ${deployment.reason ?? 'no reason given'}`;
+    case 'reverted':
+      return `${v} reverted: ${deployment.reason ?? 'it failed'}`;
+    case 'superseded':
+      return `${v} superseded by a newer deploy`;
+    default:
+      return `${v}: ${deployment.state}`;
+  }
+}

@@ -1,0 +1,78 @@
+import { servicePath } from './api.js';
+import { h, setText } from './element.js';
+
+// The log tail of one unit: GET /services/:name/units/:unit/logs?tail=100&follow=true, a text
+// stream read as it arrives. Only the last ~200 kB are kept on the page.
+
+const KEEP_CHARS = 200_000;
+
+export class LogTail {
+  readonly element: HTMLElement;
+  private readonly heading: HTMLElement;
+  private readonly output: HTMLPreElement;
+  private readonly status: HTMLElement;
+  private controller: AbortController | undefined;
+
+  constructor(private readonly service: string) {
+    this.heading = h('h2', { id: 'log-title' }, 'Logs');
+    this.output = h('pre', { class: 'log', tabindex: 0, 'aria-labelledby': 'log-title' });
+    this.status = h('p', { class: 'muted', role: 'status' });
+    this.element = h(
+      'section',
+      { class: 'panel log-panel', 'aria-labelledby': 'log-title', hidden: true },
+      h('div', { class: 'panel-head' }, this.heading, h('button', { type: 'button', class: 'button', onclick: () => this.close() }, 'Close logs')),
+      this.status,
+      this.output,
+    );
+  }
+
+  open(unit: string): void {
+    this.stop();
+    this.element.hidden = false;
+    setText(this.heading, `Logs of ${unit}`);
+    this.output.textContent = '';
+    setText(this.status, 'Connecting…');
+    const controller = new AbortController();
+    this.controller = controller;
+    void this.follow(unit, controller.signal);
+    this.output.focus();
+  }
+
+  close(): void {
+    this.stop();
+    this.element.hidden = true;
+  }
+
+  stop(): void {
+    this.controller?.abort();
+    this.controller = undefined;
+  }
+
+  private async follow(unit: string, signal: AbortSignal): Promise<void> {
+    try {
+      const response = await fetch(servicePath(this.service, `/units/${encodeURIComponent(unit)}/logs?tail=100&follow=true`), { signal });
+      if (!response.ok || !response.body) {
+        const body = (await response.json().catch(() => ({}))) as { message?: string };
+        setText(this.status, `Could not read the logs: ${body.message ?? response.statusText}`);
+        return;
+      }
+      setText(this.status, 'Following (newest at the bottom).');
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        this.append(value);
+      }
+      setText(this.status, 'The log stream ended (the unit stopped or was replaced).');
+    } catch (error) {
+      if (!signal.aborted) setText(this.status, `The log stream broke: ${(error as Error).message}`);
+    }
+  }
+
+  private append(text: string): void {
+    const atBottom = this.output.scrollTop + this.output.clientHeight >= this.output.scrollHeight - 8;
+    const content = (this.output.textContent ?? '') + text;
+    this.output.textContent = content.length > KEEP_CHARS ? content.slice(content.length - KEEP_CHARS) : content;
+    if (atBottom) this.output.scrollTop = this.output.scrollHeight;
+  }
+}
