@@ -1,6 +1,72 @@
+import { createServer, type Server } from 'node:http';
+import { Type } from '@sinclair/typebox';
+import { createRoleServer } from '../../http/server.js';
 import type { RoleContext, StartedRole } from '../role.js';
+import { RouteTable } from './route-table.js';
+import { GatewayProxy } from './proxy.js';
+import { WebSocketTunnels } from './websocket-tunnel.js';
 
-/** The gateway role: Host-header load balancer (issue 6). Not built yet. */
-export async function startGateway(_context: RoleContext): Promise<StartedRole> {
-  throw new Error('the gateway role is not available yet');
+// The gateway role: a Host-header load balancer. The proxy path is Node's http server with undici
+// pools (Fastify's routing and validation would cost more than the proxying itself); requests for
+// a host that is not a service host reach the role's usual Fastify endpoints (/healthz, /readyz,
+// /metrics, /routes, /documentation).
+
+/** On shutdown, in-flight requests get this long to finish before connections are cut. */
+const SHUTDOWN_GRACE_MS = 5_000;
+
+export async function startGateway({ config, store, log }: RoleContext): Promise<StartedRole> {
+  const settings = config.gateway;
+  const domains = { domain: config.domain, internalDomain: settings.internalDomain };
+  const table = await RouteTable.start(store, {
+    domains,
+    exposeComponents: settings.exposeComponents,
+    upstream: { connections: settings.upstreamConnections, connectTimeoutMs: 5_000 },
+    log,
+  });
+  const own = await createRoleServer({
+    role: 'gateway',
+    logger: log,
+    readiness: async () => {
+      await store.ping();
+      return { store: store.description, routes: table.view().length };
+    },
+  });
+  own.get(
+    '/routes',
+    { schema: { description: 'The route table: host names, and the units taking new requests for them.', response: { 200: Type.Array(Type.Any()) } } },
+    async () => table.view(),
+  );
+  await own.ready();
+
+  const proxy = new GatewayProxy(table, {
+    domains,
+    requestTimeoutMs: settings.requestTimeoutSeconds * 1000,
+    idleTimeoutMs: settings.idleTimeoutSeconds * 1000,
+  });
+  const tunnels = new WebSocketTunnels(table);
+  const server: Server = createServer({ maxHeaderSize: settings.maxHeaderSize, noDelay: true }, (req, res) => {
+    if (!proxy.handle(req, res)) own.routing(req, res);
+  });
+  server.keepAliveTimeout = settings.idleTimeoutSeconds * 1000;
+  server.on('upgrade', (req, socket, head) => tunnels.handle(req, socket, head));
+
+  return {
+    listen: (host, port) =>
+      new Promise((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          resolve();
+        });
+      }),
+    close: async () => {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      tunnels.closeAll();
+      await table.close(SHUTDOWN_GRACE_MS);
+      server.closeAllConnections();
+      await closed;
+      await own.close();
+    },
+  };
 }

@@ -20,34 +20,40 @@ export type ClusterUnit = Static<typeof ClusterUnit>;
 
 export const listMachines = (store: Store): Promise<Machine[]> => listRecords<Machine>(store, machinePrefix);
 
+/** An assignment (intent) joined with its agent's status; a status alone is a unit being stopped. */
+export function joinUnit(assignment: Assignment | undefined, status: UnitStatus | undefined): ClusterUnit | undefined {
+  const base = assignment ?? status;
+  if (!base) return undefined;
+  return {
+    unit: base.unit,
+    service: base.service,
+    instance: base.instance,
+    machine: base.machine,
+    release: status?.release ?? base.release,
+    spec: base.spec,
+    image: status?.image ?? base.image,
+    active: status?.active ?? 'inactive',
+    sub: status?.sub ?? 'dead',
+    ...(status?.address ? { address: status.address } : {}),
+    restarts: status?.restarts ?? 0,
+    ...(status?.error ? { error: status.error } : {}),
+    desired: assignment !== undefined,
+  };
+}
+
+/** `<machine>/<unit>@<spec>`: where a unit slot's assignment and status meet. */
+export const slotKey = (unit: { machine: string; unit: string; spec: string }): string => `${unit.machine}/${slotOf(unit)}`;
+
 export async function listClusterUnits(store: Store): Promise<ClusterUnit[]> {
   const [assignments, statuses] = await Promise.all([
     listRecords<Assignment>(store, assignmentRoot),
     listRecords<UnitStatus>(store, unitStatusRoot),
   ]);
-  const slotKey = (unit: { machine: string; unit: string; spec: string }) => `${unit.machine}/${slotOf(unit)}`;
   const statusOf = new Map(statuses.map((status) => [slotKey(status), status]));
-  const units: ClusterUnit[] = assignments.map((a) => {
-    const status = statusOf.get(slotKey(a));
-    statusOf.delete(slotKey(a));
-    return {
-      unit: a.unit,
-      service: a.service,
-      instance: a.instance,
-      machine: a.machine,
-      release: status?.release ?? a.release,
-      spec: a.spec,
-      image: status?.image ?? a.image,
-      active: status?.active ?? 'inactive',
-      sub: status?.sub ?? 'dead',
-      ...(status?.address ? { address: status.address } : {}),
-      restarts: status?.restarts ?? 0,
-      ...(status?.error ? { error: status.error } : {}),
-      desired: true,
-    };
-  });
-  for (const status of statusOf.values()) {
-    units.push({ ...status, desired: false });
-  }
+  const assigned = new Set(assignments.map(slotKey));
+  const units = [
+    ...assignments.map((a) => joinUnit(a, statusOf.get(slotKey(a)))!),
+    ...statuses.filter((status) => !assigned.has(slotKey(status))).map((status) => joinUnit(undefined, status)!),
+  ];
   return units.sort((a, b) => a.service.localeCompare(b.service) || a.instance - b.instance || a.machine.localeCompare(b.machine));
 }

@@ -10,7 +10,7 @@ import type { Deployment } from '../../schemas/release.js';
 import { PrefixCache, decodeCached, type CachedValue } from '../../store/prefix-cache.js';
 import type { Store, WatchEvent } from '../../store/store.js';
 import { assignmentRoot, deploymentPrefix, journalPrefix, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
-import type { ClusterUnit } from './cluster-view.js';
+import { joinUnit, type ClusterUnit } from './cluster-view.js';
 
 // GET /events: Server-Sent Events of the cluster for the dashboard. One watched copy of each key
 // prefix per process (started by the first client, closed shortly after the last one leaves) is
@@ -82,42 +82,6 @@ const STREAM_HEADERS = {
   'x-accel-buffering': 'no',
 };
 
-/** An assignment (intent) joined with its agent's status, as GET /cluster/units lists it. */
-export function joinUnit(assignment: Assignment | undefined, status: UnitStatus | undefined): ClusterUnit | undefined {
-  if (assignment) {
-    return {
-      unit: assignment.unit,
-      service: assignment.service,
-      instance: assignment.instance,
-      machine: assignment.machine,
-      release: status?.release ?? assignment.release,
-      spec: assignment.spec,
-      image: status?.image ?? assignment.image,
-      active: status?.active ?? 'inactive',
-      sub: status?.sub ?? 'dead',
-      ...(status?.address ? { address: status.address } : {}),
-      restarts: status?.restarts ?? 0,
-      ...(status?.error ? { error: status.error } : {}),
-      desired: true,
-    };
-  }
-  if (!status) return undefined;
-  return {
-    unit: status.unit,
-    service: status.service,
-    instance: status.instance,
-    machine: status.machine,
-    release: status.release,
-    spec: status.spec,
-    image: status.image,
-    active: status.active,
-    sub: status.sub,
-    ...(status.address ? { address: status.address } : {}),
-    restarts: status.restarts,
-    ...(status.error ? { error: status.error } : {}),
-    desired: false,
-  };
-}
 
 const frame = (kind: string, revision: number, data: unknown): string => `event: ${kind}\nid: ${revision}\ndata: ${JSON.stringify(data)}\n\n`;
 

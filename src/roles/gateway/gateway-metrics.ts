@@ -1,0 +1,73 @@
+import { Counter, Gauge } from 'prom-client';
+import { metricsRegistry } from '../../http/metrics.js';
+
+// The gateway's Prometheus series, on the process's shared registry (GET /metrics).
+
+/** Every service's request counts: plain numbers on the hot path, turned into series when scraped. */
+const counted = new Set<ServiceMetrics>();
+
+new Counter({
+  name: 'platform_gateway_requests_total',
+  help: 'Requests the gateway answered, by service (empty for an unknown host) and status ("upgrade" for a WebSocket tunnel).',
+  labelNames: ['service', 'status'] as const,
+  registers: [metricsRegistry],
+  collect() {
+    this.reset();
+    for (const metrics of counted) for (const [status, count] of metrics.answers) this.inc({ service: metrics.service, status: String(status) }, count);
+  },
+});
+
+const upstreamErrors = new Counter({
+  name: 'platform_gateway_upstream_errors_total',
+  help: 'Failed attempts to reach a unit, by service and reason (connect, reset, timeout, other).',
+  labelNames: ['service', 'reason'] as const,
+  registers: [metricsRegistry],
+});
+
+const retries = new Counter({
+  name: 'platform_gateway_retries_total',
+  help: 'Requests retried on another unit after a connection failure.',
+  labelNames: ['service'] as const,
+  registers: [metricsRegistry],
+});
+
+const routableUnits = new Gauge({
+  name: 'platform_gateway_routable_units',
+  help: 'Units (or component addresses) that take new requests, by service.',
+  labelNames: ['service'] as const,
+  registers: [metricsRegistry],
+});
+
+/** One service's series. Counting a request is one Map update: no label hashing, no allocation. */
+export class ServiceMetrics {
+  /** Requests answered, by status. */
+  readonly answers = new Map<number | 'upgrade', number>();
+
+  constructor(readonly service: string) {
+    counted.add(this);
+  }
+
+  answered(status: number | 'upgrade'): void {
+    this.answers.set(status, (this.answers.get(status) ?? 0) + 1);
+  }
+
+  upstreamError(reason: 'connect' | 'reset' | 'timeout' | 'other'): void {
+    upstreamErrors.inc({ service: this.service, reason });
+  }
+
+  retried(): void {
+    retries.inc({ service: this.service });
+  }
+
+  routable(count: number): void {
+    routableUnits.set({ service: this.service }, count);
+  }
+
+  /** The service left the table: drop its gauge (counters keep their totals). */
+  removed(): void {
+    routableUnits.remove({ service: this.service });
+  }
+}
+
+/** Requests for host names no route matches. */
+export const unroutedMetrics = new ServiceMetrics('');

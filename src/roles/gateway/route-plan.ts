@@ -1,0 +1,94 @@
+import type { Component } from '../../store/keys.js';
+import type { Domains } from './host-name.js';
+
+// Which host names lead where: a pure function of the declarations, the unit statuses and the
+// component announcements, so the rules can be read and tested without a store.
+
+/** The declaration fields routing reads. */
+export interface RoutedService {
+  name: string;
+  loadBalanced: boolean;
+  publicFacing: boolean;
+}
+
+/** The unit status fields routing reads (values, never keys: the key layout is not routing's business). */
+export interface RoutedUnit {
+  unit: string;
+  service: string;
+  active: string;
+  sub: string;
+  address?: string | undefined;
+}
+
+export interface AnnouncedComponent {
+  component: Component;
+  address: string;
+}
+
+export interface RouteTarget {
+  address: string;
+  /** The unit (or component) answering at the address, for logs, metrics and /routes. */
+  unit: string;
+}
+
+export interface PlannedRoute {
+  /** Service name, or component name for a platform component. */
+  name: string;
+  kind: 'service' | 'component';
+  hosts: string[];
+  /** Where requests may go now, in a stable order (round robin follows it). */
+  targets: RouteTarget[];
+}
+
+/** Components reachable on both domains, and those reachable only on the internal one. */
+const publicComponents: readonly Component[] = ['orchestrator', 'web'];
+const internalComponents: readonly Component[] = ['service-directory', 'scheduler'];
+
+/**
+ * A unit takes new requests only while it runs and is not draining: the agent marks a unit it is
+ * about to stop `deactivating/running`, which is "not routable" here.
+ */
+export const isRoutable = (unit: RoutedUnit): boolean => unit.active === 'active' && unit.sub === 'running' && !!unit.address;
+
+export function planRoutes(
+  services: readonly RoutedService[],
+  units: readonly RoutedUnit[],
+  components: readonly AnnouncedComponent[],
+  domains: Domains,
+): PlannedRoute[] {
+  const targets = routableTargets(units);
+  const routes: PlannedRoute[] = [];
+  for (const service of services) {
+    if (!service.loadBalanced) continue;
+    const hosts = [`${service.name}.${domains.internalDomain}`];
+    if (service.publicFacing) hosts.push(`${service.name}.${domains.domain}`);
+    routes.push({ name: service.name, kind: 'service', hosts, targets: targets.get(service.name) ?? [] });
+  }
+  for (const { component, address } of components) {
+    const hosts = publicComponents.includes(component)
+      ? [`${component}.${domains.internalDomain}`, `${component}.${domains.domain}`]
+      : internalComponents.includes(component)
+        ? [`${component}.${domains.internalDomain}`]
+        : [];
+    if (hosts.length > 0) routes.push({ name: component, kind: 'component', hosts, targets: [{ address, unit: component }] });
+  }
+  return routes;
+}
+
+/** Routable addresses per service, ordered by unit name then address; one target per address. */
+function routableTargets(units: readonly RoutedUnit[]): Map<string, RouteTarget[]> {
+  const byService = new Map<string, RouteTarget[]>();
+  const seen = new Set<string>();
+  const sorted = units.filter(isRoutable).sort((a, b) => compareUnits(a.unit, b.unit) || (a.address! < b.address! ? -1 : 1));
+  for (const unit of sorted) {
+    if (seen.has(unit.address!)) continue;
+    seen.add(unit.address!);
+    const list = byService.get(unit.service) ?? [];
+    list.push({ address: unit.address!, unit: unit.unit });
+    byService.set(unit.service, list);
+  }
+  return byService;
+}
+
+/** web-2.service before web-10.service. */
+const compareUnits = (a: string, b: string): number => a.localeCompare(b, 'en', { numeric: true });

@@ -1,0 +1,32 @@
+import t from 'tap';
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startGatewayCluster } from '../harness/gateway-cluster.js';
+import { startLoad } from '../harness/http-load.js';
+
+// A rolling deploy v1 → v2 through the gateway fails no request: the scheduler starts a v2 unit
+// beside each v1 unit (maxSurge 1, maxUnavailable 0), the gateway routes to it once it runs, and
+// the v1 unit is drained (deactivating, no new requests) before it stops.
+
+const cluster = await startGatewayCluster();
+const { gatewayPort, declare, deploy, deployed, routable } = cluster;
+t.teardown(() => cluster.stop());
+
+t.test('a rolling deploy v1 → v2 while clients keep sending fails no request', async (t) => {
+  const service = `roll-${randomBytes(2).toString('hex')}`;
+  await declare(service, { numInstances: 3, env: { GREETING: 'roll' } });
+  await deployed(await deploy(service, 'v1'));
+  await routable(service, 3);
+  const running = startLoad({ url: `http://127.0.0.1:${gatewayPort}/`, host: `${service}.platform.internal`, concurrency: 4, maxDurationMs: 20_000 });
+  await sleep(1_000);
+  await deployed(await deploy(service, 'v2'));
+  await routable(service, 3);
+  await sleep(1_000);
+  const result = await running.stop();
+  const releases = (bodies: string[]) => [...new Set(bodies.map((body) => body.split(' ').slice(2).join(' ')))].sort();
+  const summary = `${result.ok} ok, ${result.failed} failed in ${result.durationMs} ms${result.failures.length ? `: ${result.failures.join('; ')}` : ''}`;
+  t.comment(`rolling deploy: ${summary}`);
+  t.equal(result.failed, 0, summary);
+  t.same(releases(result.bodies), ['v1 one', 'v2 two'], 'both releases answered during the rollout');
+  t.same(releases(result.bodies.slice(-20)), ['v2 two'], 'only v2 answers at the end');
+});

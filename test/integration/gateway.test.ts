@@ -1,0 +1,318 @@
+import t from 'tap';
+import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createHash, randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
+import { request } from 'undici';
+import { WebSocket, WebSocketServer } from 'ws';
+import { freePort } from '../harness/free-port.js';
+import { http, serveRole } from '../harness/platform.js';
+import { waitFor } from '../harness/wait.js';
+import { startGatewayCluster } from '../harness/gateway-cluster.js';
+import { openStore } from '../../src/store/open-store.js';
+import { unitStatusKey } from '../../src/store/keys.js';
+import { slotOf } from '../../src/units.js';
+import type { UnitStatus } from '../../src/schemas/cluster.js';
+
+// The gateway on real parts: etcd, the directory, the scheduler, an agent running units of the
+// test image on a real dockerd, and the gateway, each its own `platform serve` process.
+
+const cluster = await startGatewayCluster();
+const { gateway, gatewayPort, flags, declare, routable } = cluster;
+const store = await openStore({ etcd: [cluster.etcd.url], dataDir: '' });
+t.teardown(async () => {
+  await store.close();
+  await cluster.stop();
+});
+
+const name = (prefix: string) => `${prefix}-${randomBytes(2).toString('hex')}`;
+
+/** A request through the gateway with the given Host header. */
+async function viaGateway(host: string, path = '/', options: { method?: string; headers?: Record<string, string>; body?: string | Readable; port?: number } = {}) {
+  const response = await request(`http://127.0.0.1:${options.port ?? gatewayPort}${path}`, {
+    method: (options.method ?? 'GET') as 'GET',
+    headers: { host, ...options.headers },
+    ...(options.body === undefined ? {} : { body: options.body }),
+    headersTimeout: 30_000,
+  });
+  const text = await response.body.text();
+  return { status: response.statusCode, headers: response.headers, text };
+}
+
+function nodeGet(host: string, path: string, headers: Record<string, string>): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
+  return new Promise((resolve, reject) => {
+    const outgoing = httpRequest({ host: '127.0.0.1', port: gatewayPort, path, headers: { host, ...headers }, agent: false }, (response) => {
+      let text = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (text += chunk));
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, text }));
+    });
+    outgoing.on('error', reject);
+    outgoing.end();
+  });
+}
+
+const internal = (service: string) => `${service}.platform.internal`;
+const publicHost = (service: string) => `${service}.platform.local`;
+
+const web = name('web');
+const front = name('front');
+await Promise.all([
+  declare(web, { numInstances: 3, publicFacing: false, env: { GREETING: 'hello' } }),
+  declare(front, { numInstances: 1, publicFacing: true, env: { GREETING: 'front' } }),
+]);
+await Promise.all([cluster.deploy(web), cluster.deploy(front)]);
+
+t.test('requests for <service>.<internal domain> reach every unit in turn', async (t) => {
+  const units = await routable(web, 3);
+  t.same(units.map((u) => u.unit), [1, 2, 3].map((i) => `${web}-${i}.service`));
+  const answers: string[] = [];
+  for (let i = 0; i < 6; i++) {
+    const reply = await viaGateway(internal(web));
+    t.equal(reply.status, 200);
+    answers.push(reply.text.trim());
+  }
+  const answering = answers.map((answer) => answer.split(' ')[0]);
+  t.same(new Set(answering.slice(0, 3)).size, 3, `three units answered the first three requests: ${answering.join(', ')}`);
+  t.same(answering.slice(3), answering.slice(0, 3), 'and again in the same order');
+  for (const answer of answers) t.match(answer, new RegExp(`^${web}-[123]\\.service hello v1 one$`));
+  const mixedCase = await viaGateway(`${web.toUpperCase()}.Platform.Internal:${gatewayPort}`);
+  t.equal(mixedCase.status, 200, 'the Host header is matched case-insensitively, with its port ignored');
+});
+
+t.test('a service that is not public-facing is not reachable on the public domain; a public-facing one is on both', async (t) => {
+  await routable(web, 3);
+  const hidden = await viaGateway(publicHost(web));
+  t.equal(hidden.status, 404);
+  t.match(JSON.parse(hidden.text), { statusCode: 404, message: `no service is reachable at ${publicHost(web)}` });
+  await routable(front, 1);
+  t.match((await viaGateway(publicHost(front))).text, new RegExp(`^${front}-1\\.service front v1`));
+  t.match((await viaGateway(internal(front))).text, new RegExp(`^${front}-1\\.service front v1`));
+});
+
+t.test('an unknown host is answered 404 naming the host, as JSON or as a page', async (t) => {
+  const json = await viaGateway('nope.platform.local');
+  t.equal(json.status, 404);
+  t.same(JSON.parse(json.text), { statusCode: 404, error: 'Not Found', message: 'no service is reachable at nope.platform.local' });
+  const page = await viaGateway('<b>x</b>.example.com', '/', { headers: { accept: 'text/html' } });
+  t.equal(page.status, 404);
+  t.match(page.headers['content-type'], /text\/html/);
+  t.match(page.text, /no service is reachable at &lt;b&gt;x&lt;\/b&gt;\.example\.com/, 'the host is named, escaped');
+});
+
+t.test('a service with no healthy unit is answered 503 naming it, with Retry-After', async (t) => {
+  const idle = name('idle');
+  await declare(idle, { numInstances: 1 });
+  await routable(idle, 0);
+  const reply = await viaGateway(internal(idle));
+  t.equal(reply.status, 503);
+  t.equal(reply.headers['retry-after'], '2');
+  t.match(JSON.parse(reply.text), { statusCode: 503, message: `service ${idle} has no healthy unit` });
+});
+
+t.test('the gateway answers /healthz, /readyz and /metrics on its own address', async (t) => {
+  t.match(await http('GET', `${gateway.url}/healthz`), { status: 200, body: { status: 'ok', role: 'gateway' } });
+  t.match(await http('GET', `${gateway.url}/readyz`), { status: 200, body: { status: 'ready', role: 'gateway' } });
+  const metrics = (await http('GET', `${gateway.url}/metrics`)).body as string;
+  t.match(metrics, new RegExp(`platform_gateway_requests_total\\{service="${web}",status="200"\\} \\d+`));
+  t.match(metrics, /platform_gateway_requests_total\{service="",status="404"\} \d+/);
+  t.match(metrics, new RegExp(`platform_gateway_routable_units\\{service="${web}"\\} 3`));
+  t.equal((await viaGateway(`127.0.0.1:${gatewayPort}`, '/')).status, 404, 'other paths on its own address are unknown hosts');
+});
+
+t.test('with --expose-components the announced components are reachable by name', async (t) => {
+  const port = await freePort();
+  const exposing = await serveRole('gateway', port, [...flags, '--expose-components']);
+  t.teardown(() => exposing.stop());
+  const health = await waitFor(async () => {
+    const reply = await viaGateway('service-directory.platform.internal', '/healthz', { port });
+    return reply.status === 200 ? JSON.parse(reply.text) : undefined;
+  }, 10_000);
+  t.same(health, { status: 'ok', role: 'directory' });
+  t.match(JSON.parse((await viaGateway('scheduler.platform.internal', '/healthz', { port })).text), { role: 'scheduler' });
+  t.equal((await viaGateway('scheduler.platform.local', '/healthz', { port })).status, 404, 'the scheduler is internal only');
+  t.equal((await viaGateway('service-directory.platform.internal', '/healthz')).status, 404, 'components are not exposed by default');
+});
+
+// The busybox test image has no WebSocket server and cannot show the headers it received, so
+// these tests use a Node server on 127.0.0.1 as the unit: its UnitStatus record is written into
+// the store directly, as an agent would write it. Everything else in this file uses real units.
+t.test('through a local upstream', async (t) => {
+  const local = await startLocalUpstream();
+  const service = name('local');
+  await declare(service, { numInstances: 1 });
+  const status = (port: number, active = 'active', instance = 1): UnitStatus => ({
+    unit: `${service}-${instance}.service`,
+    service,
+    instance,
+    machine: 'local-upstream',
+    release: 1,
+    spec: 'local',
+    image: 'none',
+    active,
+    sub: 'running',
+    address: `127.0.0.1:${port}`,
+    restarts: 0,
+    updatedAt: new Date().toISOString(),
+  });
+  const keyOf = (unit: UnitStatus) => unitStatusKey(unit.machine, slotOf(unit));
+  const put = (unit: UnitStatus) => store.put(keyOf(unit), JSON.stringify(unit));
+  await put(status(local.port));
+  t.teardown(async () => {
+    await store.delete(keyOf(status(local.port)));
+    await local.close();
+  });
+  await routable(service, 1);
+
+  t.test('a WebSocket is tunnelled both ways', async (t) => {
+    const socket = new WebSocket(`ws://127.0.0.1:${gatewayPort}/echo`, { headers: { host: internal(service) } });
+    await new Promise((resolve, reject) => {
+      socket.once('open', resolve);
+      socket.once('error', reject);
+    });
+    const echoed = new Promise<string>((resolve) => socket.once('message', (data) => resolve(String(data))));
+    socket.send('hello through the gateway');
+    t.equal(await echoed, 'echo: hello through the gateway');
+    socket.close();
+    t.match(local.upgrades[0], { 'x-forwarded-for': '127.0.0.1', 'x-forwarded-host': internal(service), upgrade: 'websocket' });
+  });
+
+  t.test('hop-by-hop headers stay on their hop and X-Forwarded-* reach the unit', async (t) => {
+    // Node's own client sends a Connection header naming another header (undici's refuses to).
+    const reply = await nodeGet(internal(service), '/headers', {
+      connection: 'keep-alive, x-drop',
+      'x-drop': '1',
+      'proxy-authorization': 'Basic x',
+      te: 'trailers',
+      'x-forwarded-for': '10.9.8.7',
+      'x-keep': 'yes',
+    });
+    t.equal(reply.status, 200);
+    const seen = JSON.parse(reply.text) as IncomingHttpHeaders;
+    t.equal(seen['x-keep'], 'yes');
+    t.equal(seen['x-drop'], undefined);
+    t.equal(seen['proxy-authorization'], undefined);
+    t.equal(seen.te, undefined);
+    t.equal(seen['x-forwarded-for'], '10.9.8.7, 127.0.0.1');
+    t.equal(seen['x-forwarded-proto'], 'http');
+    t.equal(seen['x-forwarded-host'], internal(service));
+    t.equal(seen.host, internal(service));
+    t.equal(reply.headers['x-internal'], undefined, 'a response header its Connection header names is dropped');
+    t.equal(reply.headers['x-visible'], 'yes');
+  });
+
+  t.test('bodies stream both ways', async (t) => {
+    const chunks = Array.from({ length: 64 }, () => randomBytes(64 * 1024));
+    const expected = createHash('sha256');
+    for (const chunk of chunks) expected.update(chunk);
+    const upload = await viaGateway(internal(service), '/count', { method: 'POST', body: Readable.from(chunks) });
+    t.same(JSON.parse(upload.text), { bytes: 64 * 64 * 1024, sha256: expected.digest('hex') }, 'a 4 MiB chunked upload arrives whole');
+
+    const response = await request(`http://127.0.0.1:${gatewayPort}/stream`, { headers: { host: internal(service) } });
+    const reader = response.body[Symbol.asyncIterator]();
+    const first = await reader.next();
+    t.equal(String(first.value), 'first\n', 'the first chunk arrives while the unit still holds the rest');
+    local.release();
+    let rest = '';
+    for (let next = await reader.next(); !next.done; next = await reader.next()) rest += String(next.value);
+    t.equal(rest, 'second\n');
+  });
+
+  t.test('a request head above the size cap is refused with 431', async (t) => {
+    const reply = await viaGateway(internal(service), '/headers', { headers: { 'x-big': 'x'.repeat(20_000) } }).catch((error: Error) => ({ status: 0, text: error.message }));
+    t.equal(reply.status, 431);
+  });
+
+  t.test('a unit that refuses connections costs no idempotent request: it is retried on another', async (t) => {
+    const deadPort = await freePort();
+    const dead = status(deadPort, 'active', 2);
+    await put(dead);
+    await routable(service, 2);
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) statuses.push((await viaGateway(internal(service), '/headers')).status);
+    t.same(statuses, [200, 200, 200, 200, 200, 200]);
+    const metrics = (await http('GET', `${gateway.url}/metrics`)).body as string;
+    t.match(metrics, new RegExp(`platform_gateway_retries_total\\{service="${service}"\\} [1-9]`));
+    await store.delete(keyOf(dead));
+    await routable(service, 1);
+  });
+
+  t.test('a draining unit gets no new request while its in-flight request finishes', async (t) => {
+    const slow = viaGateway(internal(service), '/slow?ms=3000');
+    await waitFor(() => local.inFlight > 0, 5_000, { what: 'the slow request to reach the unit' });
+    await put(status(local.port, 'deactivating'));
+    await routable(service, 0);
+    const during = await viaGateway(internal(service), '/headers');
+    t.equal(during.status, 503, 'new requests are not sent to it');
+    const finished = await slow;
+    t.equal(finished.status, 200, 'the request in flight finishes');
+    t.equal(finished.text, 'slow done');
+    await put(status(local.port));
+    await routable(service, 1);
+  });
+
+  t.test('a unit slower than --request-timeout is answered 504', async (t) => {
+    const port = await freePort();
+    const strict = await serveRole('gateway', port, [...flags, '--request-timeout', '1']);
+    t.teardown(() => strict.stop());
+    await waitFor(async () => (await viaGateway(internal(service), '/headers', { port })).status === 200, 10_000);
+    const reply = await viaGateway(internal(service), '/slow?ms=3000', { port });
+    t.equal(reply.status, 504);
+    t.match(JSON.parse(reply.text), { message: `${service}-1.service of ${service} sent no response within 1 s` });
+  });
+});
+
+interface LocalUpstream {
+  port: number;
+  /** Request headers of the upgrade requests it received. */
+  upgrades: IncomingHttpHeaders[];
+  inFlight: number;
+  /** Lets GET /stream send its second chunk. */
+  release(): void;
+  close(): Promise<void>;
+}
+
+async function startLocalUpstream(): Promise<LocalUpstream> {
+  let release: () => void = () => undefined;
+  const upstream: LocalUpstream = { port: 0, upgrades: [], inFlight: 0, release: () => release(), close: async () => undefined };
+  const server: Server = createServer((req, res) => {
+    upstream.inFlight += 1;
+    res.once('close', () => (upstream.inFlight -= 1));
+    const url = new URL(req.url ?? '/', 'http://unit');
+    if (url.pathname === '/headers') {
+      res.setHeader('connection', 'keep-alive, x-internal');
+      res.setHeader('x-internal', 'secret');
+      res.setHeader('x-visible', 'yes');
+      res.end(JSON.stringify(req.headers));
+    } else if (url.pathname === '/count') {
+      const hash = createHash('sha256');
+      let bytes = 0;
+      req.on('data', (chunk: Buffer) => {
+        bytes += chunk.length;
+        hash.update(chunk);
+      });
+      req.on('end', () => res.end(JSON.stringify({ bytes, sha256: hash.digest('hex') })));
+    } else if (url.pathname === '/stream') {
+      res.write('first\n');
+      release = () => res.end('second\n');
+    } else if (url.pathname === '/slow') {
+      setTimeout(() => res.end('slow done'), Number(url.searchParams.get('ms') ?? 1000));
+    } else {
+      res.statusCode = 404;
+      res.end();
+    }
+  });
+  const sockets = new WebSocketServer({ server });
+  sockets.on('connection', (socket, req) => {
+    upstream.upgrades.push(req.headers);
+    socket.on('message', (data) => socket.send(`echo: ${String(data)}`));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  upstream.port = (server.address() as AddressInfo).port;
+  upstream.close = async () => {
+    sockets.close();
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  };
+  return upstream;
+}
