@@ -110,6 +110,7 @@ export class PrefixCache {
   private async relist(): Promise<void> {
     const changed = new Map<string, number>();
     this.changedDuringListing = changed;
+    const missed: WatchEvent[] = [];
     try {
       const listed = await this.store.list(this.prefix);
       const present = new Set<string>();
@@ -118,16 +119,21 @@ export class PrefixCache {
         const known = this.entries.get(kv.key);
         if ((changed.get(kv.key) ?? 0) < kv.modRevision && (!known || known.modRevision < kv.modRevision)) {
           this.entries.set(kv.key, { key: kv.key, value: kv.value, modRevision: kv.modRevision });
+          missed.push({ type: 'put', key: kv.key, value: kv.value, modRevision: kv.modRevision });
         }
         this.advance(kv.modRevision);
       }
       // A cached key the listing lacks was deleted, unless the watch changed it meanwhile.
       for (const key of [...this.entries.keys()]) {
-        if (!present.has(key) && !changed.has(key)) this.entries.delete(key);
+        if (present.has(key) || changed.has(key)) continue;
+        this.entries.delete(key);
+        missed.push({ type: 'delete', key, modRevision: this.seenRevision });
       }
     } finally {
       this.changedDuringListing = undefined;
     }
+    // What the watch missed during an outage reaches listeners as if it had delivered it.
+    for (const event of missed) for (const listener of this.listeners) listener(event);
   }
 
   private async checkStore(): Promise<void> {

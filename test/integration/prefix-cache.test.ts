@@ -1,5 +1,5 @@
 import t from 'tap';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EtcdStore } from '../../src/store/etcd-store.js';
@@ -64,4 +64,27 @@ t.test('etcd: while the store is down, reads fail instead of serving stale data,
     }
   }, 20_000);
   t.equal(y.value, '2');
+});
+
+t.test('etcd: changes missed during an outage reach the listeners when the cache relists', async (t) => {
+  const store = stores[0]![1];
+  await store.put('/e/lost', '1');
+  const cache = await PrefixCache.start(store, '/e/');
+  t.teardown(() => cache.close());
+  const seen: string[] = [];
+  cache.onChange((event) => seen.push(`${event.type} ${event.key}`));
+  await etcd.stop();
+  rmSync(etcd.dataDir, { recursive: true, force: true });
+  // An outage longer than the cache's 1 s ping, so it notices the store was gone.
+  await waitFor(() => {
+    try {
+      cache.values();
+      return false;
+    } catch {
+      return true;
+    }
+  }, 10_000, { what: 'the cache noticing the outage' });
+  await etcd.restart();
+  await waitFor(() => seen.includes('delete /e/lost'), 20_000, { what: 'the deletion reported after the relist' });
+  t.ok(seen.includes('delete /e/lost'), 'a key gone while the cache was cut off is reported deleted');
 });

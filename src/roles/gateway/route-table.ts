@@ -37,10 +37,6 @@ export interface RouteTableOptions {
   log: FastifyBaseLogger;
 }
 
-// A relist after a store outage refills the copies without change events: rebuilding from them
-// now and then (memory only, no store traffic) picks such changes up.
-const RESYNC_MS = 5_000;
-
 interface Caches {
   services: PrefixCache;
   units: PrefixCache;
@@ -51,7 +47,6 @@ export class RouteTable {
   private hosts = new Map<string, Route>();
   private readonly routes = new Map<string, Route>();
   private rebuildQueued = false;
-  private resyncTimer: NodeJS.Timeout | undefined;
   private readonly upstreams: Upstreams;
 
   private constructor(
@@ -73,7 +68,6 @@ export class RouteTable {
       const table = new RouteTable({ services, units, components }, options);
       table.rebuild();
       for (const cache of started) cache.onChange(() => table.queueRebuild());
-      table.resyncTimer = setInterval(() => table.rebuild(), RESYNC_MS).unref();
       return table;
     } catch (error) {
       await Promise.all(started.map((cache) => cache.close()));
@@ -98,7 +92,6 @@ export class RouteTable {
 
   /** Stops following the store; in-flight requests get up to `timeoutMs` to finish. */
   async close(timeoutMs: number): Promise<void> {
-    clearInterval(this.resyncTimer);
     await Promise.all([this.caches.services.close(), this.caches.units.close(), this.caches.components?.close()]);
     await this.upstreams.close(timeoutMs);
   }
