@@ -134,14 +134,18 @@ export class UnitReconciler {
       return this.fail(assignment, memory, `image pull failed: ${dockerErrorMessage(error)}`);
     }
     let containerId: string;
+    let listening: number | undefined;
     try {
       const ports = await chooseUnitPorts(assignment, this.options.network, takenPorts);
       const spec = { assignment, machineId: this.options.machineId, network: this.options.network, ...ports };
       containerId = await createAndStart(docker, containerCreateOptions(spec), `${assignment.unit}.${assignment.spec}.${this.options.machineId}`);
+      // With host networking the unit's port is known now: probe at once, not after the next pass.
+      listening = this.options.network === 'host' ? ports.port : undefined;
     } catch (error) {
       return this.fail(assignment, memory, `container failed to start: ${dockerErrorMessage(error)}`);
     }
     memory.readyContainer = undefined;
+    if (listening !== undefined) this.probeUntilReady(assignment, memory, containerId, listening);
     await this.report(assignment, memory, { active: 'activating', sub: 'start-pre', containerId });
     this.options.wakeIn(0);
   }
