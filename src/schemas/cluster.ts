@@ -3,9 +3,6 @@ import { PortMapping } from './service.js';
 
 // Machines, assignments (intent, written by the scheduler) and unit status (observed, written by agents).
 
-export type ActiveState = 'activating' | 'active' | 'deactivating' | 'inactive' | 'failed';
-export type SubState = 'start-pre' | 'running' | 'exited' | 'dead' | 'failed' | 'auto-restart';
-
 export const Machine = Type.Object({
   id: Type.String(),
   /** host:port of the agent's API. */

@@ -11,11 +11,6 @@ export const ServiceName = Type.String({
   examples: ['web'],
 });
 
-export const MachineId = Type.String({
-  pattern: '^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$',
-  description: 'a machine id: 1-128 letters, digits, "_", "." or "-", starting with a letter or digit',
-});
-
 /** `<service>-<instance>.service`. */
 export const UnitName = Type.String({
   pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?-[1-9][0-9]{0,4}\\.service$',

@@ -57,11 +57,6 @@ export const schedulerReplyKey = (id: string): string => `${ROOT}scheduler/repli
 /** The last segment of a key (a service name, unit name, machine id…). */
 export const lastSegment = (key: string): string => key.slice(key.lastIndexOf('/') + 1);
 
-/** `<machine>/<unit>` keys: the machine id segment before the last one. */
-export const machineOf = (key: string): string => {
-  const parts = key.split('/');
-  return parts[parts.length - 2] ?? '';
-};
 
 /**
  * Registry webhook deliveries already handled, by hook kind and the SHA-256 (hex) of the event or

@@ -52,6 +52,7 @@ class KeyedQueue {
   idle(): Promise<unknown> {
     return Promise.allSettled([...this.tails.values()]);
   }
+  /** Work for `key` is queued or running (a deployment accepted and not finished). */
   busy(key: string): boolean {
     return this.tails.has(key);
   }
@@ -253,7 +254,7 @@ export class Scheduler {
       const services = new Set(deployments.map((d) => d.service));
       for (const service of services) {
         const target = currentTarget(deployments.filter((d) => d.service === service));
-        if (!target || target.state !== 'succeeded' || this.rolloutPending(service)) continue;
+        if (!target || target.state !== 'succeeded' || this.rollouts.busy(service)) continue;
         const release = await getRelease(this.store, service, target.release);
         if (!release) continue;
         const own = assignments.filter((a) => a.service === service && alive.has(a.machine));
@@ -270,11 +271,6 @@ export class Scheduler {
     } finally {
       this.healing = false;
     }
-  }
-
-  /** A deployment of the service was accepted and has not finished. */
-  private rolloutPending(service: string): boolean {
-    return this.rollouts.busy(service);
   }
 
   private async removeAssignments(matches: (assignment: Assignment) => boolean): Promise<void> {
