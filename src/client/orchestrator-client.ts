@@ -1,4 +1,4 @@
-import { request } from 'undici';
+import { messageOf, requestJson, type JsonMethod } from '../http/json-request.js';
 import type { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch } from '../schemas/service.js';
 import type { DeployReply } from '../schemas/release.js';
 import type { Machine } from '../schemas/cluster.js';
@@ -8,24 +8,15 @@ import type { ClusterUnit } from '../roles/orchestrator/cluster-view.js';
 export class OrchestratorClient {
   constructor(readonly baseUrl: string) {}
 
-  private async call<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
-    let response;
+  private async call<T>(method: JsonMethod, path: string, body?: unknown): Promise<T> {
+    let reply;
     try {
-      response = await request(`${this.baseUrl.replace(/\/$/, '')}${path}`, {
-        method,
-        headers: body === undefined ? {} : { 'content-type': 'application/json' },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
+      reply = await requestJson(`${this.baseUrl.replace(/\/$/, '')}${path}`, method, body, 120_000);
     } catch (error) {
       throw new Error(`orchestrator at ${this.baseUrl} is not answering: ${(error as Error).message}`, { cause: error });
     }
-    const text = await response.body.text();
-    const parsed: unknown = text ? JSON.parse(text) : undefined;
-    if (response.statusCode >= 400) {
-      const message = (parsed as { message?: string } | undefined)?.message ?? text;
-      throw new Error(`${response.statusCode}: ${message}`);
-    }
-    return parsed as T;
+    if (reply.status >= 400) throw new Error(`${reply.status}: ${messageOf(reply.body) ?? reply.text}`);
+    return reply.body as T;
   }
 
   listServices = () => this.call<Service[]>('GET', '/services');

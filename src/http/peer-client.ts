@@ -1,7 +1,7 @@
-import { request } from 'undici';
 import type { Store } from '../store/store.js';
 import { componentKey, type Component } from '../store/keys.js';
 import { HttpError, badGateway, unavailable } from './errors.js';
+import { messageOf, requestJson, type JsonMethod } from './json-request.js';
 
 export interface PeerReply<T> {
   status: number;
@@ -27,41 +27,20 @@ export class PeerClient {
     return `http://${announced.value}`;
   }
 
-  async call<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown, timeoutMs = 15_000): Promise<PeerReply<T>> {
+  async call<T>(method: JsonMethod, path: string, body?: unknown, timeoutMs = 15_000): Promise<PeerReply<T>> {
     const base = await this.baseUrl();
-    let response;
+    let reply;
     try {
-      response = await request(`${base}${path}`, {
-        method,
-        headers: body === undefined ? {} : { 'content-type': 'application/json' },
-        body: body === undefined ? undefined : JSON.stringify(body),
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
-      });
+      reply = await requestJson(`${base}${path}`, method, body, timeoutMs);
     } catch (error) {
       throw unavailable(`${this.component} at ${base} is not answering: ${(error as Error).message}`);
     }
-    const text = await response.body.text();
-    const parsed = text ? safeJson(text) : undefined;
-    if (response.statusCode >= 500) {
-      throw badGateway(`${this.component} failed (${response.statusCode}): ${messageOf(parsed) ?? text.slice(0, 200)}`);
+    if (reply.status >= 500) {
+      throw badGateway(`${this.component} failed (${reply.status}): ${messageOf(reply.body) ?? reply.text.slice(0, 200)}`);
     }
-    if (response.statusCode >= 400) {
-      throw new HttpError(response.statusCode, messageOf(parsed) ?? `${this.component} answered ${response.statusCode}`);
+    if (reply.status >= 400) {
+      throw new HttpError(reply.status, messageOf(reply.body) ?? `${this.component} answered ${reply.status}`);
     }
-    return { status: response.statusCode, body: parsed as T };
+    return { status: reply.status, body: reply.body as T };
   }
 }
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
-}
-
-const messageOf = (body: unknown): string | undefined =>
-  body && typeof body === 'object' && typeof (body as { message?: unknown }).message === 'string'
-    ? (body as { message: string }).message
-    : undefined;
