@@ -1,5 +1,6 @@
 import type { Component } from '../../store/keys.js';
 import type { Domains } from './host-name.js';
+import { isRunning } from '../../units.js';
 
 // Which host names lead where: a pure function of the declarations, the unit statuses and the
 // component announcements, so the rules can be read and tested without a store.
@@ -48,7 +49,7 @@ const internalComponents: readonly Component[] = ['service-directory', 'schedule
  * A unit takes new requests only while it runs and is not draining: the agent marks a unit it is
  * about to stop `deactivating/running`, which is "not routable" here.
  */
-export const isRoutable = (unit: RoutedUnit): boolean => unit.active === 'active' && unit.sub === 'running' && !!unit.address;
+export const isRoutable = (unit: RoutedUnit): boolean => isRunning(unit) && !!unit.address;
 
 export function planRoutes(
   services: readonly RoutedService[],
