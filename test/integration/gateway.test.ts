@@ -9,6 +9,7 @@ import { freePort } from '../harness/free-port.js';
 import { http, serveRole } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
 import { startGatewayCluster } from '../harness/gateway-cluster.js';
+import { buildTestImage } from '../harness/test-image.js';
 import { openStore } from '../../src/store/open-store.js';
 import { unitStatusKey } from '../../src/store/keys.js';
 import { slotOf } from '../../src/units.js';
@@ -39,9 +40,13 @@ async function viaGateway(host: string, path = '/', options: { method?: string; 
   return { status: response.statusCode, headers: response.headers, text };
 }
 
-function nodeGet(host: string, path: string, headers: Record<string, string>): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
+/** A request with Node's client on a connection of its own (no pooling), through the gateway. */
+const nodeGet = (host: string, path: string, headers: Record<string, string>) => nodeGetAt(`127.0.0.1:${gatewayPort}`, path, { host, ...headers });
+
+function nodeGetAt(address: string, path: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
+  const colon = address.lastIndexOf(':');
   return new Promise((resolve, reject) => {
-    const outgoing = httpRequest({ host: '127.0.0.1', port: gatewayPort, path, headers: { host, ...headers }, agent: false }, (response) => {
+    const outgoing = httpRequest({ host: address.slice(0, colon), port: Number(address.slice(colon + 1)), path, headers, agent: false }, (response) => {
       let text = '';
       response.setEncoding('utf8');
       response.on('data', (chunk: string) => (text += chunk));
@@ -78,6 +83,36 @@ t.test('requests for <service>.<internal domain> reach every unit in turn', asyn
   for (const answer of answers) t.match(answer, new RegExp(`^${web}-[123]\\.service hello v1 one$`));
   const mixedCase = await viaGateway(`${web.toUpperCase()}.Platform.Internal:${gatewayPort}`);
   t.equal(mixedCase.status, 200, 'the Host header is matched case-insensitively, with its port ignored');
+});
+
+t.test('connections to units that keep them alive are pooled and reused', async (t) => {
+  // The keep-alive variant of the test image: the same page from Node's http server, which keeps
+  // connections open and counts those it accepted (GET /connections).
+  const repository = `gw/keep-alive-${randomBytes(2).toString('hex')}`;
+  const image = await buildTestImage(cluster.engine.docker, cluster.registry.host, repository, 'v1', { variant: 'keep-alive', label: 'pooled' });
+  const service = name('pooled');
+  t.equal((await http('POST', `${cluster.directory.url}/services`, { name: service, containerImage: `${cluster.registry.host}/${repository}`, numInstances: 3 })).status, 201);
+  const deploy = await http('POST', `${cluster.scheduler.url}/hooks/deploy`, { serviceName: service, containerRepository: image.reference, pushedAt: 0 });
+  t.equal(deploy.status, 200);
+  const units = await routable(service, 3, 90_000);
+  /** Connections a unit has accepted, asked on a connection of its own (counted too). */
+  const accepted = async (address: string) => Number((await nodeGetAt(address, '/connections')).text);
+  const before = await Promise.all(units.map((unit) => accepted(unit.address)));
+  const answering = new Set<string>();
+  const statuses: number[] = [];
+  for (let i = 0; i < 60; i++) {
+    const reply = await viaGateway(internal(service));
+    statuses.push(reply.status);
+    answering.add(reply.text.split(' ')[0]!);
+  }
+  t.same(statuses, new Array<number>(60).fill(200), '60 requests answered 200');
+  t.equal(answering.size, 3, 'all three units answered');
+  const after = await Promise.all(units.map((unit) => accepted(unit.address)));
+  // 60 requests one after another, 20 per unit: one pooled connection per unit carries them (the
+  // count also includes this test's own question); without reuse it would grow by 20.
+  const opened = after.map((count, i) => count - before[i]! - 1);
+  t.ok(opened.every((count) => count <= 2), `connections the gateway opened per unit for 20 requests each: ${opened.join(', ')}`);
+  await http('DELETE', `${cluster.directory.url}/services/${service}`);
 });
 
 t.test('a service that is not public-facing is not reachable on the public domain; a public-facing one is on both', async (t) => {
