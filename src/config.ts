@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import type { Component } from './store/keys.js';
+import { machineIdPattern } from './schemas/cluster.js';
 
 // Flags and environment → one typed config. Every role reads its settings from here.
 
@@ -162,7 +163,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
   const network = flags.network ?? 'bridge';
   if (network !== 'bridge' && network !== 'host') throw new ConfigError(`--network must be bridge or host, got ${network}`);
   const machineId = flags.machineId ?? defaultMachineId();
-  if (!/^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/.test(machineId)) throw new ConfigError(`--machine-id must be 1-128 letters, digits, "_", "." or "-", got ${machineId}`);
+  if (!new RegExp(machineIdPattern).test(machineId)) throw new ConfigError(`--machine-id must be 1-128 letters, digits, "_", "." or "-", got ${machineId}`);
   const domain = domainName('--domain', flags.domain ?? env.PLATFORM_DOMAIN ?? 'platform.local');
   return {
     roles: chosenRoles,

@@ -88,6 +88,28 @@ export function addClientCommands(program: Command): void {
 
   program.command('machines').description('List machines.').action(async (_o, command: Command) => {
     const machines = await client(command).machines();
-    print(table(['MACHINE', 'ADDRESS', 'DOCKER', 'UNITS'], machines.map((m) => [m.id, m.address, m.docker.reachable ? (m.docker.version ?? 'ok') : `unreachable: ${m.docker.error ?? ''}`, String(m.unitCount)])));
+    print(
+      table(
+        ['MACHINE', 'ADDRESS', 'DOCKER', 'UNITS', 'DRAIN'],
+        machines.map((m) => [m.id, m.address, m.docker.reachable ? (m.docker.version ?? 'ok') : `unreachable: ${m.docker.error ?? ''}`, String(m.unitCount), m.drain ? `since ${m.drain.since}` : '-']),
+      ),
+    );
   });
+
+  program
+    .command('drain <machine>')
+    .description('Drain a machine: no new units go there, and its units move to other machines (each replacement starts first).')
+    .option('--reason <text>', 'why, shown in the machine listing')
+    .action(async (machine: string, options: { reason?: string }, command: Command) => {
+      const drain = await client(command).drain(machine, options.reason);
+      print(`draining ${drain.machine} since ${drain.since}; its units are moving (see: platform units)\n`);
+    });
+
+  program
+    .command('undrain <machine>')
+    .description('Stop draining a machine: new units may be placed on it again.')
+    .action(async (machine: string, _o, command: Command) => {
+      await client(command).undrain(machine);
+      print(`${machine} takes new units again\n`);
+    });
 }

@@ -1,7 +1,7 @@
 import { messageOf, requestJson, type JsonMethod } from '../http/json-request.js';
 import type { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch } from '../schemas/service.js';
 import type { DeployReply } from '../schemas/release.js';
-import type { Machine } from '../schemas/cluster.js';
+import type { Machine, MachineDrain } from '../schemas/cluster.js';
 import type { ClusterUnit } from '../roles/orchestrator/cluster-view.js';
 
 /** A typed client of the orchestrator API, sharing the server's schema types. */
@@ -28,4 +28,6 @@ export class OrchestratorClient {
     this.call<DeployReply>('POST', `/services/${name}/deploy`, containerRepository ? { containerRepository } : {});
   units = (service?: string) => this.call<ClusterUnit[]>('GET', service ? `/services/${service}/units` : '/cluster/units');
   machines = () => this.call<Machine[]>('GET', '/cluster/machines');
+  drain = (machine: string, reason?: string) => this.call<MachineDrain>('PUT', `/cluster/machines/${encodeURIComponent(machine)}/drain`, reason ? { reason } : {});
+  undrain = (machine: string) => this.call<void>('DELETE', `/cluster/machines/${encodeURIComponent(machine)}/drain`);
 }

@@ -4,7 +4,7 @@ import { request } from 'undici';
 // the body sent as JSON, the reply read whole and parsed when it is JSON. Network failures throw;
 // HTTP statuses are the caller's to interpret.
 
-export type JsonMethod = 'GET' | 'POST' | 'PATCH' | 'DELETE';
+export type JsonMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 export interface JsonReply {
   status: number;

@@ -15,6 +15,8 @@ export interface RolloutUnit {
   ready: boolean;
   /** Its machine is registered (its agent's lease is alive). */
   alive: boolean;
+  /** Its machine is being drained: it is replaced elsewhere like a unit of another spec (surge first). */
+  evicted?: boolean;
 }
 
 export interface RolloutStepInput {
@@ -41,7 +43,8 @@ export interface RolloutStep {
   complete: boolean;
 }
 
-const isTarget = (spec: string) => (unit: RolloutUnit) => unit.spec === spec;
+/** A unit the rollout keeps: of the target spec, on a machine that is not being drained. */
+const isTarget = (spec: string) => (unit: RolloutUnit) => unit.spec === spec && !unit.evicted;
 
 export function planRolloutStep(input: RolloutStepInput): RolloutStep {
   const retire = new Set<RolloutUnit>();
@@ -103,6 +106,6 @@ export function planRolloutStep(input: RolloutStepInput): RolloutStep {
     needsUnit.length === 0 &&
     retire.size === 0 &&
     remaining.length === input.instances &&
-    remaining.every((unit) => unit.spec === input.spec && unit.ready);
+    remaining.every((unit) => isTarget(input.spec)(unit) && unit.ready);
   return { retire: [...retire], add: placed.place, unplaced: placed.unplaced, complete };
 }

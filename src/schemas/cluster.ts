@@ -3,6 +3,23 @@ import { PortMapping } from './service.js';
 
 // Machines, assignments (intent, written by the scheduler) and unit status (observed, written by agents).
 
+/** A machine id (`--machine-id`, /etc/machine-id): it becomes part of store keys. */
+export const machineIdPattern = '^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$';
+export const MachineId = Type.String({ pattern: machineIdPattern, description: '1-128 letters, digits, "_", "." or "-"' });
+export const MachineParams = Type.Object({ id: MachineId });
+export type MachineParams = Static<typeof MachineParams>;
+
+/** An operator's drain of a machine (stored at machineDrainKey). */
+export const MachineDrain = Type.Object({
+  machine: Type.String(),
+  since: Type.String(),
+  reason: Type.Optional(Type.String()),
+});
+export type MachineDrain = Static<typeof MachineDrain>;
+
+export const MachineDrainRequest = Type.Object({ reason: Type.Optional(Type.String({ maxLength: 200 })) }, { additionalProperties: false });
+export type MachineDrainRequest = Static<typeof MachineDrainRequest>;
+
 export const Machine = Type.Object({
   id: Type.String(),
   /** host:port of the agent's API. */
@@ -20,6 +37,8 @@ export const Machine = Type.Object({
   unitCount: Type.Integer(),
   startedAt: Type.String(),
   updatedAt: Type.String(),
+  /** Set in listings while an operator drains the machine (the agent never writes it). */
+  drain: Type.Optional(MachineDrain),
 });
 export type Machine = Static<typeof Machine>;
 

@@ -33,6 +33,13 @@ export const machinePrefix = `${ROOT}machines/`;
 export const machineKey = (machineId: string): string => `${machinePrefix}${machineId}`;
 
 /**
+ * Machines an operator is draining: no new unit is placed there and the units they run move to
+ * other machines. Set and cleared by people (not leased), so a drain outlives agent restarts.
+ */
+export const machineDrainPrefix = `${ROOT}machine-drains/`;
+export const machineDrainKey = (machineId: string): string => `${machineDrainPrefix}${machineId}`;
+
+/**
  * Intent: the units the scheduler assigned to a machine, one key per slot (`<unit>@<spec>`, see
  * src/units.ts), so that during a rolling update the old and the new container of one unit can
  * be assigned at once. Written only by the scheduler.

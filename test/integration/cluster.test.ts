@@ -125,6 +125,56 @@ t.test('a killed container runs again, and its restart count shows', async (t) =
   t.equal((await http('DELETE', orch('/services/crashy'))).status, 204);
 });
 
+t.test('draining a machine moves its units away, each replacement running before the unit it replaces stops', async (t) => {
+  await declare('moving', 2);
+  t.equal((await deployAndWait('moving')).state, 'succeeded');
+  const before = await settled('moving', 2);
+  const drained = before[0]!.machine;
+  // Sample the running units while the drain happens: never fewer than the two wanted.
+  let fewest = Infinity;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      fewest = Math.min(fewest, (await unitsOf('moving')).filter(isRunning).length);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  })();
+
+  const reply = await http('PUT', orch(`/cluster/machines/${drained}/drain`), { reason: 'kernel upgrade' });
+  t.equal(reply.status, 200);
+  t.match(reply.body, { machine: drained, reason: 'kernel upgrade', since: String });
+  const listed = (await http('GET', orch('/cluster/machines'))).body as { id: string; drain?: { reason?: string } }[];
+  t.equal(listed.find((m) => m.id === drained)?.drain?.reason, 'kernel upgrade', 'the machine listing shows the drain');
+
+  const moved = await waitFor(async () => {
+    const units = await unitsOf('moving');
+    return units.length === 2 && units.every(isRunning) && units.every((u) => u.machine !== drained) ? units : undefined;
+  }, 60_000, { what: `units of moving off ${drained}` });
+  await waitFor(async () => (await containersOn(engines[machineIds.indexOf(drained)]!, 'moving')).length === 0, 30_000, { what: `containers gone from ${drained}` });
+  sampling = false;
+  await sampler;
+  t.equal(fewest, 2, 'two units ran throughout the drain');
+  t.ok(moved.every((u) => u.machine !== drained), `units now on ${moved.map((u) => u.machine).join(', ')}`);
+  const journal = (await http('GET', orch('/journal?service=moving'))).body as { kind: string; message: string }[];
+  t.ok(journal.some((entry) => entry.kind === 'service.rescheduled' && entry.message.includes(`off ${drained}`)), 'the journal says why the units moved');
+
+  await http('PATCH', orch('/services/moving/config/next'), { numInstances: 4 });
+  t.equal((await deployAndWait('moving')).state, 'succeeded');
+  t.notOk((await settled('moving', 4)).some((u) => u.machine === drained), 'a drained machine gets no new unit');
+
+  t.equal((await http('PUT', orch('/cluster/machines/no-such-machine/drain'), {})).status, 404);
+  const invalid = await http('PUT', orch('/cluster/machines/bad%20id/drain'), {});
+  t.equal(invalid.status, 400);
+  t.match(invalid.body.message, /id/);
+  t.equal((await http('DELETE', orch(`/cluster/machines/${drained}/drain`))).status, 204);
+  const after = (await http('GET', orch('/cluster/machines'))).body as { id: string; drain?: unknown }[];
+  t.notOk(after.find((m) => m.id === drained)?.drain, 'undrained');
+  const bare = await http('PUT', orch(`/cluster/machines/${drained}/drain`));
+  t.equal(bare.status, 200, 'a PUT without a body drains too');
+  t.equal((await http('DELETE', orch(`/cluster/machines/${drained}/drain`))).status, 204);
+  t.equal((await http('DELETE', orch('/services/moving'))).status, 204);
+});
+
 t.test('kill -9 of an agent: its units run elsewhere within 15 s; when it returns its stale containers go', async (t) => {
   await declare('heal', 3);
   t.equal((await deployAndWait('heal')).state, 'succeeded');

@@ -96,3 +96,27 @@ t.test('a surge unit that cannot be placed is reported with the reason', async (
   t.same(step.add, []);
   t.match(step.unplaced[0]!.reason, /web needs 4 machines free of web; 3 qualify/);
 });
+
+t.test('a unit on a machine being drained moves: its replacement runs elsewhere before it is retired', async (t) => {
+  // Machine m1 is drained: the planner sees it unavailable, and its unit is evicted.
+  const drainedMachines = [{ id: 'm1', capacity: 100, unavailable: 'is being drained' }, machines[1]!, machines[2]!];
+  const current = [unit(1, 'new', { evicted: true }), unit(2, 'new'), unit(3, 'new')];
+  const first = planRolloutStep(input(current, { machines: drainedMachines }));
+  t.notOk(first.complete, 'not complete while a unit runs on a drained machine');
+  t.same(first.retire, [], 'the evicted unit keeps serving until its replacement is ready');
+  t.same(first.add.map((p) => p.instance), [1]);
+  t.not(first.add[0]!.machine, 'm1', 'the replacement goes to another machine');
+  const replaced = planRolloutStep(input([...current, unit(1, 'new', { machine: first.add[0]!.machine })], { machines: drainedMachines }));
+  t.same(replaced.retire.map((u) => [u.instance, u.machine]), [[1, 'm1']], 'then the evicted unit is retired');
+  t.same(replaced.add, []);
+  const done = planRolloutStep(input([current[1]!, current[2]!, unit(1, 'new', { machine: first.add[0]!.machine })], { machines: drainedMachines }));
+  t.ok(done.complete);
+});
+
+t.test('with nowhere else to go, an evicted unit stays and the step says why', async (t) => {
+  const onlyDrained = [{ id: 'm1', capacity: 100, unavailable: 'is being drained' }];
+  const step = planRolloutStep(input([unit(1, 'new', { evicted: true })], { instances: 1, machines: onlyDrained }));
+  t.same(step.retire, []);
+  t.same(step.add, []);
+  t.match(step.unplaced[0]?.reason, /is being drained/);
+});

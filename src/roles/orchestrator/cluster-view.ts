@@ -1,8 +1,8 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { Store } from '../../store/store.js';
-import { assignmentRoot, machinePrefix, unitStatusRoot } from '../../store/keys.js';
+import { assignmentRoot, machineDrainPrefix, machinePrefix, unitStatusRoot } from '../../store/keys.js';
 import { listRecords } from '../../store/json-records.js';
-import { unitSlotFields, type Assignment, type Machine, type UnitStatus } from '../../schemas/cluster.js';
+import { unitSlotFields, type Assignment, type Machine, type MachineDrain, type UnitStatus } from '../../schemas/cluster.js';
 import { slotOf } from '../../units.js';
 
 /** A unit as listed to people: intent (assignment) joined with what the agent reports. */
@@ -18,7 +18,15 @@ export const ClusterUnit = Type.Object({
 });
 export type ClusterUnit = Static<typeof ClusterUnit>;
 
-export const listMachines = (store: Store): Promise<Machine[]> => listRecords<Machine>(store, machinePrefix);
+/** Registered machines, each with its drain when an operator is draining it. */
+export async function listMachines(store: Store): Promise<Machine[]> {
+  const [machines, drains] = await Promise.all([listRecords<Machine>(store, machinePrefix), listRecords<MachineDrain>(store, machineDrainPrefix)]);
+  const drainOf = new Map(drains.map((drain) => [drain.machine, drain]));
+  return machines.map((machine) => {
+    const drain = drainOf.get(machine.id);
+    return drain ? { ...machine, drain } : machine;
+  });
+}
 
 /** An assignment (intent) joined with its agent's status; a status alone is a unit being stopped. */
 export function joinUnit(assignment: Assignment | undefined, status: UnitStatus | undefined): ClusterUnit | undefined {

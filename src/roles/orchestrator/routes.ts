@@ -6,7 +6,8 @@ import type { Store } from '../../store/store.js';
 import { ErrorReply, NameParams, errorResponses } from '../../schemas/common.js';
 import { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch } from '../../schemas/service.js';
 import { DeployReply, ManualDeployRequest, Release, VersionParams } from '../../schemas/release.js';
-import { Machine } from '../../schemas/cluster.js';
+import { Machine, MachineDrain, MachineDrainRequest, MachineParams } from '../../schemas/cluster.js';
+import { machineDrainKey } from '../../store/keys.js';
 import { ClusterUnit, listClusterUnits, listMachines } from './cluster-view.js';
 import { schedulerViewRoutes } from './scheduler-routes.js';
 
@@ -107,6 +108,46 @@ export function orchestratorRoutes(server: RoleServer, store: Store, peers: Orch
 
   server.get('/cluster/units', { schema: { response: { 200: Type.Array(ClusterUnit), 503: ErrorReply } } }, async () => listClusterUnits(store));
   server.get('/cluster/machines', { schema: { response: { 200: Type.Array(Machine), 503: ErrorReply } } }, async () => listMachines(store));
+
+  server.put(
+    '/cluster/machines/:id/drain',
+    {
+      schema: {
+        description: 'Drain a machine: no new unit is placed on it, and each of its units moves to another machine (the replacement runs before the unit is drained and stopped).',
+        params: MachineParams,
+        body: MachineDrainRequest,
+        response: { 200: MachineDrain, ...errorResponses },
+      },
+      // The body is optional: a bare PUT drains without a reason.
+      preValidation: async (request) => {
+        request.body ??= {};
+      },
+    },
+    async (request) => {
+      const { id } = request.params;
+      const machine = (await listMachines(store)).find((candidate) => candidate.id === id);
+      if (!machine) throw notFound(`machine ${id} is not registered`);
+      // Draining again keeps the original start and takes the new reason.
+      const drain: MachineDrain = { machine: id, since: machine.drain?.since ?? new Date().toISOString(), ...(request.body.reason ? { reason: request.body.reason } : {}) };
+      await store.put(machineDrainKey(id), JSON.stringify(drain));
+      return drain;
+    },
+  );
+
+  server.delete(
+    '/cluster/machines/:id/drain',
+    {
+      schema: {
+        description: 'Stop draining a machine: new units may be placed on it again (units that moved away stay where they are).',
+        params: MachineParams,
+        response: { 204: Type.Null(), ...errorResponses },
+      },
+    },
+    async (request, reply) => {
+      await store.delete(machineDrainKey(request.params.id));
+      return reply.status(204).send(null);
+    },
+  );
 
   schedulerViewRoutes(server, store, scheduler);
 }

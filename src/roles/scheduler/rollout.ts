@@ -56,7 +56,7 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
       maxSurge: settings.maxSurge,
       maxUnavailable: settings.maxUnavailable,
       units: units.map((u) => u.unit),
-      machines: snapshot.machines.map(plannerMachine),
+      machines: snapshot.machines.map((machine) => plannerMachine(machine, snapshot.drained)),
       cluster: snapshot.assignments,
       rules: [...snapshot.services.filter((s) => s.name !== release.service), { name: release.service, conflictsWith: conflictsOf(snapshot, release.service), config: release.config }].map(serviceRules),
     });
@@ -132,7 +132,8 @@ function rolloutUnit(
   else if (!readySince.has(key)) readySince.set(key, Date.now());
   const ready = running && Date.now() - (readySince.get(key) ?? Date.now()) >= settings.minReadySeconds * 1000;
   const alive = snapshot.machines.some((machine) => machine.id === assignment.machine);
-  return { assignment, status, unit: { instance: assignment.instance, machine: assignment.machine, spec: assignment.spec, running, ready, alive } };
+  const evicted = snapshot.drained.has(assignment.machine);
+  return { assignment, status, unit: { instance: assignment.instance, machine: assignment.machine, spec: assignment.spec, running, ready, alive, evicted } };
 }
 
 function newAssignment(release: Release, deployment: Deployment, spec: string, settings: RolloutSettings, instance: number, machine: string): Assignment {

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Store, Watch } from '../../store/store.js';
-import { assignmentKey, assignmentRoot, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
+import { assignmentKey, assignmentRoot, machineDrainPrefix, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
 import { FencedStore, FencedWriteError } from '../../store/fenced-store.js';
 import { HttpError } from '../../http/errors.js';
 import { HandOff, type LeaderReply, type LeaderRequest } from './handoff.js';
@@ -16,6 +16,7 @@ import { listDeployments, updateDeployment } from './deployments.js';
 import { getRelease } from './releases.js';
 import { appendJournal } from './journal.js';
 import { rolloutSettings } from '../../schemas/service.js';
+import { readDrainedMachines } from './cluster-snapshot.js';
 
 export interface SchedulerOptions {
   store: Store;
@@ -65,6 +66,7 @@ export class Scheduler {
   private readonly leadership: Leadership;
   private readonly handOff: HandOff;
   private machineWatch?: Watch;
+  private drainWatch?: Watch;
   private healTimer?: NodeJS.Timeout;
   private readonly registry: RegistryClient;
   /** Accepting a trigger (idempotency check + release number) is atomic per service. */
@@ -102,6 +104,10 @@ export class Scheduler {
     this.machineWatch = await this.store.watchPrefix(machinePrefix, (event) => {
       if (event.type === 'delete' && this.isLeader()) void this.heal();
     });
+    // A machine an operator starts draining: move its units away now, not at the next check.
+    this.drainWatch = await this.store.watchPrefix(machineDrainPrefix, (event) => {
+      if (event.type === 'put' && this.isLeader()) void this.heal();
+    });
     this.healTimer = setInterval(() => void (this.isLeader() && this.heal()), HEAL_INTERVAL_MS);
     await this.leadership.start();
   }
@@ -113,7 +119,7 @@ export class Scheduler {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.healTimer);
-    await Promise.all([this.serviceWatch?.close(), this.machineWatch?.close(), this.handOff.close()]);
+    await Promise.all([this.serviceWatch?.close(), this.machineWatch?.close(), this.drainWatch?.close(), this.handOff.close()]);
     await this.leadership.close();
     await this.rollouts.idle();
   }
@@ -193,7 +199,8 @@ export class Scheduler {
   private async failOrRevert(release: Release, deployment: Deployment, outcome: Extract<RolloutOutcome, { state: 'failed' }>): Promise<void> {
     const previous = currentTarget((await listDeployments(this.store, release.service)).filter((d) => d.state === 'succeeded'));
     const good = previous && (await getRelease(this.store, release.service, previous.release));
-    if (!rolloutSettings(release.config).autoRevert || !good || !this.isCurrent(deployment)()) {
+    // Reverting to the release that just failed (a reschedule with nowhere to go) would only fail again.
+    if (!rolloutSettings(release.config).autoRevert || !good || good.version === release.version || !this.isCurrent(deployment)()) {
       await recordOutcome(this.store, deployment, 'failed', outcome.reason);
       return;
     }
@@ -238,17 +245,19 @@ export class Scheduler {
   /**
    * Self-healing: a service whose deployment succeeded but whose units are no longer all in place
    * (a machine died with some, an instance lost its assignment) gets a deployment of the same
-   * release, which places the missing units. Only structure counts here, not health: a unit that
-   * crashes is restarted by its agent, not moved.
+   * release, which places the missing units. So does a service with units on a machine being
+   * drained: the rollout starts their replacements elsewhere before it retires them. Only structure
+   * counts here, not health: a unit that crashes is restarted by its agent, not moved.
    */
   private async heal(): Promise<void> {
     if (this.healing) return;
     this.healing = true;
     try {
-      const [machines, assignments, deployments] = await Promise.all([
+      const [machines, assignments, deployments, drained] = await Promise.all([
         listRecords<Machine>(this.store, machinePrefix),
         listRecords<Assignment>(this.store, assignmentRoot),
         listDeployments(this.store),
+        readDrainedMachines(this.store),
       ]);
       const alive = new Set(machines.map((machine) => machine.id));
       const services = new Set(deployments.map((d) => d.service));
@@ -260,9 +269,11 @@ export class Scheduler {
         const own = assignments.filter((a) => a.service === service && alive.has(a.machine));
         const instances = new Set(own.map((a) => a.instance));
         const lost = assignments.filter((a) => a.service === service && !alive.has(a.machine)).map((a) => `${a.unit} on ${a.machine}`);
-        if (own.length === release.config.numInstances && instances.size === release.config.numInstances) continue;
+        const evicted = own.filter((a) => drained.has(a.machine)).map((a) => `${a.unit} off ${a.machine}`);
+        if (own.length === release.config.numInstances && instances.size === release.config.numInstances && evicted.length === 0) continue;
         const deployment = await startDeployment(this.store, release, 'reschedule');
-        await appendJournal(this.store, { service, deployment: deployment.id, kind: 'service.rescheduled', message: lost.length ? `machine lost: moving ${lost.join(', ')}` : 'units missing: placing them again' });
+        const why = lost.length ? `machine lost: moving ${lost.join(', ')}` : evicted.length ? `machine drained: moving ${evicted.join(', ')}` : 'units missing: placing them again';
+        await appendJournal(this.store, { service, deployment: deployment.id, kind: 'service.rescheduled', message: why });
         this.latest.set(service, deployment.id);
         this.schedule(release, deployment);
       }
