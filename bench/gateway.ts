@@ -59,7 +59,6 @@ const cpuTicks = (pid: number): number => {
 type Target = 'gateway' | 'haproxy' | 'direct';
 type Targets = Record<Target, { url: string; host?: string; pid?: number }>;
 
-
 /** Full load: as many requests as `CONNECTIONS` keep-alive connections carry, with autocannon. */
 async function load(target: Targets[Target], duration = DURATION_S): Promise<Measure> {
   const { url, host, pid } = target;

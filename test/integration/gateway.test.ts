@@ -91,7 +91,7 @@ t.test('connections to units that keep them alive are pooled and reused', async 
   const repository = `gw/keep-alive-${randomBytes(2).toString('hex')}`;
   const image = await buildTestImage(cluster.engine.docker, cluster.registry.host, repository, 'v1', { variant: 'keep-alive', label: 'pooled' });
   const service = name('pooled');
-  t.equal((await http('POST', `${cluster.directory.url}/services`, { name: service, containerImage: `${cluster.registry.host}/${repository}`, numInstances: 3 })).status, 201);
+  await declare(service, { containerImage: `${cluster.registry.host}/${repository}`, numInstances: 3 });
   const deploy = await http('POST', `${cluster.scheduler.url}/hooks/deploy`, { serviceName: service, containerRepository: image.reference, pushedAt: 0 });
   t.equal(deploy.status, 200);
   const units = await routable(service, 3, 90_000);
