@@ -47,7 +47,7 @@ export const Deployment = Type.Object({
   release: Type.Integer(),
   image: Type.String(),
   state: DeploymentState,
-  trigger: Type.String({ description: 'manual | registry | dockerhub | github | rollback' }),
+  trigger: Type.String({ description: 'manual | registry | dockerhub | github | rollback | revert | reschedule | stop (the units were stopped: the service runs nothing until the next deploy)' }),
   units: Type.Array(UnitProgress),
   reason: Type.Optional(Type.String()),
   createdAt: Type.String(),

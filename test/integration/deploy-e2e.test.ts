@@ -25,6 +25,9 @@ t.teardown(async () => {
   await engine.stop();
 });
 
+/** The scheduler's self-healing interval (HEAL_INTERVAL_MS in src/roles/scheduler/scheduler.ts). */
+const HEAL_CHECK_MS = 10_000;
+
 const dockerEnv = { DOCKER_HOST: engine.dockerHost };
 const agentFlags = (machineId: string) => ['--network', 'host', '--machine-id', machineId, '--stop-grace', '2'];
 
@@ -86,6 +89,15 @@ async function deployFlow(t: Test, urls: { directory: string; scheduler: string;
   t.equal(deleted.status, 204);
   t.same(await containersOf(service), [], 'its containers are gone');
   t.equal((await http('GET', `${urls.orchestrator}/services/${service}`)).status, 404);
+  // The scheduler's self-healing check (every 10 s) must not take the deleted service's last
+  // succeeded deployment for a service that lost its units.
+  await new Promise((resolve) => setTimeout(resolve, HEAL_CHECK_MS + 2_000));
+  t.same(await containersOf(service), [], 'no unit of the deleted service comes back after a healing check');
+  const cluster = (await http('GET', `${urls.orchestrator}/cluster/units`)).body as Unit[];
+  t.same(cluster.filter((unit) => unit.unit.startsWith(`${service}-`)), [], 'nor is one assigned');
+  const deployments = (await http('GET', `${urls.scheduler}/deployments?service=${service}`)).body as { state: string; trigger: string; release: number }[];
+  t.match(deployments[0], { trigger: 'stop', state: 'succeeded', release: 2 }, 'the stop is the newest deployment record');
+  t.match(deployments[1], { state: /^(succeeded|superseded)$/, release: 2 }, 'the one before it (v2, which the stop may have cut short) is kept');
 }
 
 t.test('every role in its own process on etcd', async (t) => {

@@ -87,9 +87,14 @@ export function canonicalJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
-/** The deployment that decides what the service runs now: the newest one in flight or succeeded. */
-export const currentTarget = (deployments: Deployment[]): Deployment | undefined =>
-  deployments.find((d) => d.state === 'pending' || d.state === 'pulling' || d.state === 'rolling' || d.state === 'succeeded');
+/**
+ * The deployment that decides what the service runs now (from newest-first records): the newest
+ * one in flight or succeeded, unless that is a stop, after which the service runs nothing.
+ */
+export const currentTarget = (deployments: Deployment[]): Deployment | undefined => {
+  const target = deployments.find((d) => d.state === 'pending' || d.state === 'pulling' || d.state === 'rolling' || d.state === 'succeeded');
+  return target?.trigger === 'stop' ? undefined : target;
+};
 
 async function recordRelease(store: Store, service: Service, draft: ReleaseDraft): Promise<AcceptedDeploy> {
   const [deployments, releases] = await Promise.all([listDeployments(store, service.name), listReleases(store, service.name)]);

@@ -12,7 +12,7 @@ import { slotOf } from '../../units.js';
 import { RegistryClient, type RegistryClientOptions } from './registry-client.js';
 import { acceptDeploy, acceptRollback, currentTarget, startDeployment, type AcceptedDeploy, type DeployTrigger } from './deploy.js';
 import { recordOutcome, rollOut, type RolloutOutcome } from './rollout.js';
-import { listDeployments, updateDeployment } from './deployments.js';
+import { listDeployments, newDeploymentId, saveNewDeployment, updateDeployment } from './deployments.js';
 import { getRelease } from './releases.js';
 import { appendJournal } from './journal.js';
 import { rolloutSettings } from '../../schemas/service.js';
@@ -232,6 +232,7 @@ export class Scheduler {
     this.latest.set(service, `stop-${Date.now()}`);
     return this.rollouts.run(service, async () => {
       await this.removeAssignments((assignment) => assignment.service === service);
+      await this.recordStop(service);
       await appendJournal(this.store, { service, kind: 'service.stopped', message: `units of ${service} stopped` });
       const deadline = Date.now() + this.stopTimeoutSeconds * 1000;
       for (;;) {
@@ -240,6 +241,20 @@ export class Scheduler {
         await new Promise((resolve) => setTimeout(resolve, 200));
       }
     });
+  }
+
+  /**
+   * Records the stop as the service's newest deployment (trigger `stop`), so the deployment it
+   * ran before no longer counts as current: self-healing leaves the service alone, and a later
+   * deploy of the same image is not taken for "unchanged". Earlier records stay as they were.
+   */
+  private async recordStop(service: string): Promise<void> {
+    const deployments = await listDeployments(this.store, service);
+    if (!currentTarget(deployments)) return; // nothing would place its units again
+    const now = new Date().toISOString();
+    // What was stopped: the newest deployment, even one the stop superseded part-way.
+    const { release, image } = deployments[0]!;
+    await saveNewDeployment(this.store, { id: newDeploymentId(), service, release, image, state: 'succeeded', trigger: 'stop', units: [], createdAt: now, updatedAt: now, finishedAt: now });
   }
 
   /**
@@ -253,14 +268,16 @@ export class Scheduler {
     if (this.healing) return;
     this.healing = true;
     try {
-      const [machines, assignments, deployments, drained] = await Promise.all([
+      const [machines, assignments, deployments, drained, declared] = await Promise.all([
         listRecords<Machine>(this.store, machinePrefix),
         listRecords<Assignment>(this.store, assignmentRoot),
         listDeployments(this.store),
         readDrainedMachines(this.store),
+        this.declaredServices(),
       ]);
       const alive = new Set(machines.map((machine) => machine.id));
-      const services = new Set(deployments.map((d) => d.service));
+      // A service deleted by any route keeps its deployment records, not its units.
+      const services = new Set(deployments.map((d) => d.service).filter((service) => declared.has(service)));
       for (const service of services) {
         const target = currentTarget(deployments.filter((d) => d.service === service));
         if (!target || target.state !== 'succeeded' || this.rollouts.busy(service)) continue;
@@ -291,7 +308,11 @@ export class Scheduler {
   }
 
   private async pruneOrphans(): Promise<void> {
-    const declared = new Set((await this.store.list(servicePrefix)).map((kv) => kv.key.slice(servicePrefix.length)));
+    const declared = await this.declaredServices();
     await this.removeAssignments((assignment) => !declared.has(assignment.service));
+  }
+
+  private async declaredServices(): Promise<Set<string>> {
+    return new Set((await this.store.list(servicePrefix)).map((kv) => kv.key.slice(servicePrefix.length)));
   }
 }
