@@ -98,6 +98,13 @@ async function deployFlow(t: Test, urls: { directory: string; scheduler: string;
   const deployments = (await http('GET', `${urls.scheduler}/deployments?service=${service}`)).body as { state: string; trigger: string; release: number }[];
   t.match(deployments[0], { trigger: 'stop', state: 'succeeded', release: 2 }, 'the stop is the newest deployment record');
   t.match(deployments[1], { state: /^(succeeded|superseded)$/, release: 2 }, 'the one before it (v2, which the stop may have cut short) is kept');
+
+  // Declared again under the same name, the same image deploys afresh.
+  t.equal((await http('POST', `${urls.directory}/services`, { name: service, containerImage: `${registry.host}/${repository}`, numInstances: 1 })).status, 201);
+  const again = await http('POST', `${urls.scheduler}/hooks/deploy`, { serviceName: service, containerRepository: v2.reference, pushedAt: 0 });
+  t.match(again.body, { outcome: 'created', release: 'v3' }, 'not "unchanged": the stopped release is not current');
+  await runningUnits(urls.orchestrator, service, 1, 3);
+  t.equal((await http('DELETE', `${urls.orchestrator}/services/${service}`)).status, 204);
 }
 
 t.test('every role in its own process on etcd', async (t) => {
