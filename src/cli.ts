@@ -27,6 +27,8 @@ function addServeFlags(command: Command): Command {
     .option('--registry-webhook-token <token>', 'scheduler: bearer token POST /hooks/registry requires (env PLATFORM_REGISTRY_WEBHOOK_TOKEN, preferred: flags show in ps)')
     .option('--dockerhub-webhook-token <token>', 'scheduler: ?token= POST /hooks/dockerhub requires (env PLATFORM_DOCKERHUB_WEBHOOK_TOKEN)')
     .option('--github-webhook-secret <secret>', 'scheduler: HMAC secret of POST /hooks/github (env PLATFORM_GITHUB_WEBHOOK_SECRET)')
+    .option('--keep-deployments <n>', 'scheduler: finished deployments kept per service, older ones deleted (default 50)')
+    .option('--keep-journal <n>', 'scheduler: journal entries kept, older ones deleted (default 10000)')
     .option('--directory-url <url>', 'orchestrator: fixed service-directory URL instead of the store lookup')
     .option('--scheduler-url <url>', 'orchestrator: fixed scheduler URL instead of the store lookup')
     .option('--orchestrator-url <url>', 'web: fixed orchestrator URL instead of the store lookup')

@@ -79,9 +79,20 @@ export interface WebhookSecrets {
   gitHubSecret?: string;
 }
 
+/** How much history the leading scheduler keeps (src/roles/scheduler/retention.ts). */
+export interface RetentionLimits {
+  /** Finished deployments kept per service, newest first (in-flight ones are always kept). */
+  deploymentsPerService: number;
+  /** Journal entries kept, newest first, over all services. */
+  journalEntries: number;
+}
+
+export const defaultRetention: RetentionLimits = { deploymentsPerService: 50, journalEntries: 10_000 };
+
 export interface SchedulerConfig {
   insecureRegistries: string[];
   webhooks: WebhookSecrets;
+  retention: RetentionLimits;
 }
 
 export interface RawFlags {
@@ -113,6 +124,8 @@ export interface RawFlags {
   idleTimeout?: string;
   maxHeaderSize?: string;
   upstreamConnections?: string;
+  keepDeployments?: string;
+  keepJournal?: string;
 }
 
 export class ConfigError extends Error {}
@@ -188,6 +201,10 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
     scheduler: {
       insecureRegistries: flags.insecureRegistry ?? [],
       webhooks: resolveWebhookSecrets(flags, env),
+      retention: {
+        deploymentsPerService: integer('--keep-deployments', flags.keepDeployments, 1, 100_000) ?? defaultRetention.deploymentsPerService,
+        journalEntries: integer('--keep-journal', flags.keepJournal, 1, 10_000_000) ?? defaultRetention.journalEntries,
+      },
     },
     gateway: resolveGatewayConfig(flags, env, domain),
     peers: {

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Store, Watch } from '../../store/store.js';
-import { assignmentKey, assignmentRoot, machineDrainPrefix, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
+import { assignmentKey, assignmentRoot, deploymentKey, journalPrefix, machineDrainPrefix, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
 import { FencedStore, FencedWriteError } from '../../store/fenced-store.js';
 import { HttpError } from '../../http/errors.js';
 import { HandOff, type LeaderReply, type LeaderRequest } from './handoff.js';
@@ -17,6 +17,8 @@ import { getRelease } from './releases.js';
 import { appendJournal } from './journal.js';
 import { rolloutSettings } from '../../schemas/service.js';
 import { readDrainedMachines } from './cluster-snapshot.js';
+import { expiredDeployments, expiredJournalKeys } from './retention.js';
+import { defaultRetention, type RetentionLimits } from '../../config.js';
 
 export interface SchedulerOptions {
   store: Store;
@@ -29,6 +31,8 @@ export interface SchedulerOptions {
   registry?: RegistryClientOptions;
   /** How long stopping a service's units may take before the request fails. */
   stopTimeoutSeconds?: number;
+  /** How much deployment and journal history the leader keeps. */
+  retention?: RetentionLimits;
 }
 
 /** How long a follower waits for the leader to answer work it handed over. */
@@ -36,6 +40,12 @@ const HANDOFF_TIMEOUT_MS = 30_000;
 
 /** How often the leader checks every service for units lost with their machine. */
 const HEAL_INTERVAL_MS = 10_000;
+
+/** How often the leader deletes history beyond the retention limits. */
+const PRUNE_INTERVAL_MS = 60_000;
+
+/** Deletes per store transaction (etcd allows 128 operations in one by default). */
+const DELETE_BATCH = 100;
 
 /** Runs tasks one at a time per key, in the order they were queued. */
 class KeyedQueue {
@@ -68,6 +78,8 @@ export class Scheduler {
   private machineWatch?: Watch;
   private drainWatch?: Watch;
   private healTimer?: NodeJS.Timeout;
+  private pruneTimer?: NodeJS.Timeout;
+  private readonly retention: RetentionLimits;
   private readonly registry: RegistryClient;
   /** Accepting a trigger (idempotency check + release number) is atomic per service. */
   private readonly accepting = new KeyedQueue();
@@ -93,6 +105,7 @@ export class Scheduler {
     this.handOff = new HandOff(options.store, options.log);
     this.registry = new RegistryClient(options.registry);
     this.stopTimeoutSeconds = options.stopTimeoutSeconds ?? 60;
+    this.retention = options.retention ?? defaultRetention;
   }
 
   async start(): Promise<void> {
@@ -109,6 +122,7 @@ export class Scheduler {
       if (event.type === 'put' && this.isLeader()) void this.heal();
     });
     this.healTimer = setInterval(() => void (this.isLeader() && this.heal()), HEAL_INTERVAL_MS);
+    this.pruneTimer = setInterval(() => void (this.isLeader() && this.pruneHistory()), PRUNE_INTERVAL_MS);
     await this.leadership.start();
   }
 
@@ -119,6 +133,7 @@ export class Scheduler {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.healTimer);
+    clearInterval(this.pruneTimer);
     await Promise.all([this.serviceWatch?.close(), this.machineWatch?.close(), this.drainWatch?.close(), this.handOff.close()]);
     await this.leadership.close();
     await this.rollouts.idle();
@@ -131,6 +146,7 @@ export class Scheduler {
       await this.pruneOrphans();
       await this.resumeUnfinished();
       await this.heal();
+      await this.pruneHistory();
     } catch (error) {
       this.log.warn({ err: error }, 'taking over as leader failed part-way; the next event retries');
     }
@@ -305,6 +321,23 @@ export class Scheduler {
     const doomed = (await listRecords<Assignment>(this.store, assignmentRoot)).filter(matches);
     if (doomed.length === 0) return;
     await this.store.txn([], doomed.map((a) => ({ op: 'delete' as const, key: assignmentKey(a.machine, slotOf(a)) })));
+  }
+
+  /** Deletes the deployment records and journal entries beyond the retention limits, oldest first. */
+  private async pruneHistory(): Promise<void> {
+    try {
+      const [deployments, journal] = await Promise.all([listDeployments(this.store), this.store.list(journalPrefix)]);
+      const doomed = [
+        ...expiredDeployments(deployments, this.retention.deploymentsPerService).map(deploymentKey),
+        ...expiredJournalKeys(journal.map((kv) => kv.key), this.retention.journalEntries),
+      ];
+      for (let i = 0; i < doomed.length; i += DELETE_BATCH) {
+        await this.store.txn([], doomed.slice(i, i + DELETE_BATCH).map((key) => ({ op: 'delete' as const, key })));
+      }
+      if (doomed.length > 0) this.log.info({ deleted: doomed.length }, 'deleted deployment records and journal entries beyond the retention limits');
+    } catch (error) {
+      if (!(error instanceof FencedWriteError || error instanceof NotLeaderError)) this.log.warn({ err: error }, 'pruning history failed; retrying at the next check');
+    }
   }
 
   private async pruneOrphans(): Promise<void> {

@@ -12,6 +12,7 @@ export async function startScheduler({ config, store, log, advertised }: RoleCon
     address: advertised,
     leaseTtlSeconds: config.announceTtlSeconds,
     registry: { insecureRegistries: config.scheduler.insecureRegistries },
+    retention: config.scheduler.retention,
   });
   const server = await createRoleServer({
     role: 'scheduler',

@@ -1,0 +1,38 @@
+import type { Deployment } from '../../schemas/release.js';
+import { isFinished } from './deployments.js';
+
+// How much history the scheduler keeps. Deployment records and journal entries are written on
+// every deploy, reschedule and stop, and nothing else removes them; left alone they would grow
+// the store without bound (etcd refuses writes once its space quota is reached). The leader
+// deletes the oldest beyond the limits (`RetentionLimits`, src/config.ts). Pure: the store I/O is in
+// scheduler.ts.
+
+/**
+ * The ids of the deployments to delete, from records listed newest first. Kept besides the newest
+ * `keep` finished ones of each service: every deployment not finished, the record that decides
+ * what the service runs (the newest in flight or succeeded, a `stop` included, see
+ * `currentTarget`), and the newest succeeded one, which a failed deploy reverts to.
+ */
+export function expiredDeployments(deployments: readonly Deployment[], keep: number): string[] {
+  const byService = new Map<string, Deployment[]>();
+  for (const deployment of deployments) {
+    const list = byService.get(deployment.service) ?? [];
+    list.push(deployment);
+    byService.set(deployment.service, list);
+  }
+  const expired: string[] = [];
+  for (const list of byService.values()) {
+    const decisive = list.find((d) => !isFinished(d) || d.state === 'succeeded');
+    const lastSucceeded = list.find((d) => d.state === 'succeeded' && d.trigger !== 'stop');
+    let finished = 0;
+    for (const deployment of list) {
+      if (!isFinished(deployment) || deployment === decisive || deployment === lastSucceeded) continue;
+      finished += 1;
+      if (finished > keep) expired.push(deployment.id);
+    }
+  }
+  return expired;
+}
+
+/** The journal keys to delete, from keys in ascending (oldest first) order. */
+export const expiredJournalKeys = (keys: readonly string[], keep: number): string[] => keys.slice(0, Math.max(0, keys.length - keep));

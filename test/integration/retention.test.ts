@@ -1,0 +1,55 @@
+import t from 'tap';
+import { startEtcd } from '../harness/etcd.js';
+import { freePort } from '../harness/free-port.js';
+import { http, serveRole } from '../harness/platform.js';
+import { waitFor } from '../harness/wait.js';
+import { EtcdStore } from '../../src/store/etcd-store.js';
+import { deploymentPrefix, journalPrefix } from '../../src/store/keys.js';
+import { newDeploymentId, saveNewDeployment } from '../../src/roles/scheduler/deployments.js';
+import { appendJournal } from '../../src/roles/scheduler/journal.js';
+import type { Deployment } from '../../src/schemas/release.js';
+
+// History retention on a real etcd: a scheduler started with small limits deletes the deployment
+// records and journal entries beyond them when it takes the lead, and keeps the ones that matter.
+
+const etcd = await startEtcd();
+const store = new EtcdStore([etcd.url]);
+t.teardown(async () => {
+  await store.close();
+  await etcd.stop();
+});
+
+const seeded = async (service: string, state: Deployment['state'], release: number): Promise<Deployment> => {
+  const now = new Date().toISOString();
+  const deployment: Deployment = { id: newDeploymentId(), service, release, image: `127.0.0.1:5000/${service}@sha256:${String(release).padStart(64, '0')}`, state, trigger: 'manual', units: [], createdAt: now, updatedAt: now, finishedAt: now };
+  await saveNewDeployment(store, deployment);
+  return deployment;
+};
+
+t.test('the leader deletes history beyond --keep-deployments and --keep-journal', async (t) => {
+  const good = await seeded('web', 'succeeded', 1);
+  const failed: Deployment[] = [];
+  for (let release = 2; release <= 6; release++) failed.push(await seeded('web', 'failed', release));
+  const other = await seeded('api', 'succeeded', 1);
+  for (let i = 0; i < 30; i++) await appendJournal(store, { service: 'web', kind: 'test.entry', message: `entry ${i}` });
+  const journalBefore = (await store.list(journalPrefix)).map((kv) => kv.key);
+
+  const scheduler = await serveRole('scheduler', await freePort(), ['--etcd', etcd.url, '--announce-ttl', '3', '--keep-deployments', '2', '--keep-journal', '10']);
+  t.teardown(() => scheduler.stop());
+
+  const journal = await waitFor(async () => {
+    const keys = (await store.list(journalPrefix)).map((kv) => kv.key);
+    return keys.length === 10 ? keys : undefined;
+  }, 20_000, { what: 'the journal pruned to 10 entries' });
+  t.same(journal, journalBefore.slice(-10), 'the newest 10 journal entries are kept');
+
+  const ids = (await store.list(deploymentPrefix)).map((kv) => JSON.parse(kv.value) as Deployment).map((d) => d.id).sort();
+  t.same(ids, [good.id, failed[3]!.id, failed[4]!.id, other.id].sort(), "web keeps its last success and its 2 newest failures; api's only deployment stays");
+  const listed = await http('GET', `${scheduler.url}/deployments?service=web`);
+  t.same(listed.body.map((d: Deployment) => d.release), [6, 5, 1], 'GET /deployments lists what is left, newest first');
+});
+
+t.test('limits are validated', async (t) => {
+  const port = await freePort();
+  await t.rejects(serveRole('scheduler', port, ['--etcd', etcd.url, '--keep-deployments', '0']), /--keep-deployments must be an integer from 1/);
+});

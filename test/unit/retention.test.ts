@@ -1,0 +1,50 @@
+import t from 'tap';
+import { expiredDeployments, expiredJournalKeys } from '../../src/roles/scheduler/retention.js';
+import type { Deployment } from '../../src/schemas/release.js';
+
+// What the leading scheduler deletes of the history beyond its retention limits.
+
+let sequence = 0;
+/** A deployment record; build lists newest first, as the store lists them reversed. */
+const deployment = (service: string, state: Deployment['state'], trigger = 'manual'): Deployment => {
+  sequence += 1;
+  return { id: `d${String(sequence).padStart(3, '0')}`, service, release: sequence, image: `${service}@${sequence}`, state, trigger, units: [], createdAt: '', updatedAt: '' };
+};
+
+t.test('keeps the newest finished deployments of each service, deletes the older ones', async (t) => {
+  const web = [deployment('web', 'succeeded'), deployment('web', 'failed'), deployment('web', 'succeeded'), deployment('web', 'superseded')];
+  const api = [deployment('api', 'succeeded'), deployment('api', 'succeeded')];
+  const newestFirst = [...web, ...api].reverse();
+  // web: the newest succeeded (the current one) is kept on its own; of the others the newest 2 stay.
+  t.same(expiredDeployments(newestFirst, 2).sort(), [web[0]!.id]);
+  t.same(expiredDeployments(newestFirst, 1).sort(), [web[0]!.id, web[1]!.id].sort(), 'api keeps its newest succeeded, and one more');
+  t.same(expiredDeployments(newestFirst, 10), [], 'nothing while under the limit');
+});
+
+t.test('never deletes a deployment in flight, the current one or the last that succeeded', async (t) => {
+  const oldGood = deployment('web', 'succeeded');
+  const failures = [deployment('web', 'failed'), deployment('web', 'reverted'), deployment('web', 'failed')];
+  const rolling = deployment('web', 'rolling');
+  const newestFirst = [oldGood, ...failures, rolling].reverse();
+  const expired = expiredDeployments(newestFirst, 1);
+  t.notOk(expired.includes(rolling.id), 'the rollout in flight stays');
+  t.notOk(expired.includes(oldGood.id), 'the last success stays: a failed deploy reverts to it');
+  t.same(expired.sort(), [failures[0]!.id, failures[1]!.id].sort(), 'only the older failures go');
+});
+
+t.test('a stop record stays while it decides that the service runs nothing', async (t) => {
+  const before = deployment('web', 'succeeded');
+  const stop = deployment('web', 'succeeded', 'stop');
+  const failed = [deployment('web', 'failed'), deployment('web', 'failed')];
+  const expired = expiredDeployments([before, stop, ...failed].reverse(), 1);
+  t.notOk(expired.includes(stop.id), 'deleting it would make the release before it current again');
+  t.notOk(expired.includes(before.id), 'the last success before the stop is kept too');
+  t.same(expired, [failed[0]!.id]);
+});
+
+t.test('journal: the oldest keys beyond the limit', async (t) => {
+  const keys = ['a', 'b', 'c', 'd', 'e'];
+  t.same(expiredJournalKeys(keys, 3), ['a', 'b']);
+  t.same(expiredJournalKeys(keys, 5), []);
+  t.same(expiredJournalKeys(keys, 50), []);
+});
