@@ -432,6 +432,17 @@ t.test('200 services and 1,000 units: the Services tab renders, takes a burst of
   t.match(await lost.locator('.machine-details').textContent(), /Not registered any more.*200 units still assigned/);
   t.equal(await perfPage.locator('li[data-machine="perf-a"] .badge').textContent(), 'ready');
   await perfPage.screenshot({ path: join(screenshotDir, 'machines-lost-1280.png') });
+
+  // A drain shows live, on the machine's card, and goes away with undrain.
+  const drained = perfPage.locator('li[data-machine="perf-b"]');
+  t.equal((await http('PUT', `${perfOrchestrator.url}/cluster/machines/perf-b/drain`, { reason: 'kernel upgrade' })).status, 200);
+  await drained.locator('.badge').filter({ hasText: 'draining' }).waitFor();
+  t.match(await drained.locator('.machine-details').textContent(), /draining since .*: kernel upgrade/);
+  t.match(await drained.getAttribute('class'), /draining/);
+  await perfPage.screenshot({ path: join(screenshotDir, 'machines-draining-1280.png') });
+  t.equal((await http('DELETE', `${perfOrchestrator.url}/cluster/machines/perf-b/drain`)).status, 204);
+  await drained.locator('.badge').filter({ hasText: 'ready' }).waitFor();
+  t.notMatch(await drained.locator('.machine-details').textContent(), /draining/, 'undrained: the card is back to ready');
 });
 
 t.test('cleanup: the browser closes', async () => {

@@ -3,7 +3,7 @@ import { request } from 'undici';
 import { pino } from 'pino';
 import type { FastifyBaseLogger } from 'fastify';
 import { EtcdStore } from '../../src/store/etcd-store.js';
-import { assignmentKey, deploymentKey, journalKey, machineKey, serviceKey, unitStatusKey } from '../../src/store/keys.js';
+import { assignmentKey, deploymentKey, journalKey, machineDrainKey, machineKey, serviceKey, unitStatusKey } from '../../src/store/keys.js';
 import { createRoleServer } from '../../src/http/server.js';
 import { EventHub, eventsRoute } from '../../src/roles/orchestrator/events.js';
 import { startEtcd } from '../harness/etcd.js';
@@ -147,6 +147,30 @@ t.test("a unit event joins the scheduler's assignment with the agent's status", 
   t.same((await stream.next('unit')).data, { key, deleted: true });
 });
 
+t.test("a machine event joins the agent's machine record with an operator's drain", async (t) => {
+  const stream = await openStream(url);
+  t.teardown(() => stream.close());
+  await stream.next('snapshot');
+  await store.put(machineKey('m3'), JSON.stringify({ id: 'm3', address: '127.0.0.1:3' }));
+  t.same((await stream.next('machine')).data, { key: 'm3', value: { id: 'm3', address: '127.0.0.1:3' } });
+  const drain = { machine: 'm3', since: '2026-01-01T00:00:00.000Z', reason: 'disk' };
+  await store.put(machineDrainKey('m3'), JSON.stringify(drain));
+  t.same((await stream.next('machine')).data, { key: 'm3', value: { id: 'm3', address: '127.0.0.1:3', drain } }, 'a drain is a change of the machine');
+
+  const later = await openStream(url);
+  t.teardown(() => later.close());
+  t.same((await later.next('snapshot')).data.machines.m3, { id: 'm3', address: '127.0.0.1:3', drain }, 'a snapshot carries the drain');
+
+  await store.delete(machineDrainKey('m3'));
+  t.same((await stream.next('machine')).data, { key: 'm3', value: { id: 'm3', address: '127.0.0.1:3' } }, 'undrained: the machine without it');
+  await store.put(machineDrainKey('m3'), JSON.stringify(drain));
+  await stream.next('machine');
+  await store.delete(machineKey('m3'));
+  t.same((await stream.next('machine')).data, { key: 'm3', deleted: true });
+  await store.delete(machineDrainKey('m3'));
+  t.same((await stream.next('machine')).data, { key: 'm3', deleted: true }, 'the drain of a machine that is gone shows nothing');
+});
+
 t.test('idle streams get heartbeat comments', async (t) => {
   const stream = await openStream(url);
   t.teardown(() => stream.close());
@@ -164,7 +188,7 @@ t.test('clients share one watch per prefix, which closes after the last client l
   t.ok(hub.watching);
   const metrics = await (await request(`${url}/metrics`)).body.text();
   t.match(metrics, /platform_events_clients 2/);
-  t.match(metrics, /platform_events_watches 6/, 'six prefixes, watched once for both clients');
+  t.match(metrics, /platform_events_watches 7/, 'seven prefixes, watched once for both clients');
   await store.put(serviceKey('gamma'), JSON.stringify(service('gamma')));
   await Promise.all([first.next('service'), second.next('service')]);
   first.close();

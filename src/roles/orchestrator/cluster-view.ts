@@ -22,11 +22,12 @@ export type ClusterUnit = Static<typeof ClusterUnit>;
 export async function listMachines(store: Store): Promise<Machine[]> {
   const [machines, drains] = await Promise.all([listRecords<Machine>(store, machinePrefix), listRecords<MachineDrain>(store, machineDrainPrefix)]);
   const drainOf = new Map(drains.map((drain) => [drain.machine, drain]));
-  return machines.map((machine) => {
-    const drain = drainOf.get(machine.id);
-    return drain ? { ...machine, drain } : machine;
-  });
+  return machines.map((machine) => joinMachine(machine, drainOf.get(machine.id))!);
 }
+
+/** A registered machine with its drain, if any; undefined for a drain of a machine not registered. */
+export const joinMachine = (machine: Machine | undefined, drain: MachineDrain | undefined): Machine | undefined =>
+  machine && drain ? { ...machine, drain } : machine;
 
 /** An assignment (intent) joined with its agent's status; a status alone is a unit being stopped. */
 export function joinUnit(assignment: Assignment | undefined, status: UnitStatus | undefined): ClusterUnit | undefined {

@@ -5,12 +5,12 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { RoleServer } from '../../http/server.js';
 import { metricsRegistry } from '../../http/metrics.js';
 import { ErrorReply } from '../../schemas/common.js';
-import type { Assignment, UnitStatus } from '../../schemas/cluster.js';
+import type { Assignment, Machine, MachineDrain, UnitStatus } from '../../schemas/cluster.js';
 import type { Deployment } from '../../schemas/release.js';
 import { PrefixCache, decodeCached, type CachedValue } from '../../store/prefix-cache.js';
 import type { Store, WatchEvent } from '../../store/store.js';
-import { assignmentRoot, deploymentPrefix, journalPrefix, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
-import { joinUnit, type ClusterUnit } from './cluster-view.js';
+import { assignmentRoot, deploymentPrefix, journalPrefix, machineDrainPrefix, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
+import { joinMachine, joinUnit, type ClusterUnit } from './cluster-view.js';
 
 // GET /events: Server-Sent Events of the cluster for the dashboard. One watched copy of each key
 // prefix per process (started by the first client, closed shortly after the last one leaves) is
@@ -39,6 +39,7 @@ interface Copies {
   deployment: PrefixCache;
   journal: PrefixCache;
   machine: PrefixCache;
+  drain: PrefixCache;
   assignment: PrefixCache;
   status: PrefixCache;
 }
@@ -71,6 +72,7 @@ const PREFIXES: Record<keyof Copies, string> = {
   deployment: deploymentPrefix,
   journal: journalPrefix,
   machine: machinePrefix,
+  drain: machineDrainPrefix,
   assignment: assignmentRoot,
   status: unitStatusRoot,
 };
@@ -243,6 +245,9 @@ export class EventHub {
       if (name === 'assignment' || name === 'status') {
         kind = 'unit';
         value = this.unitAt(copies, key);
+      } else if (name === 'machine' || name === 'drain') {
+        kind = 'machine';
+        value = this.machineAt(copies, key);
       } else {
         kind = name;
         const entry = copies[name].get(event.key);
@@ -258,6 +263,13 @@ export class EventHub {
     const assignment = copies.assignment.get(assignmentRoot + key);
     const status = copies.status.get(unitStatusRoot + key);
     return joinUnit(assignment && decodeCached<Assignment>(assignment), status && decodeCached<UnitStatus>(status));
+  }
+
+  /** The machine with its drain (the two keys share the machine id). */
+  private machineAt(copies: Copies, id: string): Machine | undefined {
+    const machine = copies.machine.get(machinePrefix + id);
+    const drain = copies.drain.get(machineDrainPrefix + id);
+    return joinMachine(machine && decodeCached<Machine>(machine), drain && decodeCached<MachineDrain>(drain));
   }
 
   private broadcast(text: string): void {
@@ -292,7 +304,10 @@ export class EventHub {
       revision: this.revision,
       services: byKey(copies.service),
       units,
-      machines: byKey(copies.machine),
+      machines: Object.fromEntries(copies.machine.values().map((entry) => {
+        const id = entry.key.slice(machinePrefix.length);
+        return [id, this.machineAt(copies, id)];
+      })),
       deployments: byKey(copies.deployment, recent),
       journal: byKey(copies.journal, copies.journal.values().slice(-this.recentLimit)),
     };

@@ -6,7 +6,8 @@ import type { Machine } from './model.js';
 import { legend, renderSquares, toneOf, unitLabel } from './unit-square.js';
 
 // The Machines tab: every registered machine with its Docker engine and its units as squares,
-// and every lost machine (units are assigned to it, but it is no longer registered) in red.
+// every machine being drained in amber (its units are moving away), and every lost machine (units
+// are assigned to it, but it is no longer registered) in red.
 
 export class MachinesView implements View {
   readonly element: HTMLElement;
@@ -64,10 +65,12 @@ class MachineCard {
   update(machine: Machine | undefined, squares: { label: string; tone: ReturnType<typeof toneOf> }[]): void {
     const lost = !machine;
     const engineDown = machine !== undefined && !machine.docker.reachable;
+    const drain = machine?.drain;
     this.element.classList.toggle('lost', lost);
     this.element.classList.toggle('warning', engineDown);
-    this.state.className = `badge ${lost || engineDown ? 'red' : 'green'}`;
-    setText(this.state, lost ? 'lost' : engineDown ? 'Docker unreachable' : 'ready');
+    this.element.classList.toggle('draining', drain !== undefined);
+    this.state.className = `badge ${lost || engineDown ? 'red' : drain ? 'amber' : 'green'}`;
+    setText(this.state, lost ? 'lost' : engineDown ? 'Docker unreachable' : drain ? 'draining' : 'ready');
     setText(
       this.details,
       lost
@@ -79,6 +82,7 @@ class MachineCard {
             `${plural(machine.unitCount, 'unit')} of ${machine.capacity.units}`,
             ...Object.entries(machine.labels).map(([key, value]) => `${key}=${value}`),
             `up since ${formatTime(machine.startedAt)}`,
+            ...(drain ? [`draining since ${formatTime(drain.since)}${drain.reason ? `: ${drain.reason}` : ''} (no new units; its units move to other machines)`] : []),
           ].join(' · '),
     );
     renderSquares(this.squares, squares);

@@ -57,6 +57,8 @@ export interface Machine {
   unitCount: number;
   startedAt: string;
   updatedAt: string;
+  /** Set while an operator drains the machine (PUT /cluster/machines/:id/drain). */
+  drain?: { machine: string; since: string; reason?: string };
 }
 
 export interface UnitProgress {
