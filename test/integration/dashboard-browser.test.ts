@@ -302,6 +302,18 @@ t.test('at 390 px every tab fits the width; the keyboard reaches every control',
   t.equal(await focused(), 'Machines', 'the new page’s heading takes the focus');
 });
 
+t.test("stopping the service's units shows it as stopped: grey squares, and when it was stopped", async (t) => {
+  await row.getByRole('link', { name: service }).click();
+  t.equal((await http('DELETE', `${scheduler.url}/services/${service}/units`)).status, 204);
+  await page.locator('.deploy-status').filter({ hasText: /^units stopped at .*; not deployed since$/ }).waitFor();
+  const squares = page.getByRole('group', { name: `Units of ${service}` });
+  for (const i of [1, 2, 3]) await squares.getByRole('img', { name: `${service}-${i}.service inactive/dead` }).waitFor();
+  t.equal(await squares.locator('.sq-grey').count(), 3, 'its 3 instances show as not deployed');
+  await page.getByRole('link', { name: 'Services' }).click();
+  await row.locator('.sq-grey').nth(2).waitFor();
+  t.equal(await row.locator('.sq-grey').count(), 3, 'on the Services tab too');
+});
+
 t.test('deleting asks for confirmation, then stops the units and removes the service', async (t) => {
   await row.getByRole('link', { name: service }).click();
   await page.getByRole('button', { name: 'Delete service' }).click();

@@ -5,7 +5,7 @@ import { http, serveRole } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
 import { EtcdStore } from '../../src/store/etcd-store.js';
 import { deploymentPrefix, journalPrefix } from '../../src/store/keys.js';
-import { newDeploymentId, saveNewDeployment } from '../../src/roles/scheduler/deployments.js';
+import { saveNewDeployment } from '../../src/roles/scheduler/deployments.js';
 import { appendJournal } from '../../src/roles/scheduler/journal.js';
 import type { Deployment } from '../../src/schemas/release.js';
 
@@ -19,9 +19,13 @@ t.teardown(async () => {
   await etcd.stop();
 });
 
+/** Ids in the scheduler's time-ordered form, 1 s apart, so that key order is the order they are seeded in. */
+let seconds = 0;
+const seededId = (): string => `${(Date.UTC(2026, 0, 1) + 1000 * ++seconds).toString(36).padStart(9, '0')}-seed`;
+
 const seeded = async (service: string, state: Deployment['state'], release: number): Promise<Deployment> => {
   const now = new Date().toISOString();
-  const deployment: Deployment = { id: newDeploymentId(), service, release, image: `127.0.0.1:5000/${service}@sha256:${String(release).padStart(64, '0')}`, state, trigger: 'manual', units: [], createdAt: now, updatedAt: now, finishedAt: now };
+  const deployment: Deployment = { id: seededId(), service, release, image: `127.0.0.1:5000/${service}@sha256:${String(release).padStart(64, '0')}`, state, trigger: 'manual', units: [], createdAt: now, updatedAt: now, finishedAt: now };
   await saveNewDeployment(store, deployment);
   return deployment;
 };

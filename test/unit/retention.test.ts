@@ -38,8 +38,17 @@ t.test('a stop record stays while it decides that the service runs nothing', asy
   const failed = [deployment('web', 'failed'), deployment('web', 'failed')];
   const expired = expiredDeployments([before, stop, ...failed].reverse(), 1);
   t.notOk(expired.includes(stop.id), 'deleting it would make the release before it current again');
-  t.notOk(expired.includes(before.id), 'the last success before the stop is kept too');
-  t.same(expired, [failed[0]!.id]);
+  t.same(expired.sort(), [before.id, failed[0]!.id].sort(), 'the success before the stop counts like any finished deployment');
+});
+
+t.test('a stop record stays while a later deploy is in flight (it decides again if that one fails)', async (t) => {
+  const before = deployment('web', 'succeeded');
+  const stop = deployment('web', 'succeeded', 'stop');
+  const failed = deployment('web', 'failed');
+  const rolling = deployment('web', 'rolling');
+  const expired = expiredDeployments([before, stop, failed, rolling].reverse(), 1);
+  t.notOk(expired.includes(stop.id));
+  t.same(expired, [before.id], 'the success before the stop is no longer needed');
 });
 
 t.test('journal: the oldest keys beyond the limit', async (t) => {

@@ -9,9 +9,10 @@ import { isFinished } from './deployments.js';
 
 /**
  * The ids of the deployments to delete, from records listed newest first. Kept besides the newest
- * `keep` finished ones of each service: every deployment not finished, the record that decides
- * what the service runs (the newest in flight or succeeded, a `stop` included, see
- * `currentTarget`), and the newest succeeded one, which a failed deploy reverts to.
+ * `keep` finished ones of each service: every deployment not finished, and the newest succeeded
+ * one, whatever a later deploy does: it is what the service runs once deploys in flight end (see
+ * `currentTarget`), what a failed deploy reverts to, or a `stop` after which the service runs
+ * nothing (deleting it would make the release before it current again).
  */
 export function expiredDeployments(deployments: readonly Deployment[], keep: number): string[] {
   const byService = new Map<string, Deployment[]>();
@@ -22,11 +23,10 @@ export function expiredDeployments(deployments: readonly Deployment[], keep: num
   }
   const expired: string[] = [];
   for (const list of byService.values()) {
-    const decisive = list.find((d) => !isFinished(d) || d.state === 'succeeded');
-    const lastSucceeded = list.find((d) => d.state === 'succeeded' && d.trigger !== 'stop');
+    const lastSucceeded = list.find((d) => d.state === 'succeeded');
     let finished = 0;
     for (const deployment of list) {
-      if (!isFinished(deployment) || deployment === decisive || deployment === lastSucceeded) continue;
+      if (!isFinished(deployment) || deployment === lastSucceeded) continue;
       finished += 1;
       if (finished > keep) expired.push(deployment.id);
     }

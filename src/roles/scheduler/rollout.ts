@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Operation, Store } from '../../store/store.js';
-import { assignmentKey } from '../../store/keys.js';
+import { assignmentKey, serviceKey } from '../../store/keys.js';
 import type { Assignment, UnitStatus } from '../../schemas/cluster.js';
 import type { Deployment, Release } from '../../schemas/release.js';
 import { rolloutSettings, type RolloutSettings } from '../../schemas/service.js';
@@ -22,7 +22,7 @@ export interface RolloutOptions {
   pollIntervalMs?: number;
 }
 
-export type RolloutOutcome = { state: 'succeeded' | 'superseded' } | { state: 'failed'; reason: string };
+export type RolloutOutcome = { state: 'succeeded' } | { state: 'superseded'; reason?: string } | { state: 'failed'; reason: string };
 
 /** A new unit that crashed this often has shown it will not start. */
 const CRASH_LOOP_RESTARTS = 3;
@@ -44,7 +44,8 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
   let rolling = false;
   for (;;) {
     if (!options.isCurrent()) return { state: 'superseded' };
-    const [snapshot, statuses] = await Promise.all([readClusterSnapshot(options.store), readUnitStatuses(options.store)]);
+    const [declaration, snapshot, statuses] = await Promise.all([options.store.get(serviceKey(release.service)), readClusterSnapshot(options.store), readUnitStatuses(options.store)]);
+    if (!declaration) return { state: 'superseded', reason: `${release.service} is no longer declared` };
     const own = snapshot.assignments.filter((a) => a.service === release.service);
     const statusOf = new Map(statuses.filter((s) => s.service === release.service).map((s) => [`${s.machine}/${slotOf(s)}`, s]));
     const units = own.map((assignment) => rolloutUnit(assignment, statusOf.get(`${assignment.machine}/${slotOf(assignment)}`), snapshot, readySince, settings));
@@ -73,7 +74,9 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
       ...step.add.map((placement): Operation => put(newAssignment(release, deployment, spec, settings, placement.instance, placement.machine))),
     ];
     if (operations.length > 0) {
-      await options.store.txn([], operations);
+      // Only while the declaration read above still stands: units placed after a delete would be orphans.
+      const placed = await options.store.txn([{ key: declaration.key, target: 'createRevision', equals: declaration.createRevision }], operations);
+      if (!placed.succeeded) continue;
       if (!rolling) {
         rolling = true;
         await updateDeployment(options.store, deployment.id, { state: 'rolling' });

@@ -91,6 +91,7 @@ export class Scheduler {
   private serviceWatch?: Watch;
   private closed = false;
   private healing = false;
+  private pruning = false;
 
   constructor(options: SchedulerOptions) {
     this.log = options.log;
@@ -200,12 +201,17 @@ export class Scheduler {
       if (!this.closed) await recordOutcome(this.store, deployment, 'superseded', 'superseded by a newer deployment before it started');
       return;
     }
+    // Work queued behind a stop (a healing check or a deploy that raced it) is older than the stop's record.
+    if (currentTarget(await listDeployments(this.store, deployment.service))?.id !== deployment.id) {
+      await recordOutcome(this.store, deployment, 'superseded', 'superseded by a newer deployment or a stop before it started');
+      return;
+    }
     await updateDeployment(this.store, deployment.id, { state: 'pulling' });
     const outcome = await rollOut({ store: this.store, log: this.log, isCurrent: this.isCurrent(deployment) }, release, deployment);
     // Shutting down or deposed: the next leader resumes it from the store.
     if ((this.closed || !this.isLeader()) && outcome.state === 'superseded') return;
     if (outcome.state !== 'failed') {
-      await recordOutcome(this.store, deployment, outcome.state, outcome.state === 'succeeded' ? `${release.config.numInstances} units run v${release.version}` : 'superseded by a newer deployment');
+      await recordOutcome(this.store, deployment, outcome.state, outcome.state === 'succeeded' ? `${release.config.numInstances} units run v${release.version}` : (outcome.reason ?? 'superseded by a newer deployment'));
       return;
     }
     await this.failOrRevert(release, deployment, outcome);
@@ -325,6 +331,8 @@ export class Scheduler {
 
   /** Deletes the deployment records and journal entries beyond the retention limits, oldest first. */
   private async pruneHistory(): Promise<void> {
+    if (this.pruning) return;
+    this.pruning = true;
     try {
       const [deployments, journal] = await Promise.all([listDeployments(this.store), this.store.list(journalPrefix)]);
       const doomed = [
@@ -337,6 +345,8 @@ export class Scheduler {
       if (doomed.length > 0) this.log.info({ deleted: doomed.length }, 'deleted deployment records and journal entries beyond the retention limits');
     } catch (error) {
       if (!(error instanceof FencedWriteError || error instanceof NotLeaderError)) this.log.warn({ err: error }, 'pruning history failed; retrying at the next check');
+    } finally {
+      this.pruning = false;
     }
   }
 

@@ -109,6 +109,12 @@ export class ClusterState {
     return this.latest.get(service);
   }
 
+  /** Whether the service was deployed and not stopped since (a stop is recorded as a deployment). */
+  isDeployed(service: string): boolean {
+    const latest = this.latest.get(service);
+    return latest !== undefined && latest.trigger !== 'stop';
+  }
+
   private putUnit(key: string, unit: Unit): void {
     this.units.set(key, unit);
     index(this.byService, unit.service, key, unit);

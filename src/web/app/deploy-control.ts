@@ -109,6 +109,7 @@ function describe(deployment: Deployment | undefined): string {
     case 'rolling':
       return `Deploying ${v}: ${ready} of ${deployment.units.length} units ready`;
     case 'succeeded':
+      if (deployment.trigger === 'stop') return `units stopped at ${formatTime(deployment.finishedAt ?? deployment.updatedAt)}; not deployed since`;
       return `${v} deployed at ${formatTime(deployment.finishedAt ?? deployment.updatedAt)}`;
     case 'failed':
       return `${v} failed: ${deployment.reason ?? 'no reason given'}`;

@@ -105,7 +105,7 @@ export class ServicePage implements View {
     this.renderHeader(service);
     this.config.load(service.config);
     this.deploy.update();
-    renderSquares(this.squares, serviceSquares(service, units, state.latestDeployment(this.name) !== undefined));
+    renderSquares(this.squares, serviceSquares(service, units, state.isDeployed(this.name)));
     const { running, desired } = countUnits(units);
     setText(this.counts, `${running} of ${desired} desired units running${units.length > desired ? ` (${units.length} containers while units are replaced)` : ''}`);
     this.renderUnits(units);

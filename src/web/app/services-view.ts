@@ -140,7 +140,7 @@ class ServiceRow {
   }
 
   update(service: Service, units: Unit[]): void {
-    const deployed = this.app.state.latestDeployment(service.name) !== undefined;
+    const deployed = this.app.state.isDeployed(service.name);
     setText(this.description, service.description);
     renderSquares(this.squares, serviceSquares(service, units, deployed));
     const { running, desired, releases } = countUnits(units);
