@@ -309,7 +309,7 @@ t.test("stopping the service's units shows it as stopped: grey squares, and when
   const squares = page.getByRole('group', { name: `Units of ${service}` });
   for (const i of [1, 2, 3]) await squares.getByRole('img', { name: `${service}-${i}.service inactive/dead` }).waitFor();
   t.equal(await squares.locator('.sq-grey').count(), 3, 'its 3 instances show as not deployed');
-  await page.getByRole('link', { name: 'Services' }).click();
+  await page.getByRole('link', { name: 'Services', exact: true }).click();
   await row.locator('.sq-grey').nth(2).waitFor();
   t.equal(await row.locator('.sq-grey').count(), 3, 'on the Services tab too');
 });
