@@ -1,5 +1,6 @@
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { OrchestratorClient } from './orchestrator-client.js';
+import { currentTarget } from '../schemas/release.js';
 
 // `platform <client command>`: the CLI side of the orchestrator API.
 
@@ -25,6 +26,12 @@ function parseEnvAssignments(pairs: string[]): Record<string, string | null> {
 
 const print = (text: string) => process.stdout.write(text);
 
+/** A commander parser for whole-number arguments (a stray word must not reach the API as NaN, sent as null). */
+const wholeNumber = (value: string): number => {
+  if (!/^\d{1,9}$/.test(value)) throw new InvalidArgumentError('a whole number is needed.');
+  return Number(value);
+};
+
 export function addClientCommands(program: Command): void {
   program.option('--orchestrator <url>', 'orchestrator URL for client commands (env PLATFORM_ORCHESTRATOR)');
 
@@ -37,19 +44,19 @@ export function addClientCommands(program: Command): void {
     .command('create <name>')
     .description('Declare a service.')
     .requiredOption('--image <repository>', 'container repository, e.g. 127.0.0.1:5000/team/web:v1')
-    .option('--instances <n>', 'number of units', '1')
+    .option('--instances <n>', 'number of units', wholeNumber, 1)
     .option('--description <text>', 'description', '')
     .option('--port <container[:host]...>', 'ports')
     .option('--env <NAME=value...>', 'environment variables')
     .option('--public', 'reachable on the public domain')
-    .action(async (name: string, options: { image: string; instances: string; description: string; port?: string[]; env?: string[]; public?: boolean }, command: Command) => {
+    .action(async (name: string, options: { image: string; instances: number; description: string; port?: string[]; env?: string[]; public?: boolean }, command: Command) => {
       const reply = await client(command).createService({
         name,
         description: options.description,
         containerRepository: options.image,
         loadBalanced: true,
         publicFacing: Boolean(options.public),
-        numInstances: Number(options.instances),
+        numInstances: options.instances,
         ports: (options.port ?? []).map((p) => {
           const [container, host] = p.split(':').map(Number);
           return host === undefined ? { container: container! } : { container: container!, host };
@@ -79,6 +86,56 @@ export function addClientCommands(program: Command): void {
     .action(async (name: string, options: { image?: string }, command: Command) => {
       const reply = await client(command).deploy(name, options.image);
       print(`${reply.message}: ${reply.image} (deployment ${reply.deployment})\n`);
+    });
+
+  program
+    .command('scale <name>')
+    .argument('<instances>', 'number of units', wholeNumber)
+    .description('Set the number of units in the next config and deploy it (the other units keep running).')
+    .action(async (name: string, instances: number, _o, command: Command) => {
+      const orchestrator = client(command);
+      await orchestrator.patchNextConfig(name, { numInstances: instances });
+      // The image it runs now, with the changed config; a service never deployed just keeps the number.
+      const running = currentTarget(await orchestrator.deployments(name));
+      if (!running) {
+        print(`${name} will run ${instances} units from its next deploy (it runs nothing now)\n`);
+        return;
+      }
+      const reply = await orchestrator.deploy(name, running.image);
+      print(`${reply.message} (deployment ${reply.deployment})\n`);
+    });
+
+  program
+    .command('rollback <name> <version>')
+    .description('Deploy an earlier release (v3, or 3) again, as a new release.')
+    .action(async (name: string, version: string, _o, command: Command) => {
+      const reply = await client(command).rollback(name, version);
+      print(`${reply.message} (deployment ${reply.deployment})\n`);
+    });
+
+  program.command('deployments [service]').description('List deployments, newest first.').action(async (service: string | undefined, _o, command: Command) => {
+    const deployments = await client(command).deployments(service);
+    print(table(['ID', 'SERVICE', 'RELEASE', 'STATE', 'TRIGGER', 'CREATED', 'REASON'], deployments.map((d) => [d.id, d.service, `v${d.release}`, d.state, d.trigger, d.createdAt, d.reason ?? ''])));
+  });
+
+  program
+    .command('journal [service]')
+    .description('What happened, newest first.')
+    .option('--limit <n>', 'entries (at most 500)', wholeNumber, 50)
+    .action(async (service: string | undefined, options: { limit: number }, command: Command) => {
+      const entries = await client(command).journal(options.limit, service);
+      print(table(['AT', 'SERVICE', 'KIND', 'MESSAGE'], entries.map((e) => [e.at, e.service ?? '-', e.kind, e.message])));
+    });
+
+  program
+    .command('logs <service> <unit>')
+    .description("A unit's container output (unit: web-1.service, or just 1).")
+    .option('--tail <lines>', 'lines from the end', wholeNumber, 100)
+    .option('-f, --follow', 'keep printing new output')
+    .action(async (service: string, unit: string, options: { tail: number; follow?: boolean }, command: Command) => {
+      const name = /^\d+$/.test(unit) ? `${service}-${unit}.service` : unit;
+      const body = await client(command).logs(service, name, { tail: options.tail, follow: Boolean(options.follow) });
+      for await (const chunk of body) process.stdout.write(chunk);
     });
 
   program.command('units [service]').description('List units like fleetctl list-units.').action(async (service: string | undefined, _o, command: Command) => {

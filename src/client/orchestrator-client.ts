@@ -1,6 +1,6 @@
 import { messageOf, requestJson, type JsonMethod } from '../http/json-request.js';
 import type { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch } from '../schemas/service.js';
-import type { DeployReply } from '../schemas/release.js';
+import type { Deployment, DeployReply, JournalEntry } from '../schemas/release.js';
 import type { Machine, MachineDrain } from '../schemas/cluster.js';
 import type { ClusterUnit } from '../roles/orchestrator/cluster-view.js';
 
@@ -9,14 +9,22 @@ export class OrchestratorClient {
   constructor(readonly baseUrl: string) {}
 
   private async call<T>(method: JsonMethod, path: string, body?: unknown): Promise<T> {
-    let reply;
+    const reply = await this.reach(() => requestJson(`${this.base}${path}`, method, body, 120_000));
+    if (reply.status >= 400) throw new Error(`${reply.status}: ${messageOf(reply.body) ?? reply.text}`);
+    return reply.body as T;
+  }
+
+  private get base(): string {
+    return this.baseUrl.replace(/\/$/, '');
+  }
+
+  /** Runs the request, naming the orchestrator when it cannot be reached at all. */
+  private async reach<T>(attempt: () => Promise<T>): Promise<T> {
     try {
-      reply = await requestJson(`${this.baseUrl.replace(/\/$/, '')}${path}`, method, body, 120_000);
+      return await attempt();
     } catch (error) {
       throw new Error(`orchestrator at ${this.baseUrl} is not answering: ${(error as Error).message}`, { cause: error });
     }
-    if (reply.status >= 400) throw new Error(`${reply.status}: ${messageOf(reply.body) ?? reply.text}`);
-    return reply.body as T;
   }
 
   listServices = () => this.call<Service[]>('GET', '/services');
@@ -26,8 +34,27 @@ export class OrchestratorClient {
   patchNextConfig = (name: string, patch: ServiceConfigPatch) => this.call<ServiceConfig>('PATCH', `/services/${name}/config/next`, patch);
   deploy = (name: string, containerRepository?: string) =>
     this.call<DeployReply>('POST', `/services/${name}/deploy`, containerRepository ? { containerRepository } : {});
+  rollback = (name: string, version: string) => this.call<DeployReply>('POST', `/services/${name}/rollback`, { version });
+  deployments = (service?: string) => this.call<Deployment[]>('GET', `/deployments${service ? `?service=${encodeURIComponent(service)}` : ''}`);
+  journal = (limit: number, service?: string) =>
+    this.call<JournalEntry[]>('GET', `/journal?${new URLSearchParams({ limit: String(limit), ...(service ? { service } : {}) }).toString()}`);
   units = (service?: string) => this.call<ClusterUnit[]>('GET', service ? `/services/${service}/units` : '/cluster/units');
   machines = () => this.call<Machine[]>('GET', '/cluster/machines');
   drain = (machine: string, reason?: string) => this.call<MachineDrain>('PUT', `/cluster/machines/${encodeURIComponent(machine)}/drain`, reason ? { reason } : {});
   undrain = (machine: string) => this.call<void>('DELETE', `/cluster/machines/${encodeURIComponent(machine)}/drain`);
+
+  /** A unit's container output, as a text stream (`follow` keeps it open). */
+  async logs(service: string, unit: string, options: { tail: number; follow: boolean }): Promise<ReadableStream<Uint8Array>> {
+    const query = new URLSearchParams({ tail: String(options.tail), follow: String(options.follow) });
+    const response = await this.reach(() => fetch(`${this.base}/services/${encodeURIComponent(service)}/units/${encodeURIComponent(unit)}/logs?${query.toString()}`));
+    if (response.status === 200 && response.body) return response.body;
+    const text = await response.text();
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = undefined;
+    }
+    throw new Error(`${response.status}: ${messageOf(body) ?? text}`);
+  }
 }

@@ -56,6 +56,15 @@ export const Deployment = Type.Object({
 });
 export type Deployment = Static<typeof Deployment>;
 
+/**
+ * The deployment that decides what the service runs now (from newest-first records): the newest
+ * one in flight or succeeded, unless that is a stop, after which the service runs nothing.
+ */
+export const currentTarget = (deployments: Deployment[]): Deployment | undefined => {
+  const target = deployments.find((d) => d.state === 'pending' || d.state === 'pulling' || d.state === 'rolling' || d.state === 'succeeded');
+  return target?.trigger === 'stop' ? undefined : target;
+};
+
 /** POST /hooks/deploy (the seed's deploy request). */
 export const DeployRequest = Type.Object(
   {

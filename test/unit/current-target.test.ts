@@ -1,6 +1,5 @@
 import t from 'tap';
-import { currentTarget } from '../../src/roles/scheduler/deploy.js';
-import type { Deployment } from '../../src/schemas/release.js';
+import { currentTarget, type Deployment } from '../../src/schemas/release.js';
 
 // Which deployment decides what a service runs: self-healing re-places its units, and a deploy of
 // the same image and config is "unchanged" against it.

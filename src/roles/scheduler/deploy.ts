@@ -4,7 +4,7 @@ import { readRecord } from '../../store/json-records.js';
 import { badRequest, notFound } from '../../http/errors.js';
 import { formatImageReference, parseImageReference, repositoryName } from '../../image-reference.js';
 import type { Service, ServiceConfig } from '../../schemas/service.js';
-import type { Deployment, DeployReply, Release } from '../../schemas/release.js';
+import { currentTarget, type Deployment, type DeployReply, type Release } from '../../schemas/release.js';
 import type { RegistryClient } from './registry-client.js';
 import { createRelease, getRelease, listReleases } from './releases.js';
 import { listDeployments, newDeploymentId, saveNewDeployment } from './deployments.js';
@@ -86,15 +86,6 @@ export function canonicalJson(value: unknown): string {
   }
   return JSON.stringify(value);
 }
-
-/**
- * The deployment that decides what the service runs now (from newest-first records): the newest
- * one in flight or succeeded, unless that is a stop, after which the service runs nothing.
- */
-export const currentTarget = (deployments: Deployment[]): Deployment | undefined => {
-  const target = deployments.find((d) => d.state === 'pending' || d.state === 'pulling' || d.state === 'rolling' || d.state === 'succeeded');
-  return target?.trigger === 'stop' ? undefined : target;
-};
 
 async function recordRelease(store: Store, service: Service, draft: ReleaseDraft): Promise<AcceptedDeploy> {
   const [deployments, releases] = await Promise.all([listDeployments(store, service.name), listReleases(store, service.name)]);
