@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Store, Watch } from '../../store/store.js';
-import { assignmentKey, assignmentRoot, deploymentKey, journalPrefix, machineDrainPrefix, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
+import { assignmentKey, assignmentRoot, deploymentKey, deploymentPrefix, journalPrefix, lastSegment, machineDrainPrefix, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
 import { FencedStore, FencedWriteError } from '../../store/fenced-store.js';
 import { HttpError } from '../../http/errors.js';
 import { HandOff, type LeaderReply, type LeaderRequest } from './handoff.js';
@@ -13,6 +13,7 @@ import { RegistryClient, type RegistryClientOptions } from './registry-client.js
 import { acceptDeploy, acceptRollback, startDeployment, type AcceptedDeploy, type DeployTrigger } from './deploy.js';
 import { recordOutcome, rollOut, type RolloutOutcome } from './rollout.js';
 import { listDeployments, newDeploymentId, saveNewDeployment, updateDeployment } from './deployments.js';
+import { sortAfter } from './ids.js';
 import { getRelease } from './releases.js';
 import { appendJournal } from './journal.js';
 import { rolloutSettings } from '../../schemas/service.js';
@@ -144,6 +145,10 @@ export class Scheduler {
   private async lead(): Promise<void> {
     try {
       await this.handOff.serve((request) => this.execute(request), () => this.isLeader());
+      for (const prefix of [deploymentPrefix, journalPrefix]) {
+        const newest = (await this.store.list(prefix)).at(-1);
+        if (newest) sortAfter(lastSegment(newest.key));
+      }
       await this.pruneOrphans();
       await this.resumeUnfinished();
       await this.heal();
