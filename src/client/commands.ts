@@ -1,3 +1,4 @@
+import { pipeline } from 'node:stream/promises';
 import { InvalidArgumentError, type Command } from 'commander';
 import { OrchestratorClient } from './orchestrator-client.js';
 import { currentTarget } from '../schemas/release.js';
@@ -91,18 +92,22 @@ export function addClientCommands(program: Command): void {
   program
     .command('scale <name>')
     .argument('<instances>', 'number of units', wholeNumber)
-    .description('Set the number of units in the next config and deploy it (the other units keep running).')
+    .description('Set the number of units in the next config and deploy the next config (with any other change pending in it) on the image the service runs now. The units that stay keep running.')
     .action(async (name: string, instances: number, _o, command: Command) => {
       const orchestrator = client(command);
       await orchestrator.patchNextConfig(name, { numInstances: instances });
-      // The image it runs now, with the changed config; a service never deployed just keeps the number.
-      const running = currentTarget(await orchestrator.deployments(name));
-      if (!running) {
-        print(`${name} will run ${instances} units from its next deploy (it runs nothing now)\n`);
-        return;
+      try {
+        // The image it runs now, with the changed config; a service never deployed just keeps the number.
+        const running = currentTarget(await orchestrator.deployments(name));
+        if (!running) {
+          print(`${name} will run ${instances} units from its next deploy (it runs nothing now)\n`);
+          return;
+        }
+        const reply = await orchestrator.deploy(name, running.image);
+        print(`${reply.message} (deployment ${reply.deployment})\n`);
+      } catch (error) {
+        throw new Error(`numInstances is ${instances} in the next config of ${name}, but deploying it failed: ${(error as Error).message}`, { cause: error });
       }
-      const reply = await orchestrator.deploy(name, running.image);
-      print(`${reply.message} (deployment ${reply.deployment})\n`);
     });
 
   program
@@ -135,7 +140,12 @@ export function addClientCommands(program: Command): void {
     .action(async (service: string, unit: string, options: { tail: number; follow?: boolean }, command: Command) => {
       const name = /^\d+$/.test(unit) ? `${service}-${unit}.service` : unit;
       const body = await client(command).logs(service, name, { tail: options.tail, follow: Boolean(options.follow) });
-      for await (const chunk of body) process.stdout.write(chunk);
+      try {
+        await pipeline(body, process.stdout);
+      } catch (error) {
+        // A reader that stopped early (`| head`) is not an error.
+        if ((error as NodeJS.ErrnoException).code !== 'EPIPE') throw error;
+      }
     });
 
   program.command('units [service]').description('List units like fleetctl list-units.').action(async (service: string | undefined, _o, command: Command) => {

@@ -1,3 +1,5 @@
+import type { Readable } from 'node:stream';
+import { request } from 'undici';
 import { messageOf, requestJson, type JsonMethod } from '../http/json-request.js';
 import type { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch } from '../schemas/service.js';
 import type { Deployment, DeployReply, JournalEntry } from '../schemas/release.js';
@@ -43,18 +45,19 @@ export class OrchestratorClient {
   drain = (machine: string, reason?: string) => this.call<MachineDrain>('PUT', `/cluster/machines/${encodeURIComponent(machine)}/drain`, reason ? { reason } : {});
   undrain = (machine: string) => this.call<void>('DELETE', `/cluster/machines/${encodeURIComponent(machine)}/drain`);
 
-  /** A unit's container output, as a text stream (`follow` keeps it open). */
-  async logs(service: string, unit: string, options: { tail: number; follow: boolean }): Promise<ReadableStream<Uint8Array>> {
+  /** A unit's container output, as a text stream (`follow` keeps it open, however long the unit is quiet). */
+  async logs(service: string, unit: string, options: { tail: number; follow: boolean }): Promise<Readable> {
     const query = new URLSearchParams({ tail: String(options.tail), follow: String(options.follow) });
-    const response = await this.reach(() => fetch(`${this.base}/services/${encodeURIComponent(service)}/units/${encodeURIComponent(unit)}/logs?${query.toString()}`));
-    if (response.status === 200 && response.body) return response.body;
-    const text = await response.text();
+    const url = `${this.base}/services/${encodeURIComponent(service)}/units/${encodeURIComponent(unit)}/logs?${query.toString()}`;
+    const response = await this.reach(() => request(url, { headersTimeout: 30_000, bodyTimeout: 0 }));
+    if (response.statusCode === 200) return response.body;
+    const text = await response.body.text();
     let body: unknown;
     try {
       body = JSON.parse(text);
     } catch {
       body = undefined;
     }
-    throw new Error(`${response.status}: ${messageOf(body) ?? text}`);
+    throw new Error(`${response.statusCode}: ${messageOf(body) ?? text}`);
   }
 }

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { startEtcd } from '../harness/etcd.js';
 import { startDockerd } from '../harness/docker.js';
@@ -92,6 +92,13 @@ t.test('a service from create to delete, with the client commands', async (t) =>
 
   const logs = await platform('logs', 'shop', '1', '--tail', '20');
   t.match(logs, { code: 0, stdout: /serving shop-1\.service on port/ }, 'logs prints what the unit printed');
+  const following = spawn(process.execPath, [platformBin, 'logs', 'shop', 'shop-2.service', '--tail', '5', '-f'], { env: { ...process.env, PLATFORM_ORCHESTRATOR: orchestrator.url } });
+  let followed = '';
+  following.stdout.on('data', (chunk: Buffer) => (followed += chunk.toString()));
+  await waitFor(() => /serving shop-2\.service on port/.test(followed), 20_000, { what: 'logs -f to print the unit output' });
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  t.equal(following.exitCode, null, 'logs -f keeps following after the output so far');
+  following.kill('SIGINT');
 
   const journal = await platform('journal', 'shop', '--limit', '3');
   t.equal(rows(journal).length, 3, 'journal prints the newest entries');

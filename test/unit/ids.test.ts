@@ -1,5 +1,5 @@
 import t from 'tap';
-import { sortAfter, timeOrderedId } from '../../src/roles/scheduler/ids.js';
+import { idTime, sortAfter, timeOrderedId } from '../../src/roles/scheduler/ids.js';
 
 // Deployment and journal ids: their key order is the order records were made in.
 
@@ -14,6 +14,14 @@ t.test("after an earlier leader's id from the future (its clock ahead), new ids 
   sortAfter(ahead);
   const next = timeOrderedId();
   t.ok(next > ahead, `${next} sorts after ${ahead}`);
-  sortAfter('not-an-id');
-  t.ok(timeOrderedId() > next, 'a malformed id changes nothing');
+  t.equal(idTime(next), idTime(ahead)! + 1, 'and is the next millisecond');
+});
+
+t.test('a key that is not an id, or from further ahead than a day, moves nothing', async (t) => {
+  const before = idTime(timeOrderedId())!;
+  for (const stray of ['migration-x', 'zzzzzzzzz-x', 'zzzzzzzzz-abcdef01', `${(Date.now() + 2 * 86_400_000).toString(36)}-abcdef01`, '']) {
+    t.equal(idTime(stray), undefined, `${JSON.stringify(stray)} is not an id`);
+    sortAfter(stray);
+  }
+  t.equal(idTime(timeOrderedId()), before + 1, 'the next id follows the last one made');
 });

@@ -13,7 +13,7 @@ import { RegistryClient, type RegistryClientOptions } from './registry-client.js
 import { acceptDeploy, acceptRollback, startDeployment, type AcceptedDeploy, type DeployTrigger } from './deploy.js';
 import { recordOutcome, rollOut, type RolloutOutcome } from './rollout.js';
 import { listDeployments, newDeploymentId, saveNewDeployment, updateDeployment } from './deployments.js';
-import { sortAfter } from './ids.js';
+import { idTime, sortAfter } from './ids.js';
 import { getRelease } from './releases.js';
 import { appendJournal } from './journal.js';
 import { rolloutSettings } from '../../schemas/service.js';
@@ -144,11 +144,12 @@ export class Scheduler {
   /** On election: answer handed-off requests, clean up, and carry on what the last leader left. */
   private async lead(): Promise<void> {
     try {
-      await this.handOff.serve((request) => this.execute(request), () => this.isLeader());
+      // First, before any record is made: ids from here on sort after the last leader's.
       for (const prefix of [deploymentPrefix, journalPrefix]) {
-        const newest = (await this.store.list(prefix)).at(-1);
-        if (newest) sortAfter(lastSegment(newest.key));
+        const newest = (await this.store.list(prefix)).map((kv) => lastSegment(kv.key)).findLast((id) => idTime(id) !== undefined);
+        if (newest) sortAfter(newest);
       }
+      await this.handOff.serve((request) => this.execute(request), () => this.isLeader());
       await this.pruneOrphans();
       await this.resumeUnfinished();
       await this.heal();
