@@ -202,6 +202,9 @@ function clientOptions(hosts: string[], callTimeoutMs: number): IOptions {
       // Detect a silently dead connection under a watch; etcd rejects pings more often than 5 s.
       'grpc.keepalive_time_ms': 10_000,
       'grpc.keepalive_timeout_ms': 5_000,
+      // Whole prefixes are listed (every deployment, every unit status); gRPC's default limit of
+      // 4 MiB per message would fail those reads on a large cluster with RESOURCE_EXHAUSTED.
+      'grpc.max_receive_message_length': 128 * 1024 * 1024,
     },
     faultHandling: {
       // Skip a failing member of a cluster for one second, not etcd3's default five.

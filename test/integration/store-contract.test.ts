@@ -79,6 +79,16 @@ function contract(t: Tap, store: Store): void {
     t.same(await store.list(`${root}nothing/`), []);
   });
 
+  t.test("a list larger than gRPC's default 4 MiB message arrives whole", async (t) => {
+    const root = space();
+    const value = 'x'.repeat(200 * 1024);
+    for (let i = 0; i < 30; i++) await store.put(`${root}big/${String(i).padStart(2, '0')}`, value);
+    const listed = await store.list(`${root}big/`);
+    t.equal(listed.length, 30);
+    t.equal(listed.reduce((sum, kv) => sum + kv.value.length, 0), 30 * value.length, '6 MB of values');
+    await store.deletePrefix(`${root}big/`);
+  });
+
   t.test('deletePrefix deletes only the keys under the prefix and counts them', async (t) => {
     const root = space();
     for (const key of ['jobs/1', 'jobs/2', 'jobs/2/x', 'jobsx', 'other']) await store.put(`${root}${key}`, 'v');
