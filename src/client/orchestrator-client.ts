@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import { request } from 'undici';
-import { messageOf, requestJson, type JsonMethod } from '../http/json-request.js';
+import { messageOf, parseOrText, requestJson, type JsonMethod } from '../http/json-request.js';
 import type { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch } from '../schemas/service.js';
 import type { Deployment, DeployReply, JournalEntry } from '../schemas/release.js';
 import type { Machine, MachineDrain } from '../schemas/cluster.js';
@@ -12,7 +12,7 @@ export class OrchestratorClient {
 
   private async call<T>(method: JsonMethod, path: string, body?: unknown): Promise<T> {
     const reply = await this.reach(() => requestJson(`${this.base}${path}`, method, body, 120_000));
-    if (reply.status >= 400) throw new Error(`${reply.status}: ${messageOf(reply.body) ?? reply.text}`);
+    if (reply.status >= 400) throw failure(reply.status, reply.body, reply.text);
     return reply.body as T;
   }
 
@@ -52,12 +52,9 @@ export class OrchestratorClient {
     const response = await this.reach(() => request(url, { headersTimeout: 30_000, bodyTimeout: 0 }));
     if (response.statusCode === 200) return response.body;
     const text = await response.body.text();
-    let body: unknown;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      body = undefined;
-    }
-    throw new Error(`${response.statusCode}: ${messageOf(body) ?? text}`);
+    throw failure(response.statusCode, parseOrText(text), text);
   }
 }
+
+/** An error reply as the CLI reports it: the status and the API's message. */
+const failure = (status: number, body: unknown, text: string): Error => new Error(`${status}: ${messageOf(body) ?? text}`);

@@ -25,7 +25,8 @@ export async function requestJson(url: string, method: JsonMethod, body?: unknow
   return { status: response.statusCode, body: text ? parseOrText(text) : undefined, text };
 }
 
-function parseOrText(text: string): unknown {
+/** The text parsed as JSON, or the text itself when it is not JSON. */
+export function parseOrText(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch {
