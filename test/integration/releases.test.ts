@@ -68,7 +68,9 @@ const deploy = (service: string, image: TestImage, pushedAt = 0) =>
 async function finished(id: string, timeoutMs = 60_000): Promise<Deployment> {
   return waitFor(async () => {
     const deployment = (await http('GET', sched(`/deployments/${id}`))).body as Deployment;
-    return ['succeeded', 'failed', 'reverted', 'superseded'].includes(deployment.state) ? deployment : undefined;
+    if (['succeeded', 'failed', 'reverted', 'superseded'].includes(deployment.state)) return deployment;
+    // Not yet: what a timeout reports (the deployment as it stands, and the scheduler's last log lines).
+    throw new Error(`still ${JSON.stringify(deployment)}; scheduler: ${scheduler.output()}`);
   }, timeoutMs, { what: `deployment ${id} finished` });
 }
 
