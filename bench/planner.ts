@@ -1,4 +1,4 @@
-import { PlacementState, type PlannerMachine, type ServiceRules } from '../src/scheduler/planner.js';
+import { PlacementState, type PlannerMachine, type ServiceRules } from '../src/placement/planner.js';
 import { printTable } from './table.js';
 
 // Issue 4's planner benchmark: 1,000,000 units of 10,000 services over 5,000 machines, with

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { conflicts, PlacementState, type PlacedUnit, type PlannerMachine, type ServiceRules } from '../../src/scheduler/planner.js';
+import { conflicts, PlacementState, type PlacedUnit, type PlannerMachine, type ServiceRules } from '../../src/placement/planner.js';
 
 // Property tests over random clusters: whatever the machines, units and rules, a plan never puts
 // conflicting units together, never exceeds a machine's capacity, and leaves a unit unplaced only

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { conflicts, placeInstances, type PlannerMachine, type PlacedUnit, type ServiceRules } from '../../src/scheduler/planner.js';
+import { conflicts, placeInstances, type PlannerMachine, type PlacedUnit, type ServiceRules } from '../../src/placement/planner.js';
 
 const machines = (count: number, capacity = 100): PlannerMachine[] =>
   Array.from({ length: count }, (_, i) => ({ id: `m${i + 1}`, capacity }));

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import { planRolloutStep, type RolloutStepInput, type RolloutUnit } from '../../src/scheduler/rollout-step.js';
+import { planRolloutStep, type RolloutStepInput, type RolloutUnit } from '../../src/placement/rollout-step.js';
 
 const machines = [{ id: 'm1', capacity: 100 }, { id: 'm2', capacity: 100 }, { id: 'm3', capacity: 100 }];
 const unit = (instance: number, spec: string, over: Partial<RolloutUnit> = {}): RolloutUnit => ({

@@ -3,7 +3,7 @@ import { assignmentRoot, machineDrainPrefix, machinePrefix, servicePrefix, unitS
 import { listRecords } from '../../store/json-records.js';
 import type { Assignment, Machine, MachineDrain, UnitStatus } from '../../schemas/cluster.js';
 import type { Service } from '../../schemas/service.js';
-import type { PlannerMachine, ServiceRules } from '../../scheduler/planner.js';
+import type { PlannerMachine, ServiceRules } from '../../placement/planner.js';
 
 /** What the scheduler reads before it plans: every machine, assignment and service, and the drained machines. */
 export interface ClusterSnapshot {

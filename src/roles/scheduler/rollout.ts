@@ -4,7 +4,7 @@ import { assignmentKey, serviceKey } from '../../store/keys.js';
 import type { Assignment, UnitStatus } from '../../schemas/cluster.js';
 import type { Deployment, Release } from '../../schemas/release.js';
 import { rolloutSettings, type RolloutSettings } from '../../schemas/service.js';
-import { planRolloutStep, type RolloutUnit } from '../../scheduler/rollout-step.js';
+import { planRolloutStep, type RolloutUnit } from '../../placement/rollout-step.js';
 import { isRunning, slotOf, specHash, unitName } from '../../units.js';
 import { plannerMachine, readClusterSnapshot, readUnitStatuses, serviceRules, type ClusterSnapshot } from './cluster-snapshot.js';
 import { updateDeployment } from './deployments.js';
