@@ -68,6 +68,21 @@ export const Assignment = Type.Object({
 });
 export type Assignment = Static<typeof Assignment>;
 
+/**
+ * Why a unit is not running, for code to branch on (the agent writes it beside `error`, which is
+ * for people): the scheduler fails a rollout on `image-pull` and `engine-unreachable` at once and
+ * on a `crash-loop` after a few restarts; the others are waits.
+ */
+export const UnitFailureKind = Type.Union([
+  Type.Literal('image-pull'),
+  Type.Literal('engine-unreachable'),
+  Type.Literal('container-start'),
+  Type.Literal('crash-loop'),
+  Type.Literal('health-check'),
+  Type.Literal('port-publish'),
+]);
+export type UnitFailureKind = Static<typeof UnitFailureKind>;
+
 export const UnitStatus = Type.Object({
   ...unitSlotFields,
   active: Type.String({ description: 'activating | active | deactivating | inactive | failed' }),
@@ -76,7 +91,10 @@ export const UnitStatus = Type.Object({
   address: Type.Optional(Type.String()),
   containerId: Type.Optional(Type.String()),
   restarts: Type.Integer(),
+  /** For people: what went wrong or what the unit waits for. */
   error: Type.Optional(Type.String()),
+  /** For code: the kind of `error`. */
+  errorKind: Type.Optional(UnitFailureKind),
   updatedAt: Type.String(),
 });
 export type UnitStatus = Static<typeof UnitStatus>;
