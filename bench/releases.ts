@@ -21,7 +21,15 @@ const service = `roll-${randomBytes(2).toString('hex')}`;
 await http('POST', `${platform.url('directory')}/services`, { name: service, containerImage: `${registry.host}/bench/rollout`, numInstances: UNITS });
 await http('PATCH', `${platform.url('directory')}/services/${service}/config`, { maxSurge: UNITS, maxUnavailable: 0 });
 
-async function deployAndWait(reference: string): Promise<{ running: number; finished: number }> {
+/** The scheduler's store reads so far (requests, and keys they returned), from its /metrics. */
+async function schedulerStoreReads(): Promise<{ requests: number; keys: number }> {
+  const text = await (await fetch(`${platform.url('scheduler')}/metrics`)).text();
+  const sum = (name: string) => [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+]+)$`, 'gm'))].reduce((total, match) => total + Number(match[1]), 0);
+  return { requests: sum('platform_store_reads_total'), keys: sum('platform_store_keys_read_total') };
+}
+
+async function deployAndWait(reference: string): Promise<{ running: number; finished: number; reads: number; keys: number }> {
+  const before = await schedulerStoreReads();
   const started = performance.now();
   const reply = await http('POST', `${platform.url('scheduler')}/hooks/deploy`, { serviceName: service, containerRepository: reference, pushedAt: 0 });
   if (reply.status !== 200) throw new Error(`deploy failed: ${JSON.stringify(reply.body)}`);
@@ -32,11 +40,13 @@ async function deployAndWait(reference: string): Promise<{ running: number; fini
   }, 120_000, { intervalMs: 10 });
   const running = performance.now() - started;
   await waitFor(async () => (await http('GET', `${platform.url('scheduler')}/deployments/${reply.body.deployment}`)).body.state === 'succeeded', 120_000, { intervalMs: 10 });
-  return { running, finished: performance.now() - started };
+  const finished = performance.now() - started;
+  const after = await schedulerStoreReads();
+  return { running, finished, reads: after.requests - before.requests, keys: after.keys - before.keys };
 }
 
 await deployAndWait(images[0]!.reference);
-const rollouts: { running: number; finished: number }[] = [];
+const rollouts: Awaited<ReturnType<typeof deployAndWait>>[] = [];
 const floors: number[] = [];
 for (let round = 0; round < ROUNDS; round++) {
   floors.push(await dockerApiStart(engine, `${registry.host}/bench/rollout@${images[0]!.digest}`, UNITS));
@@ -48,5 +58,6 @@ const floor = median(floors);
 printTable([
   { benchmark: `rollout ${UNITS} units, maxSurge ${UNITS}: all new units running`, platform: ms(running), reference: `${ms(floor)} (Docker API create+start)`, ratio: `${(running / floor).toFixed(2)}x`, target: '<= 2x' },
   { benchmark: `rollout ${UNITS} units, maxSurge ${UNITS}: deployment succeeded (old units stopped)`, platform: ms(finished), reference: `${ms(floor)} (Docker API create+start)`, ratio: `${(finished / floor).toFixed(2)}x`, target: '-' },
+  { benchmark: `rollout ${UNITS} units: scheduler store reads (keys returned), median`, platform: `${median(rollouts.map((r) => r.reads))} (${median(rollouts.map((r) => r.keys))} keys)`, reference: '-', ratio: '-', target: '-' },
 ]);
 await platform.stop();

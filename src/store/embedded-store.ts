@@ -14,6 +14,7 @@
 // owned the store, so on open every key attached to a lease is deleted (etcd would expire them a
 // TTL later anyway; here nobody is left to renew them).
 
+import { countRead } from './store-metrics.js';
 import { link, mkdir, open, readFile, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
@@ -109,12 +110,15 @@ export class EmbeddedStore implements Store {
   async get(key: string): Promise<KeyValue | undefined> {
     this.assertUsable();
     const entry = this.data.get(key);
+    countRead('get', entry ? 1 : 0);
     return entry ? toKeyValue(key, entry) : undefined;
   }
 
   async list(prefix: string): Promise<KeyValue[]> {
     this.assertUsable();
-    return this.keysWithPrefix(prefix).map((key) => toKeyValue(key, this.data.get(key)!));
+    const keys = this.keysWithPrefix(prefix);
+    countRead('list', keys.length);
+    return keys.map((key) => toKeyValue(key, this.data.get(key)!));
   }
 
   async put(key: string, value: string, options: PutOptions = {}): Promise<number> {

@@ -9,6 +9,7 @@
 // - one error type, StoreUnavailableError, for every failure;
 // - numbers for revisions and strings for values.
 
+import { countRead } from './store-metrics.js';
 import { ConsecutiveBreaker, ExponentialBackoff, circuitBreaker, handleWhen, retry } from 'cockatiel';
 import {
   Etcd3,
@@ -60,11 +61,13 @@ export class EtcdStore implements Store {
   async get(key: string): Promise<KeyValue | undefined> {
     const response = await this.call(() => this.client.get(key).exec());
     const kv = response.kvs[0];
+    countRead('get', kv ? 1 : 0);
     return kv ? toKeyValue(kv) : undefined;
   }
 
   async list(prefix: string): Promise<KeyValue[]> {
     const response = await this.call(() => this.client.getAll().prefix(prefix).sort('Key', 'Ascend').exec());
+    countRead('list', response.kvs.length);
     return response.kvs.map(toKeyValue);
   }
 
