@@ -85,9 +85,11 @@ export interface RetentionLimits {
   deploymentsPerService: number;
   /** Journal entries kept, newest first, over all services. */
   journalEntries: number;
+  /** Releases kept per service, newest first (the ones deployments in flight or the last success use are always kept). */
+  releasesPerService: number;
 }
 
-export const defaultRetention: RetentionLimits = { deploymentsPerService: 50, journalEntries: 10_000 };
+export const defaultRetention: RetentionLimits = { deploymentsPerService: 50, journalEntries: 10_000, releasesPerService: 50 };
 
 export interface SchedulerConfig {
   insecureRegistries: string[];
@@ -126,6 +128,7 @@ export interface RawFlags {
   upstreamConnections?: string;
   keepDeployments?: string;
   keepJournal?: string;
+  keepReleases?: string;
 }
 
 export class ConfigError extends Error {}
@@ -204,6 +207,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
       retention: {
         deploymentsPerService: integer('--keep-deployments', flags.keepDeployments, 1, 100_000) ?? defaultRetention.deploymentsPerService,
         journalEntries: integer('--keep-journal', flags.keepJournal, 1, 10_000_000) ?? defaultRetention.journalEntries,
+        releasesPerService: integer('--keep-releases', flags.keepReleases, 1, 100_000) ?? defaultRetention.releasesPerService,
       },
     },
     gateway: resolveGatewayConfig(flags, env, domain),

@@ -46,6 +46,21 @@ export interface RolloutStep {
 /** A unit the rollout keeps: of the target spec, on a machine that is not being drained. */
 const isTarget = (spec: string) => (unit: RolloutUnit) => unit.spec === spec && !unit.evicted;
 
+const bestFirst = (a: RolloutUnit, b: RolloutUnit): number => Number(b.ready) - Number(a.ready) || Number(b.running) - Number(a.running);
+
+/**
+ * While a unit of the instance runs, units of other specs that do not (a superseded deployment's
+ * unit that never became ready: crashing, pulling, failing its health check) serve nothing and
+ * hold a surge slot the rollout needs: they go at once. Of several old units that run, the best
+ * one is enough to keep serving until the target unit is ready.
+ */
+function retireIdleOldUnits(units: RolloutUnit[], spec: string, retire: Set<RolloutUnit>): void {
+  if (!units.some((unit) => unit.running)) return;
+  const old = units.filter((unit) => !isTarget(spec)(unit));
+  for (const unit of old) if (!unit.running) retire.add(unit);
+  for (const extra of old.filter((unit) => unit.running).sort(bestFirst).slice(1)) retire.add(extra);
+}
+
 export function planRolloutStep(input: RolloutStepInput): RolloutStep {
   const retire = new Set<RolloutUnit>();
   const byInstance = new Map<number, RolloutUnit[]>();
@@ -59,7 +74,8 @@ export function planRolloutStep(input: RolloutStepInput): RolloutStep {
   let available = 0;
   for (let instance = 1; instance <= input.instances; instance++) {
     const units = byInstance.get(instance) ?? [];
-    const fresh = units.filter(isTarget(input.spec)).sort((a, b) => Number(b.ready) - Number(a.ready) || Number(b.running) - Number(a.running));
+    retireIdleOldUnits(units, input.spec, retire);
+    const fresh = units.filter(isTarget(input.spec)).sort(bestFirst);
     // One target unit per instance: a duplicate (e.g. written by a scheduler that lost its lead) goes.
     for (const duplicate of fresh.slice(1)) retire.add(duplicate);
     const kept = fresh[0];

@@ -13,6 +13,14 @@ export const Release = Type.Object({
   tag: Type.Optional(Type.String()),
   config: ServiceConfig,
   pushedAt: Type.Integer(),
+  /**
+   * The time the trigger stands for, in Unix milliseconds: the push's time for a registry event,
+   * the time a manual deploy or rollback was received. A trigger older than the newest release's
+   * is stale and deploys nothing.
+   */
+  triggeredAt: Type.Optional(Type.Integer()),
+  /** The uuid of the declaration it was made for: a service declared again under the name does not inherit it. */
+  serviceUuid: Type.Optional(Type.String()),
   deployment: Type.String(),
   /** Set when this release re-deploys an earlier one (rollback). */
   rollbackOf: Type.Optional(Type.Integer()),
@@ -40,6 +48,7 @@ export const UnitProgress = Type.Object({
   sub: Type.String(),
   error: Type.Optional(Type.String()),
 });
+export type UnitProgress = Static<typeof UnitProgress>;
 
 export const Deployment = Type.Object({
   id: Type.String(),

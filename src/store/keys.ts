@@ -16,7 +16,8 @@ export const servicePrefix = `${ROOT}directory/services/`;
 export const serviceKey = (service: string): string => `${servicePrefix}${service}`;
 
 /** Immutable releases, numbered per service; zero-padded so key order is version order. */
-export const releasePrefix = (service: string): string => `${ROOT}releases/${service}/`;
+export const releasesRoot = `${ROOT}releases/`;
+export const releasePrefix = (service: string): string => `${releasesRoot}${service}/`;
 export const releaseKey = (service: string, version: number): string =>
   `${releasePrefix(service)}${String(version).padStart(8, '0')}`;
 

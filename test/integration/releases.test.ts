@@ -41,6 +41,7 @@ interface Unit {
   image: string;
   active: string;
   sub: string;
+  restarts: number;
   address?: string;
 }
 interface Deployment {
@@ -170,32 +171,88 @@ t.test('scaling adds and removes units without restarting the others', async (t)
   t.same(after.map((c) => c.Id).sort(), [before.get(`${service}-1.service`), before.get(`${service}-2.service`)].sort(), 'the kept units never restarted');
 });
 
-t.test('re-posting the same trigger creates one release; a stale pushedAt is ignored', async (t) => {
+t.test('re-posting the same trigger creates one release; an older trigger is ignored as stale and journaled', async (t) => {
   const other = await declare(1);
-  const replies = await Promise.all(Array.from({ length: 5 }, () => deploy(other, v2, 1000)));
+  const at = Math.floor(Date.now() / 1000) + 1;
+  const replies = await Promise.all(Array.from({ length: 5 }, () => deploy(other, v2, at)));
   t.same(replies.map((r) => r.status), [200, 200, 200, 200, 200]);
   t.same(replies.map((r) => r.body.outcome).sort(), ['created', 'unchanged', 'unchanged', 'unchanged', 'unchanged']);
   t.same(new Set(replies.map((r) => r.body.deployment)).size, 1, 'all name the same deployment');
   t.equal((await finished(replies[0]!.body.deployment)).state, 'succeeded');
-  const again = await deploy(other, v2, 1000);
+  const again = await deploy(other, v2, at);
   t.match(again.body, { outcome: 'unchanged', release: 'v1' });
-  const stale = await deploy(other, v1, 999);
-  t.match(stale, { status: 200, body: { statusCode: 200, outcome: 'stale', message: /older than the last deployed push \(1000\)/ } });
+  const stale = await deploy(other, v1, at - 1);
+  t.match(stale, { status: 200, body: { statusCode: 200, outcome: 'stale', message: /older than the one v1 was deployed for/ } });
   t.equal((await http('GET', sched(`/services/${other}/releases`))).body.length, 1, 'one release');
+  const journal = (await http('GET', sched(`/journal?service=${other}&limit=5`))).body as { kind: string; message: string }[];
+  t.ok(journal.some((entry) => entry.kind === 'deployment.stale'), 'the stale trigger is journaled');
+  await new Promise((resolve) => setTimeout(resolve, 1000 * (at + 1) - Date.now()));
   const zero = await deploy(other, v1, 0);
-  t.match(zero.body, { outcome: 'created', release: 'v2' }, 'pushedAt 0 is never stale');
+  t.match(zero.body, { outcome: 'created', release: 'v2' }, 'pushedAt 0 stands for the time it is received');
   await finished(zero.body.deployment);
+});
+
+t.test('a push older than the declaration never deploys it; a time far in the future is refused with 400', async (t) => {
+  const young = await declare(1);
+  const old = await deploy(young, v1, Math.floor(Date.now() / 1000) - 3600);
+  t.match(old.body, { outcome: 'stale', message: /older than the declaration/ });
+  t.equal((await http('GET', sched(`/services/${young}/releases`))).body.length, 0, 'no release');
+  const future = await deploy(young, v1, 1.7976931348623157e308);
+  t.equal(future.status, 400);
+  const ahead = await deploy(young, v1, Math.floor(Date.now() / 1000) + 3600);
+  t.match(ahead, { status: 400, body: { message: /pushedAt must not be more than 5 minutes in the future/ } });
+  const fine = await deploy(young, v1, 0);
+  t.match(fine.body, { outcome: 'created', release: 'v1' }, 'and the service still deploys');
+  await finished(fine.body.deployment);
+});
+
+/** Deploys the broken image and waits until its first unit is being restarted, its deployment still rolling. */
+async function breakWhileRetrying(service: string): Promise<Deployment & { release: number }> {
+  const reply = await deploy(service, broken);
+  const version = reply.body.version as number;
+  await waitFor(async () => {
+    const units = await unitsOf(service);
+    return units.some((u) => u.release === version && (u.sub === 'auto-restart' || u.active === 'failed' || u.restarts > 0));
+  }, 30_000, { what: `a unit of v${version} being restarted`, intervalMs: 50 });
+  const deployment = (await http('GET', sched(`/deployments/${reply.body.deployment}`))).body as Deployment;
+  if (deployment.state !== 'rolling' && deployment.state !== 'pulling') throw new Error(`the broken rollout ended before the test could act on it: ${JSON.stringify(deployment)}`);
+  return deployment;
+}
+
+t.test('a rollback issued while a broken rollout is still retrying takes over at once and serves v1 on all units', async (t) => {
+  const roll = await declare(3);
+  t.equal((await finished((await deploy(roll, v1)).body.deployment)).state, 'succeeded');
+  await http('PATCH', orch(`/services/${roll}/config/next`), { env: { GREETING: 'second' } });
+  t.equal((await finished((await deploy(roll, v2)).body.deployment)).state, 'succeeded');
+  const brokenRollout = await breakWhileRetrying(roll);
+  const started = Date.now();
+  const rollback = await http('POST', orch(`/services/${roll}/rollback`), { version: 1 });
+  t.match(rollback.body, { outcome: 'created', release: 'v4' });
+  const outcome = await finished(rollback.body.deployment, 60_000);
+  t.equal(outcome.state, 'succeeded', `the rollback succeeded (${outcome.reason ?? ''})`);
+  t.ok(Date.now() - started < 30_000, `v1 runs everywhere ${Date.now() - started} ms after the rollback`);
+  const units = await settledOn(roll, 3, 4);
+  for (const unit of units) {
+    t.equal(unit.image, `${registry.host}/${repository}@${v1.digest}`, `${unit.unit} runs v1's digest`);
+    t.match(await fetch(`http://${unit.address}/`).then((r) => r.text()), new RegExp(`^${unit.unit} first v4 one`), `${unit.unit} has v1's env`);
+  }
+  t.equal((await finished(brokenRollout.id)).state, 'superseded', 'the broken rollout was superseded');
+  const leftovers = await engine.docker.listContainers({ all: true, filters: { label: [`platform.service=${roll}`, `platform.release=${brokenRollout.release}`] } });
+  t.same(leftovers.map((c) => c.Names[0]), [], "the broken release's container was removed (its restart loop ended)");
 });
 
 t.test('20 concurrent triggers with different tags: the last accepted one wins, with exactly numInstances units', async (t) => {
   const racer = await declare(3);
   const images = await Promise.all(Array.from({ length: 20 }, (_, i) => buildTestImage(engine.docker, registry.host, repository, `race-${i}`, { label: `race-${i}` })));
+  // Not from a clean service: from one whose broken rollout is superseded by the race.
+  t.equal((await finished((await deploy(racer, v1)).body.deployment)).state, 'succeeded');
+  await breakWhileRetrying(racer);
   const replies = await Promise.all(images.map((image) => deploy(racer, image)));
   t.same(replies.map((r) => r.status), Array(20).fill(200));
   const last = Math.max(...replies.map((r) => r.body.version as number));
-  t.equal(last, 20, 'twenty releases');
+  t.equal(last, 22, 'twenty releases after v1 and the broken v2');
   const winner = replies.find((r) => r.body.version === last)!;
-  t.equal((await finished(winner.body.deployment, 90_000)).state, 'succeeded');
+  t.equal((await finished(winner.body.deployment, 60_000)).state, 'succeeded');
   const units = await settledOn(racer, 3, last);
   t.same(units.map((u) => u.unit).sort(), [1, 2, 3].map((i) => `${racer}-${i}.service`), 'no duplicates, none missing');
   const states = await Promise.all(replies.filter((r) => r !== winner).map((r) => finished(r.body.deployment)));

@@ -4,8 +4,7 @@ import { freePort } from '../harness/free-port.js';
 import { http, serveRole } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
 import { EtcdStore } from '../../src/store/etcd-store.js';
-import { deploymentPrefix, journalPrefix } from '../../src/store/keys.js';
-import { saveNewDeployment } from '../../src/roles/scheduler/deployments.js';
+import { deploymentKey, deploymentPrefix, journalPrefix } from '../../src/store/keys.js';
 import { appendJournal } from '../../src/roles/scheduler/journal.js';
 import type { Deployment } from '../../src/schemas/release.js';
 
@@ -26,7 +25,7 @@ const seededId = (): string => `${(Date.UTC(2026, 0, 1) + 1000 * ++seconds).toSt
 const seeded = async (service: string, state: Deployment['state'], release: number): Promise<Deployment> => {
   const now = new Date().toISOString();
   const deployment: Deployment = { id: seededId(), service, release, image: `127.0.0.1:5000/${service}@sha256:${String(release).padStart(64, '0')}`, state, trigger: 'manual', units: [], createdAt: now, updatedAt: now, finishedAt: now };
-  await saveNewDeployment(store, deployment);
+  await store.put(deploymentKey(deployment.id), JSON.stringify(deployment));
   return deployment;
 };
 

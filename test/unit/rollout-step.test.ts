@@ -120,3 +120,26 @@ t.test('with nowhere else to go, an evicted unit stays and the step says why', a
   t.same(step.add, []);
   t.match(step.unplaced[0]?.reason, /is being drained/);
 });
+
+t.test("a superseded deployment's unit that never became ready goes at once and frees its surge slot", async (t) => {
+  // v2 serves on every instance; v3's surge unit for instance 1 crashes; now v1 is the target.
+  const units = [unit(1, 'v2'), unit(2, 'v2'), unit(3, 'v2'), unit(1, 'v3', { machine: 'm2', running: false, ready: false })];
+  const step = planRolloutStep(input(units, { spec: 'v1' }));
+  t.same(step.retire.map((u) => [u.instance, u.spec]), [[1, 'v3']], 'the crashing v3 unit is retired');
+  t.same(step.add.map((p) => p.instance), [1], 'and the surge slot it held goes to v1');
+  const result = simulate(t, units, { spec: 'v1' });
+  t.same(result.units.map((u) => u.spec).sort(), ['v1', 'v1', 'v1']);
+});
+
+t.test('of two old units of one instance that run, one is kept while the target starts', async (t) => {
+  const units = [unit(1, 'v2'), unit(1, 'v3', { machine: 'm2', ready: false }), unit(2, 'v2'), unit(3, 'v2')];
+  const step = planRolloutStep(input(units, { spec: 'v1' }));
+  t.same(step.retire.map((u) => [u.instance, u.spec]), [[1, 'v3']], 'the one not ready goes, the ready one keeps serving');
+  t.same(step.add.map((p) => p.instance), [1]);
+});
+
+t.test('an old unit that does not run is kept while nothing else of its instance runs (it may be restarting)', async (t) => {
+  const units = [unit(1, 'v2', { running: false, ready: false }), unit(2, 'v2'), unit(3, 'v2'), unit(1, 'new', { machine: 'm2', running: false, ready: false })];
+  const step = planRolloutStep(input(units));
+  t.same(step.retire, [], 'nothing of instance 1 runs: nothing is retired yet');
+});

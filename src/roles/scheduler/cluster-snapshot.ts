@@ -1,33 +1,110 @@
-import type { Store } from '../../store/store.js';
-import { assignmentRoot, machineDrainPrefix, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
-import { listRecords } from '../../store/json-records.js';
+import type { Store, WatchEvent } from '../../store/store.js';
+import { assignmentRoot, machineDrainPrefix, machinePrefix, serviceKey, servicePrefix, unitStatusRoot } from '../../store/keys.js';
+import { PrefixCache, decodeCached, type CachedValue } from '../../store/prefix-cache.js';
 import type { Assignment, Machine, MachineDrain, UnitStatus } from '../../schemas/cluster.js';
 import type { Service } from '../../schemas/service.js';
 import type { PlannerMachine, ServiceRules } from '../../placement/planner.js';
 
-/** What the scheduler reads before it plans: every machine, assignment and service, and the drained machines. */
+// What the scheduler plans from: every machine, assignment, service declaration, drain and unit
+// status, held in memory by store watches (PrefixCache) instead of re-read on a timer. Rollouts,
+// healing and stops read a snapshot, act, and then wait for the next change (or a deadline), so
+// they react to an agent's report as soon as the watch delivers it.
+
+/** What the scheduler reads before it plans. */
 export interface ClusterSnapshot {
   machines: Machine[];
   assignments: Assignment[];
   services: Service[];
   /** Ids of machines being drained. */
   drained: Set<string>;
+  statuses: UnitStatus[];
 }
 
-export async function readClusterSnapshot(store: Store): Promise<ClusterSnapshot> {
-  const [machines, assignments, services, drained] = await Promise.all([
-    listRecords<Machine>(store, machinePrefix),
-    listRecords<Assignment>(store, assignmentRoot),
-    listRecords<Service>(store, servicePrefix),
-    readDrainedMachines(store),
-  ]);
-  return { machines, assignments, services, drained };
+const prefixes = { machines: machinePrefix, assignments: assignmentRoot, services: servicePrefix, drains: machineDrainPrefix, statuses: unitStatusRoot } as const;
+type Part = keyof typeof prefixes;
+
+export class ClusterWatch {
+  /** Bumped on every change any watch delivers, and by poke(): waiters compare against it. */
+  private generation = 0;
+  private waiters: (() => void)[] = [];
+
+  private constructor(private readonly caches: Record<Part, PrefixCache>) {
+    for (const cache of Object.values(caches)) cache.onChange(() => this.bump());
+  }
+
+  static async start(store: Store): Promise<ClusterWatch> {
+    const parts = Object.keys(prefixes) as Part[];
+    const caches = await Promise.all(parts.map((part) => PrefixCache.start(store, prefixes[part])));
+    return new ClusterWatch(Object.fromEntries(parts.map((part, i) => [part, caches[i]!])) as Record<Part, PrefixCache>);
+  }
+
+  /** Listens to one part's changes (e.g. a machine lease expiring, a service deleted). */
+  onChange(part: Part, listener: (event: WatchEvent) => void): void {
+    this.caches[part].onChange(listener);
+  }
+
+  snapshot(): ClusterSnapshot {
+    return {
+      machines: this.records<Machine>('machines'),
+      assignments: this.records<Assignment>('assignments'),
+      services: this.records<Service>('services'),
+      drained: new Set(this.records<MachineDrain>('drains').map((drain) => drain.machine)),
+      statuses: this.records<UnitStatus>('statuses'),
+    };
+  }
+
+  /** The service's declaration as last seen, with its revision for a transaction's compare. */
+  declaration(service: string): CachedValue | undefined {
+    return this.caches.services.get(serviceKey(service));
+  }
+
+  statuses(): UnitStatus[] {
+    return this.records<UnitStatus>('statuses');
+  }
+
+  /** The current generation: pass it to changedSince() to wait for anything newer. */
+  now(): number {
+    return this.generation;
+  }
+
+  /** Resolves once something changed after `since` (at once if it already has), or after `timeoutMs`. */
+  changedSince(since: number, timeoutMs: number): Promise<void> {
+    if (this.generation > since) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      this.waiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  /** Wakes every waiter: a change that is not in the store, like a newer deployment accepted. */
+  poke(): void {
+    this.bump();
+  }
+
+  /** Resolves once the assignments watch has delivered `revision`, so the next snapshot shows the scheduler's own write. */
+  assignmentsCaughtUp(revision: number): Promise<void> {
+    return this.caches.assignments.caughtUp(revision);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(Object.values(this.caches).map((cache) => cache.close()));
+    this.bump();
+  }
+
+  private records<T>(part: Part): T[] {
+    return this.caches[part].values().map((entry) => decodeCached<T>(entry));
+  }
+
+  private bump(): void {
+    this.generation += 1;
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const wake of waiters) wake();
+  }
 }
-
-export const readDrainedMachines = async (store: Store): Promise<Set<string>> =>
-  new Set((await listRecords<MachineDrain>(store, machineDrainPrefix)).map((drain) => drain.machine));
-
-export const readUnitStatuses = (store: Store): Promise<UnitStatus[]> => listRecords<UnitStatus>(store, unitStatusRoot);
 
 export const plannerMachine = (machine: Machine, drained: ReadonlySet<string>): PlannerMachine => ({
   id: machine.id,

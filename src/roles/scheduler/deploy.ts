@@ -6,16 +6,35 @@ import { formatImageReference, parseImageReference, repositoryName } from '../..
 import type { Service, ServiceConfig } from '../../schemas/service.js';
 import { currentTarget, type Deployment, type DeployReply, type Release } from '../../schemas/release.js';
 import type { RegistryClient } from './registry-client.js';
-import { createRelease, getRelease, listReleases } from './releases.js';
-import { listDeployments, newDeploymentId, saveNewDeployment } from './deployments.js';
+import { claimReleases, createRelease, getRelease } from './releases.js';
+import { listDeployments, newDeploymentId, startDeployment } from './deployment-records.js';
 import { appendJournal } from './journal.js';
+
+// Accepting a trigger: validate it, drop it when stale, pin the image to its digest, and record a
+// release and its pending deployment. The runner then rolls it out.
 
 export interface DeployTrigger {
   serviceName: string;
   containerRepository: string;
+  /** Unix seconds the sender gave (0: none). */
   pushedAt: number;
+  /** The time the trigger stands for, in Unix milliseconds (see Release.triggeredAt). */
+  triggeredAt: number;
   /** What caused it: manual, registry, dockerhub, github. */
   trigger: string;
+}
+
+/** How far in the future a trigger's time may be (clocks differ a little between machines). */
+export const MAX_CLOCK_AHEAD_MS = 5 * 60_000;
+
+/** The time a deploy request stands for: the push it names, or now when it names none (pushedAt 0). */
+export const triggerTime = (pushedAt: number, receivedAt = Date.now()): number => (pushedAt > 0 ? pushedAt * 1000 : receivedAt);
+
+/** Refuses a trigger time from the future: it would make every later push look stale. */
+export function assertNotFuture(field: string, triggeredAt: number): void {
+  if (triggeredAt > Date.now() + MAX_CLOCK_AHEAD_MS) {
+    throw badRequest(`${field} must not be more than ${MAX_CLOCK_AHEAD_MS / 60_000} minutes in the future (it names ${new Date(triggeredAt).toISOString()})`);
+  }
 }
 
 /** A trigger the scheduler accepted: a new release and deployment to roll out, or nothing to do. */
@@ -31,6 +50,7 @@ interface ReleaseDraft {
   tag?: string;
   config: ServiceConfig;
   pushedAt: number;
+  triggeredAt: number;
   trigger: string;
   rollbackOf?: number;
 }
@@ -41,8 +61,27 @@ async function declaredService(store: Store, name: string): Promise<Service> {
   return found.record;
 }
 
+/**
+ * Why a trigger of `triggeredAt` is stale for the service, or undefined when it is not: it is
+ * older than the service's declaration (a push meant for a predecessor of the name, delivered
+ * late) or than the trigger of the service's newest release (registries deliver queued events
+ * late, in order: an old push must not override a newer deploy).
+ */
+export function staleReason(service: Service, releases: Release[], triggeredAt: number): string | undefined {
+  // Senders give whole seconds: only a trigger a whole second older counts as older.
+  const second = (ms: number): number => Math.floor(ms / 1000);
+  const at = new Date(triggeredAt).toISOString();
+  if (second(triggeredAt) < second(Date.parse(service.createdAt))) return `the trigger (${at}) is older than the declaration of ${service.name} (${service.createdAt})`;
+  const newest = releases.reduce<Release | undefined>((found, r) => (!found || timeOf(r) > timeOf(found) ? r : found), undefined);
+  if (newest && second(triggeredAt) < second(timeOf(newest))) return `the trigger (${at}) is older than the one v${newest.version} was deployed for (${new Date(timeOf(newest)).toISOString()})`;
+  return undefined;
+}
+
+const timeOf = (release: Release): number => release.triggeredAt ?? release.pushedAt * 1000;
+
 /** Validates a trigger and pins the image to its digest; the release gets the service's next config. */
 export async function acceptDeploy(store: Store, registry: RegistryClient, trigger: DeployTrigger): Promise<AcceptedDeploy> {
+  assertNotFuture('pushedAt', trigger.triggeredAt);
   const service = await declaredService(store, trigger.serviceName);
   const requested = parseImageReference(trigger.containerRepository);
   const declared = parseImageReference(service.containerImage);
@@ -57,6 +96,7 @@ export async function acceptDeploy(store: Store, registry: RegistryClient, trigg
     ...(target.tag ? { tag: target.tag } : {}),
     config: service.config,
     pushedAt: trigger.pushedAt,
+    triggeredAt: trigger.triggeredAt,
     trigger: trigger.trigger,
   });
 }
@@ -64,7 +104,7 @@ export async function acceptDeploy(store: Store, registry: RegistryClient, trigg
 /** Deploys an earlier release's digest and config as a new release that records where it came from. */
 export async function acceptRollback(store: Store, serviceName: string, version: number): Promise<AcceptedDeploy> {
   const service = await declaredService(store, serviceName);
-  const earlier = await getRelease(store, serviceName, version);
+  const earlier = await getRelease(store, service, version);
   if (!earlier) throw notFound(`service ${serviceName} has no release v${version}`);
   return recordRelease(store, service, {
     image: earlier.image,
@@ -72,6 +112,7 @@ export async function acceptRollback(store: Store, serviceName: string, version:
     ...(earlier.tag ? { tag: earlier.tag } : {}),
     config: earlier.config,
     pushedAt: 0,
+    triggeredAt: Date.now(),
     trigger: 'rollback',
     rollbackOf: earlier.version,
   });
@@ -88,41 +129,36 @@ export function canonicalJson(value: unknown): string {
 }
 
 async function recordRelease(store: Store, service: Service, draft: ReleaseDraft): Promise<AcceptedDeploy> {
-  const [deployments, releases] = await Promise.all([listDeployments(store, service.name), listReleases(store, service.name)]);
+  const [deployments, releases] = await Promise.all([listDeployments(store, service.name), claimReleases(store, service)]);
   const target = currentTarget(deployments);
   const targetRelease = target && releases.find((r) => r.version === target.release);
   if (target && targetRelease && targetRelease.digest === draft.digest && canonicalJson(targetRelease.config) === canonicalJson(draft.config)) {
     return { reply: reply('unchanged', targetRelease, target.id, `${service.name} already runs this image and config as v${targetRelease.version} (deployment ${target.id}, ${target.state})`) };
   }
-  const lastPush = Math.max(0, ...releases.map((r) => r.pushedAt));
-  if (draft.pushedAt > 0 && draft.pushedAt < lastPush) {
-    const latest = releases.at(-1)!;
-    return { reply: reply('stale', latest, latest.deployment, `ignored as stale: pushedAt ${draft.pushedAt} is older than the last deployed push (${lastPush})`) };
+  const stale = staleReason(service, releases, draft.triggeredAt);
+  if (stale) {
+    await appendJournal(store, { service: service.name, kind: 'deployment.stale', message: `${draft.trigger} trigger for ${draft.image} deploys nothing: ${stale}` });
+    const latest = releases.at(-1);
+    const message = `ignored as stale: ${stale}`;
+    return { reply: latest ? reply('stale', latest, latest.deployment, message) : { statusCode: 200, outcome: 'stale', service: service.name, release: 'none', version: 0, deployment: '', image: draft.image, message } };
   }
 
   const id = newDeploymentId();
   const release = await createRelease(store, {
     service: service.name,
+    serviceUuid: service.uuid,
     image: draft.image,
     digest: draft.digest,
     ...(draft.tag ? { tag: draft.tag } : {}),
     config: draft.config,
     pushedAt: draft.pushedAt,
+    triggeredAt: draft.triggeredAt,
     deployment: id,
     ...(draft.rollbackOf ? { rollbackOf: draft.rollbackOf } : {}),
   });
-  const deployment = await startDeployment(store, release, draft.trigger, id);
+  const deployment = await startDeployment(store, release, draft.trigger, { id });
   const origin = draft.rollbackOf ? `, rollback to v${draft.rollbackOf}` : '';
   return { release, deployment, reply: reply('created', release, id, `deploying ${service.name} v${release.version} (${release.config.numInstances} units${origin})`) };
-}
-
-/** Records a pending deployment of `release` (a new one, or an earlier one being reverted to). */
-export async function startDeployment(store: Store, release: Release, trigger: string, id = newDeploymentId()): Promise<Deployment> {
-  const now = new Date().toISOString();
-  const deployment: Deployment = { id, service: release.service, release: release.version, image: release.image, state: 'pending', trigger, units: [], createdAt: now, updatedAt: now };
-  await saveNewDeployment(store, deployment);
-  await appendJournal(store, { service: release.service, deployment: id, kind: 'deployment.created', message: `v${release.version} ${release.image} (${trigger})` });
-  return deployment;
 }
 
 function reply(outcome: DeployReply['outcome'], release: Release, deployment: string, message: string): DeployReply {

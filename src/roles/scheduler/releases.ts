@@ -3,10 +3,38 @@ import { releaseKey, releasePrefix } from '../../store/keys.js';
 import { listRecords, readRecord } from '../../store/json-records.js';
 import type { Release } from '../../schemas/release.js';
 
-export const listReleases = (store: Store, service: string): Promise<Release[]> => listRecords<Release>(store, releasePrefix(service));
+// Releases: immutable, numbered per service, each made for one declaration of the service (its
+// uuid). A service deleted and declared again under the same name starts a history of its own:
+// the predecessor's releases are out of reach here and deleted by housekeeping.
 
-export async function getRelease(store: Store, service: string, version: number): Promise<Release | undefined> {
-  return (await readRecord<Release>(store, releaseKey(service, version)))?.record;
+/** A declaration's identity, as releases are filtered by it. */
+export interface Declared {
+  name: string;
+  uuid: string;
+}
+
+// Releases written before releases carried a uuid belong to whoever holds the name.
+const belongsTo = (service: Declared) => (release: Release): boolean => release.serviceUuid === undefined || release.serviceUuid === service.uuid;
+
+export const listReleases = async (store: Store, service: Declared): Promise<Release[]> =>
+  (await listRecords<Release>(store, releasePrefix(service.name))).filter(belongsTo(service));
+
+/** A release by number; `service` may be just a name where the caller follows a deployment record it trusts. */
+export async function getRelease(store: Store, service: Declared | string, version: number): Promise<Release | undefined> {
+  const release = (await readRecord<Release>(store, releaseKey(typeof service === 'string' ? service : service.name, version)))?.record;
+  return release && (typeof service === 'string' || belongsTo(service)(release)) ? release : undefined;
+}
+
+/**
+ * This declaration's releases, after deleting those a deleted predecessor of the name left
+ * (housekeeping deletes them too, but a declaration made again at once can come first), so the
+ * new history starts at v1 and never mixes with the old one.
+ */
+export async function claimReleases(store: Store, service: Declared): Promise<Release[]> {
+  const all = await listRecords<Release>(store, releasePrefix(service.name));
+  const foreign = all.filter((release) => !belongsTo(service)(release));
+  if (foreign.length > 0) await store.txn([], foreign.map((release) => ({ op: 'delete' as const, key: releaseKey(service.name, release.version) })));
+  return all.filter(belongsTo(service));
 }
 
 /** Writes the release under the next free version; create-if-absent makes concurrent writers take turns. */

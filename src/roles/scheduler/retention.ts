@@ -1,11 +1,11 @@
-import type { Deployment } from '../../schemas/release.js';
-import { isFinished } from './deployments.js';
+import { currentTarget, type Deployment, type Release } from '../../schemas/release.js';
+import { isFinished, isInFlight } from './deployment-records.js';
 
 // How much history the scheduler keeps. Deployment records and journal entries are written on
 // every deploy, reschedule and stop, and nothing else removes them; left alone they would grow
 // the store without bound (etcd refuses writes once its space quota is reached). The leader
 // deletes the oldest beyond the limits (`RetentionLimits`, src/config.ts). Pure: the store I/O is in
-// scheduler.ts.
+// housekeeping.ts.
 
 /**
  * The ids of the deployments to delete, from records listed newest first. Kept besides the newest
@@ -36,3 +36,16 @@ export function expiredDeployments(deployments: readonly Deployment[], keep: num
 
 /** The journal keys to delete, from keys in ascending (oldest first) order. */
 export const expiredJournalKeys = (keys: readonly string[], keep: number): string[] => keys.slice(0, Math.max(0, keys.length - keep));
+
+/**
+ * The versions of one service's releases to delete (releases listed oldest first, the service's
+ * deployments newest first): all but the newest `keep`, never one a deployment in flight uses,
+ * the one the service runs (its current target) or its last success (what a failure reverts to).
+ */
+export function expiredReleases(releases: readonly Release[], deployments: readonly Deployment[], keep: number): number[] {
+  const used = new Set(deployments.filter(isInFlight).map((d) => d.release));
+  const target = currentTarget([...deployments]);
+  const lastSucceeded = deployments.find((d) => d.state === 'succeeded' && d.trigger !== 'stop');
+  for (const deployment of [target, lastSucceeded]) if (deployment) used.add(deployment.release);
+  return releases.slice(0, Math.max(0, releases.length - keep)).map((r) => r.version).filter((version) => !used.has(version));
+}

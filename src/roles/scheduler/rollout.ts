@@ -1,25 +1,25 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Operation, Store } from '../../store/store.js';
-import { assignmentKey, serviceKey } from '../../store/keys.js';
+import { assignmentKey } from '../../store/keys.js';
 import type { Assignment, UnitStatus } from '../../schemas/cluster.js';
-import type { Deployment, Release } from '../../schemas/release.js';
+import type { Deployment, Release, UnitProgress } from '../../schemas/release.js';
 import { rolloutSettings, type RolloutSettings } from '../../schemas/service.js';
 import { planRolloutStep, type RolloutUnit } from '../../placement/rollout-step.js';
 import { isRunning, slotOf, specHash, unitName } from '../../units.js';
-import { plannerMachine, readClusterSnapshot, readUnitStatuses, serviceRules, type ClusterSnapshot } from './cluster-snapshot.js';
-import { updateDeployment } from './deployments.js';
-import { appendJournal } from './journal.js';
+import { plannerMachine, serviceRules, type ClusterSnapshot, type ClusterWatch } from './cluster-snapshot.js';
+import { recordPhase, recordProgress } from './deployment-records.js';
 
-// Runs one deployment: repeatedly reads the cluster, asks the pure rollout step what to change,
-// writes that in one transaction, and watches the units until the release runs everywhere, the
-// deployment fails, or a newer deployment of the service supersedes it.
+// Runs one deployment: takes a snapshot of the watched cluster, asks the pure rollout step what to
+// change, writes that in one transaction, and waits for the next change, until the release runs
+// everywhere, the deployment fails, or a newer deployment of the service supersedes it. The
+// outcome is returned; the runner records it.
 
 export interface RolloutOptions {
   store: Store;
   log: FastifyBaseLogger;
+  cluster: ClusterWatch;
   /** False once a newer deployment of the service was accepted: this one stops as superseded. */
   isCurrent: () => boolean;
-  pollIntervalMs?: number;
 }
 
 export type RolloutOutcome = { state: 'succeeded' } | { state: 'superseded'; reason?: string } | { state: 'failed'; reason: string };
@@ -27,14 +27,24 @@ export type RolloutOutcome = { state: 'succeeded' } | { state: 'superseded'; rea
 /** A new unit that crashed this often has shown it will not start. */
 const CRASH_LOOP_RESTARTS = 3;
 
+/** The longest a rollout waits without any change before it looks again (for its deadlines). */
+const IDLE_WAKE_MS = 1000;
+
 /** Failures no waiting will cure: the deployment fails at once with the agent's reason. */
 const isPermanentFailure = (status: UnitStatus): boolean =>
-  /^(image pull failed|Docker engine unreachable)/.test(status.error ?? '') || (status.active === 'failed' && status.restarts >= CRASH_LOOP_RESTARTS);
+  status.errorKind === 'image-pull' || status.errorKind === 'engine-unreachable' || (status.active === 'failed' && status.restarts >= CRASH_LOOP_RESTARTS);
 
 export const releaseSpec = (release: Release): string =>
   specHash({ image: release.image, env: release.config.env, ports: release.config.ports });
 
+interface TrackedUnit {
+  assignment: Assignment;
+  status: UnitStatus | undefined;
+  unit: RolloutUnit;
+}
+
 export async function rollOut(options: RolloutOptions, release: Release, deployment: Deployment): Promise<RolloutOutcome> {
+  const { cluster, store } = options;
   const settings = rolloutSettings(release.config);
   const spec = releaseSpec(release);
   const readySince = new Map<string, number>();
@@ -43,13 +53,12 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
   let lastUnits = '';
   let rolling = false;
   for (;;) {
+    const seen = cluster.now();
     if (!options.isCurrent()) return { state: 'superseded' };
-    const [declaration, snapshot, statuses] = await Promise.all([options.store.get(serviceKey(release.service)), readClusterSnapshot(options.store), readUnitStatuses(options.store)]);
+    const declaration = cluster.declaration(release.service);
     if (!declaration) return { state: 'superseded', reason: `${release.service} is no longer declared` };
-    const own = snapshot.assignments.filter((a) => a.service === release.service);
-    const statusOf = new Map(statuses.filter((s) => s.service === release.service).map((s) => [`${s.machine}/${slotOf(s)}`, s]));
-    const units = own.map((assignment) => rolloutUnit(assignment, statusOf.get(`${assignment.machine}/${slotOf(assignment)}`), snapshot, readySince, settings));
-
+    const snapshot = cluster.snapshot();
+    const units = trackUnits(snapshot, release.service, readySince, settings);
     const step = planRolloutStep({
       service: release.service,
       instances: release.config.numInstances,
@@ -61,7 +70,8 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
       cluster: snapshot.assignments,
       rules: [...snapshot.services.filter((s) => s.name !== release.service), { name: release.service, conflictsWith: conflictsOf(snapshot, release.service), config: release.config }].map(serviceRules),
     });
-    const stray = statuses.some((s) => s.service === release.service && !own.some((a) => a.machine === s.machine && slotOf(a) === slotOf(s)));
+    const own = new Set(units.map((u) => slotKey(u.assignment)));
+    const stray = snapshot.statuses.some((s) => s.service === release.service && !own.has(slotKey(s)));
     if (step.complete && !stray) return { state: 'succeeded' };
 
     const retired = new Set(step.retire);
@@ -74,13 +84,18 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
       ...step.add.map((placement): Operation => put(newAssignment(release, deployment, spec, settings, placement.instance, placement.machine))),
     ];
     if (operations.length > 0) {
-      // Only while the declaration read above still stands: units placed after a delete would be orphans.
-      const placed = await options.store.txn([{ key: declaration.key, target: 'createRevision', equals: declaration.createRevision }], operations);
-      if (!placed.succeeded) continue;
+      // Only while the declaration seen above still stands: units placed after a delete would be
+      // orphans, and a changed declaration means the snapshot is behind. Either way: look again.
+      const placed = await store.txn([{ key: declaration.key, target: 'modRevision', equals: declaration.modRevision }], operations);
+      if (!placed.succeeded) {
+        await cluster.changedSince(seen, IDLE_WAKE_MS);
+        continue;
+      }
       if (!rolling) {
         rolling = true;
-        await updateDeployment(options.store, deployment.id, { state: 'rolling' });
+        await recordPhase(store, deployment, 'rolling');
       }
+      await cluster.assignmentsCaughtUp(placed.revision);
     }
 
     const fresh = units.filter((u) => u.assignment.spec === spec && !retired.has(u.unit));
@@ -89,16 +104,10 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
       bestReady = Math.max(bestReady, readyCount);
       lastProgress = Date.now();
     }
-    const progress = fresh.map((u) => ({
-      unit: u.assignment.unit,
-      machine: u.assignment.machine,
-      active: u.status?.active ?? 'inactive',
-      sub: u.status?.sub ?? 'dead',
-      ...(u.status?.error ? { error: u.status.error } : {}),
-    }));
+    const progress = fresh.map(unitProgress);
     if (JSON.stringify(progress) !== lastUnits) {
       lastUnits = JSON.stringify(progress);
-      await updateDeployment(options.store, deployment.id, { units: progress });
+      await recordProgress(store, deployment, progress);
     }
 
     const broken = fresh.find((u) => u.status && isPermanentFailure(u.status));
@@ -112,9 +121,12 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
       const detail = waiting.length > 0 ? waiting.join('; ') : step.unplaced.map((u) => u.reason).join('; ') || 'old units still stopping';
       return { state: 'failed', reason: `no progress within ${settings.progressDeadlineSeconds} s: ${detail}` };
     }
-    await new Promise((resolve) => setTimeout(resolve, options.pollIntervalMs ?? 100));
+    // Written changes come back through the watch; otherwise wake when a unit's minReadySeconds ends.
+    if (operations.length === 0) await cluster.changedSince(seen, untilNextReady(fresh, readySince, settings));
   }
 }
+
+const slotKey = (unit: { machine: string; unit: string; spec: string }): string => `${unit.machine}/${slotOf(unit)}`;
 
 const put = (assignment: Assignment): Operation => ({ op: 'put', key: assignmentKey(assignment.machine, slotOf(assignment)), value: JSON.stringify(assignment) });
 
@@ -122,21 +134,38 @@ const describe = (status: UnitStatus): string => `${status.active}/${status.sub}
 
 const conflictsOf = (snapshot: ClusterSnapshot, service: string): string => snapshot.services.find((s) => s.name === service)?.conflictsWith ?? '';
 
-function rolloutUnit(
-  assignment: Assignment,
-  status: UnitStatus | undefined,
-  snapshot: ClusterSnapshot,
-  readySince: Map<string, number>,
-  settings: RolloutSettings,
-): { assignment: Assignment; status: UnitStatus | undefined; unit: RolloutUnit } {
-  const key = `${assignment.machine}/${slotOf(assignment)}`;
-  const running = status !== undefined && isRunning(status);
-  if (!running) readySince.delete(key);
-  else if (!readySince.has(key)) readySince.set(key, Date.now());
-  const ready = running && Date.now() - (readySince.get(key) ?? Date.now()) >= settings.minReadySeconds * 1000;
-  const alive = snapshot.machines.some((machine) => machine.id === assignment.machine);
-  const evicted = snapshot.drained.has(assignment.machine);
-  return { assignment, status, unit: { instance: assignment.instance, machine: assignment.machine, spec: assignment.spec, running, ready, alive, evicted } };
+const unitProgress = (u: TrackedUnit): UnitProgress => ({
+  unit: u.assignment.unit,
+  machine: u.assignment.machine,
+  active: u.status?.active ?? 'inactive',
+  sub: u.status?.sub ?? 'dead',
+  ...(u.status?.error ? { error: u.status.error } : {}),
+});
+
+/** The service's assigned slots with their status and what the rollout step needs to know of each. */
+function trackUnits(snapshot: ClusterSnapshot, service: string, readySince: Map<string, number>, settings: RolloutSettings): TrackedUnit[] {
+  const statusOf = new Map(snapshot.statuses.filter((s) => s.service === service).map((s) => [slotKey(s), s]));
+  const alive = new Set(snapshot.machines.map((machine) => machine.id));
+  return snapshot.assignments
+    .filter((a) => a.service === service)
+    .map((assignment) => {
+      const key = slotKey(assignment);
+      const status = statusOf.get(key);
+      const running = status !== undefined && isRunning(status);
+      if (!running) readySince.delete(key);
+      else if (!readySince.has(key)) readySince.set(key, Date.now());
+      const ready = running && Date.now() - readySince.get(key)! >= settings.minReadySeconds * 1000;
+      const unit: RolloutUnit = { instance: assignment.instance, machine: assignment.machine, spec: assignment.spec, running, ready, alive: alive.has(assignment.machine), evicted: snapshot.drained.has(assignment.machine) };
+      return { assignment, status, unit };
+    });
+}
+
+/** How long until the first running unit that is not ready yet has held for minReadySeconds. */
+function untilNextReady(fresh: TrackedUnit[], readySince: Map<string, number>, settings: RolloutSettings): number {
+  const waits = fresh
+    .filter((u) => u.unit.running && !u.unit.ready)
+    .map((u) => readySince.get(slotKey(u.assignment))! + settings.minReadySeconds * 1000 - Date.now());
+  return Math.max(0, Math.min(IDLE_WAKE_MS, ...waits));
 }
 
 function newAssignment(release: Release, deployment: Deployment, spec: string, settings: RolloutSettings, instance: number, machine: string): Assignment {
@@ -155,9 +184,4 @@ function newAssignment(release: Release, deployment: Deployment, spec: string, s
     deployment: deployment.id,
     assignedAt: new Date().toISOString(),
   };
-}
-
-export async function recordOutcome(store: Store, deployment: Deployment, state: Deployment['state'], reason: string): Promise<void> {
-  await updateDeployment(store, deployment.id, { state, finishedAt: new Date().toISOString(), ...(state === 'succeeded' ? {} : { reason }) });
-  await appendJournal(store, { service: deployment.service, deployment: deployment.id, kind: `deployment.${state}`, message: `v${deployment.release}: ${reason}` });
 }

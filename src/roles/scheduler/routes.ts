@@ -15,11 +15,21 @@ import {
 } from '../../schemas/release.js';
 import type { Scheduler } from './scheduler.js';
 import { getRelease, listReleases } from './releases.js';
-import { getDeployment, listDeployments } from './deployments.js';
+import { getDeployment, listDeployments } from './deployment-records.js';
+import { readRecord } from '../../store/json-records.js';
+import { serviceKey } from '../../store/keys.js';
+import type { Service } from '../../schemas/service.js';
+import { triggerTime } from './deploy.js';
 import { readJournal } from './journal.js';
 
 export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void {
   const { store } = scheduler;
+  /** Releases are the declaration's own: a deleted predecessor's are not shown. */
+  const declared = async (name: string): Promise<Service> => {
+    const found = await readRecord<Service>(store, serviceKey(name));
+    if (!found) throw notFound(`service ${name} is not declared`);
+    return found.record;
+  };
 
   server.post(
     '/hooks/deploy',
@@ -30,7 +40,7 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void 
         response: { 200: DeployReply, ...errorResponses },
       },
     },
-    async (request) => scheduler.deploy({ ...request.body, trigger: 'manual' }),
+    async (request) => scheduler.deploy({ ...request.body, triggeredAt: triggerTime(request.body.pushedAt), trigger: 'manual' }),
   );
 
   server.post(
@@ -42,7 +52,7 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void 
   server.get(
     '/services/:name/releases',
     { schema: { params: NameParams, response: { 200: Type.Array(Release), ...errorResponses } } },
-    async (request) => listReleases(store, request.params.name),
+    async (request) => listReleases(store, await declared(request.params.name)),
   );
 
   server.get(
@@ -50,7 +60,7 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void 
     { schema: { params: VersionParams, response: { 200: Release, ...errorResponses } } },
     async (request) => {
       const version = Number(request.params.version.replace(/^v/, ''));
-      const release = await getRelease(store, request.params.name, version);
+      const release = await getRelease(store, await declared(request.params.name), version);
       if (!release) throw notFound(`service ${request.params.name} has no release v${version}`);
       return release;
     },

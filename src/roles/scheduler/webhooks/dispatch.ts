@@ -5,7 +5,7 @@ import { listRecords } from '../../../store/json-records.js';
 import type { Service } from '../../../schemas/service.js';
 import type { DeployReply } from '../../../schemas/release.js';
 import type { WebhookPushOutcome, WebhookReply, WebhookServiceOutcome } from '../../../schemas/webhooks.js';
-import type { DeployTrigger } from '../deploy.js';
+import { triggerTime, type DeployTrigger } from '../deploy.js';
 import { appendJournal } from '../journal.js';
 import { describeImage, matchPush, type Match, type Push } from './matching.js';
 import type { DeliveryLog } from './deliveries.js';
@@ -39,7 +39,7 @@ const outcome = (match: Match): WebhookServiceOutcome => ({
 
 function deployInBackground({ deployer, store, deliveries, log }: Dispatch, push: Push, service: string): void {
   const image = describeImage(push.image);
-  const trigger: DeployTrigger = { serviceName: service, containerRepository: image, pushedAt: push.pushedAt, trigger: push.hook };
+  const trigger: DeployTrigger = { serviceName: service, containerRepository: image, pushedAt: push.pushedAt, triggeredAt: triggerTime(push.pushedAt), trigger: push.hook };
   deployer.deploy(trigger).then(
     (reply) => log.info({ hook: push.hook, service, image, outcome: reply.outcome, deployment: reply.deployment }, reply.message),
     async (error: Error) => {

@@ -1,0 +1,78 @@
+import type { Store } from '../../store/store.js';
+import { deploymentKey, deploymentPrefix } from '../../store/keys.js';
+import { listRecords, readRecord, updateRecord } from '../../store/json-records.js';
+import { currentTarget, type Deployment, type Release, type UnitProgress } from '../../schemas/release.js';
+import { timeOrderedId } from './ids.js';
+import { appendJournal } from './journal.js';
+
+// The one owner of deployment records: every write of one (start, progress, outcome, stop) and
+// the journal line that goes with it is here, so a deployment's life reads in one place:
+//   pending → pulling → rolling → succeeded | failed | reverted | superseded
+// A stop is recorded as a deployment of its own (trigger `stop`), after which the service runs
+// nothing. Reads are here too; records are listed newest first (ids sort by creation time).
+
+export const newDeploymentId = timeOrderedId;
+
+export async function getDeployment(store: Store, id: string): Promise<Deployment | undefined> {
+  return (await readRecord<Deployment>(store, deploymentKey(id)))?.record;
+}
+
+/** Newest first. */
+export async function listDeployments(store: Store, service?: string): Promise<Deployment[]> {
+  const all = (await listRecords<Deployment>(store, deploymentPrefix)).reverse();
+  return service ? all.filter((deployment) => deployment.service === service) : all;
+}
+
+export const isFinished = (deployment: Deployment): boolean =>
+  ['succeeded', 'failed', 'reverted', 'superseded'].includes(deployment.state);
+
+const inFlightStates: ReadonlySet<Deployment['state']> = new Set(['pending', 'pulling', 'rolling']);
+export const isInFlight = (deployment: Deployment): boolean => inFlightStates.has(deployment.state);
+
+/**
+ * Records a pending deployment of `release` (a new one, a revert to an earlier one, or a
+ * reschedule of the current one); `why` is journaled beside it when the trigger needs saying.
+ */
+export async function startDeployment(store: Store, release: Release, trigger: string, options: { id?: string; why?: string } = {}): Promise<Deployment> {
+  const now = new Date().toISOString();
+  const id = options.id ?? newDeploymentId();
+  const deployment: Deployment = { id, service: release.service, release: release.version, image: release.image, state: 'pending', trigger, units: [], createdAt: now, updatedAt: now };
+  await store.put(deploymentKey(id), JSON.stringify(deployment));
+  await appendJournal(store, { service: release.service, deployment: id, kind: 'deployment.created', message: `v${release.version} ${release.image} (${trigger})` });
+  if (options.why) await appendJournal(store, { service: release.service, deployment: id, kind: `service.${trigger === 'reschedule' ? 'rescheduled' : trigger}`, message: options.why });
+  return deployment;
+}
+
+async function updateDeployment(store: Store, id: string, change: Partial<Deployment>): Promise<void> {
+  await updateRecord<Deployment>(store, deploymentKey(id), (current) => ({ ...current, ...change, updatedAt: new Date().toISOString() }));
+}
+
+/** A step on the way: the images are being pulled, or units are being placed and replaced. */
+export const recordPhase = (store: Store, deployment: Deployment, state: 'pulling' | 'rolling'): Promise<void> => updateDeployment(store, deployment.id, { state });
+
+/** What the deployment's units are doing now, for people watching it. */
+export const recordProgress = (store: Store, deployment: Deployment, units: UnitProgress[]): Promise<void> => updateDeployment(store, deployment.id, { units });
+
+/** The deployment ended: its state, why (unless it succeeded), and a journal line. */
+export async function recordOutcome(store: Store, deployment: Deployment, state: 'succeeded' | 'failed' | 'reverted' | 'superseded', reason: string): Promise<void> {
+  await updateDeployment(store, deployment.id, { state, finishedAt: new Date().toISOString(), ...(state === 'succeeded' ? {} : { reason }) });
+  await appendJournal(store, { service: deployment.service, deployment: deployment.id, kind: `deployment.${state}`, message: `v${deployment.release}: ${reason}` });
+}
+
+/**
+ * Records that the service's units were stopped, as its newest deployment (trigger `stop`), so
+ * the deployment it ran before no longer counts as current: self-healing leaves the service
+ * alone, and a later deploy of the same image is not taken for "unchanged". Earlier records stay
+ * as they were.
+ */
+export async function recordStop(store: Store, service: string): Promise<void> {
+  const deployments = await listDeployments(store, service);
+  if (currentTarget(deployments)) {
+    const now = new Date().toISOString();
+    // What was stopped: the newest deployment, even one the stop superseded part-way.
+    const { release, image } = deployments[0]!;
+    const stop: Deployment = { id: newDeploymentId(), service, release, image, state: 'succeeded', trigger: 'stop', units: [], createdAt: now, updatedAt: now, finishedAt: now };
+    await store.put(deploymentKey(stop.id), JSON.stringify(stop));
+  }
+  await appendJournal(store, { service, kind: 'service.stopped', message: `units of ${service} stopped` });
+}

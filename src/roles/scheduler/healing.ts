@@ -1,0 +1,50 @@
+import type { Assignment, Machine } from '../../schemas/cluster.js';
+import { currentTarget, type Deployment } from '../../schemas/release.js';
+
+// Self-healing, planned purely: which services need their current release deployed again because
+// their units are no longer all in place (a machine died with some, an instance lost its
+// assignment, a machine is being drained). The leader applies the plan as `reschedule`
+// deployments, whose rollouts place the missing units (replacements on drained machines start
+// before the old units go). Only structure counts here, not health: a unit that crashes is
+// restarted by its agent, not moved.
+
+export interface HealingInput {
+  machines: Machine[];
+  assignments: Assignment[];
+  /** Every deployment record, newest first. */
+  deployments: Deployment[];
+  drained: ReadonlySet<string>;
+  /** Services declared now: a deleted service keeps its deployment records, not its units. */
+  declared: ReadonlySet<string>;
+  /** Services with work queued or running: their rollout already converges on the target. */
+  busy: (service: string) => boolean;
+  /** numInstances of a service's release, when the release exists. */
+  instancesOf: (service: string, release: number) => number | undefined;
+}
+
+export interface Reschedule {
+  service: string;
+  release: number;
+  why: string;
+}
+
+export function planHealing(input: HealingInput): Reschedule[] {
+  const alive = new Set(input.machines.map((machine) => machine.id));
+  const services = new Set(input.deployments.map((d) => d.service).filter((service) => input.declared.has(service)));
+  const plan: Reschedule[] = [];
+  for (const service of services) {
+    const target = currentTarget(input.deployments.filter((d) => d.service === service));
+    if (!target || target.state !== 'succeeded' || input.busy(service)) continue;
+    const instances = input.instancesOf(service, target.release);
+    if (instances === undefined) continue;
+    const assigned = input.assignments.filter((a) => a.service === service);
+    const own = assigned.filter((a) => alive.has(a.machine));
+    const lost = assigned.filter((a) => !alive.has(a.machine)).map((a) => `${a.unit} on ${a.machine}`);
+    const evicted = own.filter((a) => input.drained.has(a.machine)).map((a) => `${a.unit} off ${a.machine}`);
+    const complete = own.length === instances && new Set(own.map((a) => a.instance)).size === instances;
+    if (complete && evicted.length === 0) continue;
+    const why = lost.length ? `machine lost: moving ${lost.join(', ')}` : evicted.length ? `machine drained: moving ${evicted.join(', ')}` : 'units missing: placing them again';
+    plan.push({ service, release: target.release, why });
+  }
+  return plan;
+}

@@ -1,0 +1,109 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Operation, Store } from '../../store/store.js';
+import { assignmentKey, deploymentKey, journalPrefix, releaseKey, releasePrefix, releasesRoot, serviceKey, servicePrefix } from '../../store/keys.js';
+import { listRecords } from '../../store/json-records.js';
+import type { Assignment } from '../../schemas/cluster.js';
+import type { Release } from '../../schemas/release.js';
+import type { Service } from '../../schemas/service.js';
+import { slotOf } from '../../units.js';
+import type { RetentionLimits } from '../../config.js';
+import { FencedWriteError } from '../../store/fenced-store.js';
+import { NotLeaderError } from './leadership.js';
+import { listDeployments } from './deployment-records.js';
+import { expiredDeployments, expiredJournalKeys, expiredReleases } from './retention.js';
+import type { ClusterSnapshot } from './cluster-snapshot.js';
+
+// What the leader cleans up, apart from deploying: assignments of services no longer declared
+// (their units stop), the releases of deleted services (a service declared again under the name
+// starts a history of its own), and history beyond the retention limits. Level-triggered: each
+// pass compares the whole store with the declarations, so a missed event costs nothing.
+
+/** Deletes per store transaction (etcd allows 128 operations in one by default). */
+const DELETE_BATCH = 100;
+
+export class Housekeeping {
+  private running: Promise<void> | undefined;
+  private again = false;
+
+  constructor(
+    private readonly store: Store,
+    private readonly retention: RetentionLimits,
+    private readonly log: FastifyBaseLogger,
+  ) {}
+
+  /** Units of services that are not declared: their assignments go, and their agents stop them. */
+  async pruneOrphans(snapshot: Pick<ClusterSnapshot, 'assignments' | 'services'>): Promise<void> {
+    const declared = new Set(snapshot.services.map((service) => service.name));
+    const doomed = snapshot.assignments.filter((assignment: Assignment) => !declared.has(assignment.service));
+    await this.deleteInBatches(doomed.map((a) => assignmentKey(a.machine, slotOf(a))));
+  }
+
+  /** One full pass (coalesced: a pass asked for while one runs runs once more after it). */
+  pruneHistory(): Promise<void> {
+    if (this.running) {
+      this.again = true;
+      return this.running;
+    }
+    this.running = this.pass().finally(() => {
+      this.running = undefined;
+      if (this.again) {
+        this.again = false;
+        void this.pruneHistory();
+      }
+    });
+    return this.running;
+  }
+
+  private async pass(): Promise<void> {
+    try {
+      const [deployments, journal, releases, services] = await Promise.all([
+        listDeployments(this.store),
+        this.store.list(journalPrefix),
+        listRecords<Release>(this.store, releasesRoot),
+        listRecords<Service>(this.store, servicePrefix),
+      ]);
+      const declared = new Map(services.map((service) => [service.name, service]));
+      const doomed = [
+        ...expiredDeployments(deployments, this.retention.deploymentsPerService).map(deploymentKey),
+        ...expiredJournalKeys(journal.map((kv) => kv.key), this.retention.journalEntries),
+      ];
+      await this.deleteInBatches(doomed);
+      const releasesDeleted = await this.pruneReleases(releases, declared, deployments);
+      if (doomed.length + releasesDeleted > 0) this.log.info({ deleted: doomed.length + releasesDeleted }, 'deleted history beyond the retention limits and of deleted services');
+    } catch (error) {
+      if (!(error instanceof FencedWriteError || error instanceof NotLeaderError)) this.log.warn({ err: error }, 'pruning history failed; retrying at the next check');
+    }
+  }
+
+  /**
+   * Per service name: the releases of a deleted service (all of them, only while it is still not
+   * declared), of a predecessor of the declared one, and those beyond the retention limit.
+   */
+  private async pruneReleases(releases: Release[], declared: Map<string, Service>, deployments: Awaited<ReturnType<typeof listDeployments>>): Promise<number> {
+    const byService = new Map<string, Release[]>();
+    for (const release of releases) byService.set(release.service, [...(byService.get(release.service) ?? []), release]);
+    let deleted = 0;
+    for (const [name, list] of byService) {
+      const service = declared.get(name);
+      if (!service) {
+        // Only while it is still undeclared: a declaration made meanwhile keeps what it claimed.
+        const result = await this.store.txn([{ key: serviceKey(name), target: 'version', equals: 0 }], [{ op: 'deletePrefix', prefix: releasePrefix(name) }]);
+        if (result.succeeded) deleted += list.length;
+        continue;
+      }
+      const foreign = list.filter((r) => r.serviceUuid !== undefined && r.serviceUuid !== service.uuid).map((r) => r.version);
+      const own = list.filter((r) => !foreign.includes(r.version));
+      const expired = expiredReleases(own, deployments.filter((d) => d.service === name), this.retention.releasesPerService);
+      const versions = [...foreign, ...expired];
+      await this.deleteInBatches(versions.map((version) => releaseKey(name, version)));
+      deleted += versions.length;
+    }
+    return deleted;
+  }
+
+  private async deleteInBatches(keys: string[]): Promise<void> {
+    for (let i = 0; i < keys.length; i += DELETE_BATCH) {
+      await this.store.txn([], keys.slice(i, i + DELETE_BATCH).map((key): Operation => ({ op: 'delete', key })));
+    }
+  }
+}

@@ -1,0 +1,185 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Store } from '../../store/store.js';
+import { assignmentKey } from '../../store/keys.js';
+import { FencedWriteError } from '../../store/fenced-store.js';
+import { currentTarget, type Deployment, type DeployReply, type Release } from '../../schemas/release.js';
+import { rolloutSettings } from '../../schemas/service.js';
+import { slotOf } from '../../units.js';
+import { NotLeaderError } from './leadership.js';
+import type { AcceptedDeploy } from './deploy.js';
+import { getRelease } from './releases.js';
+import { isInFlight, listDeployments, recordOutcome, recordPhase, recordStop, startDeployment } from './deployment-records.js';
+import { rollOut, type RolloutOutcome } from './rollout.js';
+import type { ClusterWatch } from './cluster-snapshot.js';
+
+// The leader's deployment work, per service: accepting triggers one at a time, running the
+// accepted deployments (and stops) one after another, and the rules between them. The newest
+// accepted work of a service supersedes anything older still queued or rolling out; a failed
+// deployment reverts to the last good release; deployments a previous leader left in flight are
+// resumed. The records of it all are written through deployment-records.ts.
+
+/** Runs tasks one at a time per key, in the order they were queued. */
+class KeyedQueue {
+  private readonly tails = new Map<string, Promise<unknown>>();
+  run<T>(key: string, task: () => Promise<T>): Promise<T> {
+    const next = (this.tails.get(key) ?? Promise.resolve()).catch(() => undefined).then(task);
+    this.tails.set(key, next);
+    void next
+      .catch(() => undefined)
+      .finally(() => {
+        if (this.tails.get(key) === next) this.tails.delete(key);
+      });
+    return next;
+  }
+  idle(): Promise<unknown> {
+    return Promise.allSettled([...this.tails.values()]);
+  }
+  /** Work for `key` is queued or running. */
+  busy(key: string): boolean {
+    return this.tails.has(key);
+  }
+}
+
+export interface RunnerOptions {
+  /** The leader-fenced store. */
+  store: Store;
+  log: FastifyBaseLogger;
+  cluster: ClusterWatch;
+  isLeader: () => boolean;
+  /** How long stopping a service's units may take before the stop reports what still runs. */
+  stopTimeoutSeconds: number;
+}
+
+export class DeploymentRunner {
+  /** Accepting a trigger (staleness, idempotency, release number) is atomic per service. */
+  private readonly accepting = new KeyedQueue();
+  /** Rollouts and stops of one service run one after another. */
+  private readonly rollouts = new KeyedQueue();
+  /** The newest accepted work per service: anything older still running stops as superseded. */
+  private readonly latest = new Map<string, string>();
+  private closed = false;
+
+  constructor(private readonly options: RunnerOptions) {}
+
+  /** Accepts a trigger with `decide` (one at a time per service) and schedules what it created. */
+  async accept(service: string, decide: () => Promise<AcceptedDeploy>): Promise<DeployReply> {
+    const accepted = await this.accepting.run(service, async () => {
+      const result = await decide();
+      if (result.deployment) this.supersedeWith(service, result.deployment.id);
+      return result;
+    });
+    if (accepted.release && accepted.deployment) this.schedule(accepted.release, accepted.deployment);
+    return accepted.reply;
+  }
+
+  /** Deploys the service's current release again, to place units that went missing (healing). */
+  async reschedule(release: Release, why: string): Promise<void> {
+    const deployment = await startDeployment(this.options.store, release, 'reschedule', { why });
+    this.supersedeWith(release.service, deployment.id);
+    this.schedule(release, deployment);
+  }
+
+  /** Removes the service's assignments and waits for its units to stop; returns those still running. */
+  stop(service: string): Promise<string[]> {
+    const { store, cluster, stopTimeoutSeconds } = this.options;
+    this.supersedeWith(service, `stop-${Date.now()}`);
+    return this.rollouts.run(service, async () => {
+      const doomed = cluster.snapshot().assignments.filter((a) => a.service === service);
+      if (doomed.length > 0) await store.txn([], doomed.map((a) => ({ op: 'delete' as const, key: assignmentKey(a.machine, slotOf(a)) })));
+      await recordStop(store, service);
+      const deadline = Date.now() + stopTimeoutSeconds * 1000;
+      for (;;) {
+        const seen = cluster.now();
+        const left = cluster.statuses().filter((status) => status.service === service);
+        if (left.length === 0 || Date.now() > deadline) return left.map((status) => `${status.unit} on ${status.machine}`);
+        await cluster.changedSince(seen, deadline - Date.now());
+      }
+    });
+  }
+
+  /** After an election: deployments left in flight are rolled out again from where the cluster stands. */
+  async resume(): Promise<void> {
+    const { store } = this.options;
+    const inFlight = (await listDeployments(store)).filter(isInFlight);
+    const newestPerService = new Map<string, Deployment>();
+    for (const deployment of inFlight) if (!newestPerService.has(deployment.service)) newestPerService.set(deployment.service, deployment);
+    for (const deployment of inFlight) {
+      const release = await getRelease(store, deployment.service, deployment.release);
+      if (newestPerService.get(deployment.service) !== deployment || !release) {
+        await recordOutcome(store, deployment, 'superseded', 'superseded while the scheduler was down');
+        continue;
+      }
+      this.supersedeWith(deployment.service, deployment.id);
+      this.schedule(release, deployment);
+    }
+  }
+
+  /** Work for the service is queued or running: its rollout already converges on the target. */
+  busy(service: string): boolean {
+    return this.rollouts.busy(service);
+  }
+
+  /** Deposed: what this scheduler still runs stops as superseded; the next leader resumes it. */
+  forget(): void {
+    this.latest.clear();
+    this.options.cluster.poke();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.options.cluster.poke();
+    await this.rollouts.idle();
+  }
+
+  /** `id` is now the service's newest work: a rollout of anything older wakes up and stops. */
+  private supersedeWith(service: string, id: string): void {
+    this.latest.set(service, id);
+    this.options.cluster.poke();
+  }
+
+  private isCurrent = (deployment: Deployment) => (): boolean => !this.closed && this.options.isLeader() && this.latest.get(deployment.service) === deployment.id;
+
+  private schedule(release: Release, deployment: Deployment): void {
+    void this.rollouts.run(release.service, () => this.run(release, deployment)).catch(async (error: Error) => {
+      if (error instanceof FencedWriteError || error instanceof NotLeaderError) return; // the new leader carries on
+      this.options.log.error({ err: error, deployment: deployment.id }, 'rollout failed');
+      await recordOutcome(this.options.store, deployment, 'failed', `scheduler error: ${error.message}`).catch(() => undefined);
+    });
+  }
+
+  private async run(release: Release, deployment: Deployment): Promise<void> {
+    const { store, log, cluster } = this.options;
+    if (!this.isCurrent(deployment)()) {
+      if (!this.closed) await recordOutcome(store, deployment, 'superseded', 'superseded by a newer deployment before it started');
+      return;
+    }
+    // Work queued behind a stop (a healing check or a deploy that raced it) is older than the stop's record.
+    if (currentTarget(await listDeployments(store, deployment.service))?.id !== deployment.id) {
+      await recordOutcome(store, deployment, 'superseded', 'superseded by a newer deployment or a stop before it started');
+      return;
+    }
+    await recordPhase(store, deployment, 'pulling');
+    const outcome = await rollOut({ store, log, cluster, isCurrent: this.isCurrent(deployment) }, release, deployment);
+    // Shutting down or deposed: the next leader resumes it from the store.
+    if ((this.closed || !this.options.isLeader()) && outcome.state === 'superseded') return;
+    if (outcome.state === 'failed') return this.failOrRevert(release, deployment, outcome);
+    const reason = outcome.state === 'succeeded' ? `${release.config.numInstances} units run v${release.version}` : (outcome.reason ?? 'superseded by a newer deployment');
+    await recordOutcome(store, deployment, outcome.state, reason);
+  }
+
+  /** With autoRevert the last succeeded release is deployed again; its units kept serving throughout. */
+  private async failOrRevert(release: Release, deployment: Deployment, outcome: Extract<RolloutOutcome, { state: 'failed' }>): Promise<void> {
+    const { store } = this.options;
+    const previous = currentTarget((await listDeployments(store, release.service)).filter((d) => d.state === 'succeeded'));
+    const good = previous && (await getRelease(store, release.service, previous.release));
+    // Reverting to the release that just failed (a reschedule with nowhere to go) would only fail again.
+    if (!rolloutSettings(release.config).autoRevert || !good || good.version === release.version || !this.isCurrent(deployment)()) {
+      await recordOutcome(store, deployment, 'failed', outcome.reason);
+      return;
+    }
+    await recordOutcome(store, deployment, 'reverted', `${outcome.reason}; reverting to v${good.version}`);
+    const revert = await startDeployment(store, good, 'revert');
+    this.supersedeWith(release.service, revert.id);
+    await this.run(good, revert);
+  }
+}
