@@ -257,6 +257,7 @@ t.test('a unit that crashes at once is restarted with backoff and reported faile
   }, 30_000, { what: 'crash-looping unit failed' });
   t.equal(status.sub, 'auto-restart');
   t.match(status.error, 'exited with code 1');
+  t.equal(status.errorKind, 'crash-loop');
   await unassign(machineId, crashing.unit);
   await waitFor(async () => !(await statusOf(machineId, crashing.unit)), 30_000, { what: 'crash unit status gone' });
 });
@@ -269,9 +270,25 @@ t.test('an image the registry does not have fails the unit with the pull error',
     return s?.active === 'failed' ? s : undefined;
   }, 30_000, { what: 'pull failure reported' });
   t.match(status.error, /^image pull failed: /);
+  t.equal(status.errorKind, 'image-pull');
   t.equal(status.sub, 'auto-restart', 'the pull is retried with backoff');
   await unassign(machineId, missing.unit);
   await waitFor(async () => !(await statusOf(machineId, missing.unit)), 30_000, { what: 'missing-image unit status gone' });
+});
+
+t.test('a unit whose health check does not answer 2xx waits in activating and says for what', async (t) => {
+  const unhealthy = { ...assignment(machineId, 5, 1, imageV1), healthCheck: { path: '/missing' } };
+  await assign(unhealthy);
+  const status = await waitFor(async () => {
+    const s = await statusOf(machineId, unhealthy.unit);
+    return s?.error ? s : undefined;
+  }, 30_000, { what: 'health-check wait reported' });
+  t.equal(status.active, 'activating');
+  t.equal(status.error, 'waiting for GET /missing to answer 2xx');
+  t.equal(status.errorKind, 'health-check');
+  t.equal(status.restarts, 0, 'a wait is not a failure');
+  await unassign(machineId, unhealthy.unit);
+  await waitFor(async () => !(await statusOf(machineId, unhealthy.unit)), 30_000, { what: 'unhealthy unit status gone' });
 });
 
 t.test('removing an assignment stops and removes the container and withdraws its status', async (t) => {
@@ -334,6 +351,7 @@ t.test('an agent without a Docker engine says why and fails its units', async (t
   }, 10_000, { what: 'unit failed' });
   t.equal(status.sub, 'failed');
   t.match(status.error, /^Docker engine unreachable: .*ENOENT/);
+  t.equal(status.errorKind, 'engine-unreachable');
 
   const ready = await httpGet(`${lonely.url}/readyz`);
   t.equal(ready.status, 503);

@@ -14,7 +14,7 @@ import { connectDocker, describeDockerHost, dockerErrorMessage, withTimeout } fr
 import { watchContainerEvents, type DockerEventWatch } from './docker-events.js';
 import { MachineRegistration } from './machine-registration.js';
 import { registerAgentRoutes } from './routes.js';
-import { UnitStatusReporter } from './status-reporter.js';
+import { UnitStatusReporter, type UnitFailure } from './status-reporter.js';
 import { UnitReconciler, observedStatus } from './unit-reconciler.js';
 
 // The agent makes its machine run what the scheduler assigned to it, like fleet's agent or a
@@ -210,9 +210,10 @@ class MachineAgent implements Agent {
   }
 
   private async reportEngineDown(assignments: Assignment[], reason: string): Promise<void> {
+    const failure: UnitFailure = { error: `Docker engine unreachable: ${reason}`, errorKind: 'engine-unreachable' };
     await Promise.all(
       assignments.map((assignment) =>
-        this.reporter.report(observedStatus(assignment, this.machineId, 0, { active: 'failed', sub: 'failed', error: `Docker engine unreachable: ${reason}` })),
+        this.reporter.report(observedStatus(assignment, this.machineId, 0, { active: 'failed', sub: 'failed' }, failure)),
       ),
     );
   }

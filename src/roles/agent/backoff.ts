@@ -2,6 +2,8 @@
 // RestartSteps or Kubernetes' CrashLoopBackOff do: quick recovery from a one-off crash without
 // hammering the engine (or a dependency) when a unit fails at once every time.
 
+import type { UnitFailure } from './status-reporter.js';
+
 export interface BackoffPolicy {
   initialMs: number;
   maxMs: number;
@@ -15,7 +17,7 @@ export class RestartBackoff {
   private nextDelayMs: number;
   private retryAt: number | undefined;
   /** Why the unit last failed, kept while it waits so its status can keep saying so. */
-  lastError: string | undefined;
+  lastFailure: UnitFailure | undefined;
 
   constructor(private readonly policy: BackoffPolicy = defaultBackoffPolicy) {
     this.nextDelayMs = policy.initialMs;
@@ -25,11 +27,11 @@ export class RestartBackoff {
    * Records a failure and returns when to try again. Repeated reports of the same failure (every
    * reconcile sees the exited container until it is retried) keep the first retry time.
    */
-  recordFailure(error: string, now: number, ranForMs = 0): number {
+  recordFailure(failure: UnitFailure, now: number, ranForMs = 0): number {
     if (this.retryAt !== undefined) return this.retryAt;
     if (ranForMs >= this.policy.resetAfterMs) this.nextDelayMs = this.policy.initialMs;
     this.retryAt = now + this.nextDelayMs;
-    this.lastError = error;
+    this.lastFailure = failure;
     this.nextDelayMs = Math.min(this.nextDelayMs * 2, this.policy.maxMs);
     return this.retryAt;
   }

@@ -1,4 +1,5 @@
 import type Docker from 'dockerode';
+import type { UnitFailure } from './status-reporter.js';
 import { labels, machineLabelFilters } from './container-spec.js';
 
 // Docker operations on unit containers. Every query filters on this machine's label, so agents
@@ -27,8 +28,8 @@ export interface ContainerExit {
   exitCode: number;
   /** How long the container ran before it stopped (0 when it never started). */
   ranForMs: number;
-  /** Why it stopped, for the unit's status. */
-  reason: string;
+  /** Why it stopped, for the unit's status: Docker could not start it, or it ran and exited. */
+  failure: UnitFailure;
 }
 
 const statusCodeOf = (error: unknown): number | undefined => (error as { statusCode?: number }).statusCode;
@@ -148,10 +149,9 @@ export async function inspectExit(docker: Docker, id: string): Promise<Container
   const started = Date.parse(state.StartedAt);
   const finished = Date.parse(state.FinishedAt);
   const ranForMs = started > 0 && finished > started ? finished - started : 0;
-  const reason = state.Error
-    ? `failed to start: ${state.Error}`
-    : state.OOMKilled
-      ? `killed: out of memory (exit code ${state.ExitCode})`
-      : `exited with code ${state.ExitCode}`;
-  return { exitCode: state.ExitCode, ranForMs, reason };
+  const exit = { exitCode: state.ExitCode, ranForMs };
+  // Docker records an Error when it could not start the container at all: it never ran to crash.
+  if (state.Error) return { ...exit, failure: { error: `failed to start: ${state.Error}`, errorKind: 'container-start' } };
+  const error = state.OOMKilled ? `killed: out of memory (exit code ${state.ExitCode})` : `exited with code ${state.ExitCode}`;
+  return { ...exit, failure: { error, errorKind: 'crash-loop' } };
 }

@@ -9,6 +9,9 @@ import type { LeasedWriter } from './leased-writer.js';
 
 export type ObservedStatus = Omit<UnitStatus, 'updatedAt'>;
 
+/** What a status says when a unit fails or waits: the kind for code, the message for people. */
+export type UnitFailure = Required<Pick<UnitStatus, 'error' | 'errorKind'>>;
+
 export class UnitStatusReporter {
   private readonly current = new Map<string, { observed: string; status: UnitStatus }>();
 

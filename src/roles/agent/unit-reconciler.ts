@@ -8,7 +8,7 @@ import { createAndStart, ensureImage, inspectExit, startContainer, stopAndRemove
 import { dockerErrorMessage } from './docker-client.js';
 import { chooseUnitPorts } from './ports.js';
 import { passesProbe } from './readiness-probe.js';
-import type { ObservedStatus, UnitStatusReporter } from './status-reporter.js';
+import type { ObservedStatus, UnitFailure, UnitStatusReporter } from './status-reporter.js';
 
 // Makes one unit slot's container match its assignment, one step per pass: create a missing one,
 // restart an exited one after its backoff, probe a new one until it serves, and report what it
@@ -39,6 +39,9 @@ interface SlotMemory {
   /** The container a background probe loop is waiting on, if any. */
   probing?: string;
 }
+
+/** What one pass saw of a slot, apart from a failure or wait (which comes with its kind). */
+export type UnitState = Pick<ObservedStatus, 'active' | 'sub' | 'address' | 'containerId'>;
 
 const probeRetryMs = 500;
 // A fresh process usually listens within tens of milliseconds: probe often at first, then back off.
@@ -131,7 +134,7 @@ export class UnitReconciler {
     try {
       await ensureImage(docker, assignment.image);
     } catch (error) {
-      return this.fail(assignment, memory, `image pull failed: ${dockerErrorMessage(error)}`);
+      return this.fail(assignment, memory, { error: `image pull failed: ${dockerErrorMessage(error)}`, errorKind: 'image-pull' });
     }
     let containerId: string;
     let listening: number | undefined;
@@ -142,7 +145,7 @@ export class UnitReconciler {
       // With host networking the unit's port is known now: probe at once, not after the next pass.
       listening = this.options.network === 'host' ? ports.port : undefined;
     } catch (error) {
-      return this.fail(assignment, memory, `container failed to start: ${dockerErrorMessage(error)}`);
+      return this.fail(assignment, memory, { error: `container failed to start: ${dockerErrorMessage(error)}`, errorKind: 'container-start' });
     }
     memory.readyContainer = undefined;
     if (listening !== undefined) this.probeUntilReady(assignment, memory, containerId, listening);
@@ -154,13 +157,16 @@ export class UnitReconciler {
     const hostPort = this.options.network === 'host' ? container.port : container.publishedPort;
     if (!hostPort) {
       this.options.wakeIn(probeRetryMs);
-      return this.report(assignment, memory, { active: 'activating', sub: 'start-pre', containerId: container.id, error: 'waiting for Docker to publish the unit port' });
+      const waiting: UnitFailure = { error: 'waiting for Docker to publish the unit port', errorKind: 'port-publish' };
+      return this.report(assignment, memory, { active: 'activating', sub: 'start-pre', containerId: container.id }, waiting);
     }
     const address = `${this.options.unitHost}:${hostPort}`;
     if (memory.readyContainer !== container.id) {
       this.probeUntilReady(assignment, memory, container.id, hostPort);
-      const waiting = assignment.healthCheck ? { error: `waiting for GET ${assignment.healthCheck.path} to answer 2xx` } : {};
-      return this.report(assignment, memory, { active: 'activating', sub: 'start-pre', address, containerId: container.id, ...waiting });
+      const waiting: UnitFailure | undefined = assignment.healthCheck
+        ? { error: `waiting for GET ${assignment.healthCheck.path} to answer 2xx`, errorKind: 'health-check' }
+        : undefined;
+      return this.report(assignment, memory, { active: 'activating', sub: 'start-pre', address, containerId: container.id }, waiting);
     }
     return this.report(assignment, memory, { active: 'active', sub: 'running', address, containerId: container.id });
   }
@@ -190,15 +196,15 @@ export class UnitReconciler {
     memory.readyContainer = undefined;
     memory.probing = undefined;
     const exit = await inspectExit(this.options.docker, container.id);
-    memory.backoff.recordFailure(exit.reason, Date.now(), exit.ranForMs);
+    memory.backoff.recordFailure(exit.failure, Date.now(), exit.ranForMs);
     if (await this.waitingForRetry(assignment, memory, container.id)) return;
     memory.backoff.retrying();
     memory.restarts += 1;
-    this.options.log.info({ unit: assignment.unit, restarts: memory.restarts, after: memory.backoff.lastError }, 'restarting unit container');
+    this.options.log.info({ unit: assignment.unit, restarts: memory.restarts, after: memory.backoff.lastFailure?.error }, 'restarting unit container');
     try {
       await startContainer(this.options.docker, container.id);
     } catch (error) {
-      return this.fail(assignment, memory, `container failed to start: ${dockerErrorMessage(error)}`, container.id);
+      return this.fail(assignment, memory, { error: `container failed to start: ${dockerErrorMessage(error)}`, errorKind: 'container-start' }, container.id);
     }
     await this.report(assignment, memory, { active: 'activating', sub: 'start-pre', containerId: container.id });
     this.options.wakeIn(0);
@@ -209,23 +215,18 @@ export class UnitReconciler {
     const waitMs = memory.backoff.waitMs(Date.now());
     if (waitMs === 0) return false;
     this.options.wakeIn(waitMs);
-    await this.report(assignment, memory, {
-      active: 'failed',
-      sub: 'auto-restart',
-      ...(containerId ? { containerId } : {}),
-      ...(memory.backoff.lastError ? { error: memory.backoff.lastError } : {}),
-    });
+    await this.report(assignment, memory, { active: 'failed', sub: 'auto-restart', ...(containerId ? { containerId } : {}) }, memory.backoff.lastFailure);
     return true;
   }
 
-  private async fail(assignment: Assignment, memory: SlotMemory, error: string, containerId?: string): Promise<void> {
-    this.options.log.warn({ unit: assignment.unit, release: assignment.release, reason: error }, 'unit failed');
-    memory.backoff.recordFailure(error, Date.now());
+  private async fail(assignment: Assignment, memory: SlotMemory, failure: UnitFailure, containerId?: string): Promise<void> {
+    this.options.log.warn({ unit: assignment.unit, release: assignment.release, reason: failure.error, kind: failure.errorKind }, 'unit failed');
+    memory.backoff.recordFailure(failure, Date.now());
     await this.waitingForRetry(assignment, memory, containerId);
   }
 
-  private report(assignment: Assignment, memory: SlotMemory, state: Pick<ObservedStatus, 'active' | 'sub' | 'address' | 'containerId' | 'error'>): Promise<void> {
-    return this.options.reporter.report(observedStatus(assignment, this.options.machineId, memory.restarts, state));
+  private report(assignment: Assignment, memory: SlotMemory, state: UnitState, failure?: UnitFailure): Promise<void> {
+    return this.options.reporter.report(observedStatus(assignment, this.options.machineId, memory.restarts, state, failure));
   }
 }
 
@@ -233,7 +234,8 @@ export function observedStatus(
   assignment: Assignment,
   machineId: string,
   restarts: number,
-  state: Pick<ObservedStatus, 'active' | 'sub' | 'address' | 'containerId' | 'error'>,
+  state: UnitState,
+  failure?: UnitFailure,
 ): ObservedStatus {
   return {
     unit: assignment.unit,
@@ -248,6 +250,6 @@ export function observedStatus(
     ...(state.address ? { address: state.address } : {}),
     ...(state.containerId ? { containerId: state.containerId } : {}),
     restarts,
-    ...(state.error ? { error: state.error } : {}),
+    ...failure,
   };
 }

@@ -2,7 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { Store } from '../../store/store.js';
 import { assignmentRoot, machineDrainPrefix, machinePrefix, unitStatusRoot } from '../../store/keys.js';
 import { listRecords } from '../../store/json-records.js';
-import { unitSlotFields, type Assignment, type Machine, type MachineDrain, type UnitStatus } from '../../schemas/cluster.js';
+import { unitSlotFields, UnitFailureKind, type Assignment, type Machine, type MachineDrain, type UnitStatus } from '../../schemas/cluster.js';
 import { slotOf } from '../../units.js';
 
 /** A unit as listed to people: intent (assignment) joined with what the agent reports. */
@@ -13,6 +13,7 @@ export const ClusterUnit = Type.Object({
   address: Type.Optional(Type.String()),
   restarts: Type.Integer(),
   error: Type.Optional(Type.String()),
+  errorKind: Type.Optional(UnitFailureKind),
   /** False while the unit runs but is no longer assigned (it is being stopped). */
   desired: Type.Boolean(),
 });
@@ -45,7 +46,7 @@ export function joinUnit(assignment: Assignment | undefined, status: UnitStatus 
     sub: status?.sub ?? 'dead',
     ...(status?.address ? { address: status.address } : {}),
     restarts: status?.restarts ?? 0,
-    ...(status?.error ? { error: status.error } : {}),
+    ...(status?.error ? { error: status.error, errorKind: status.errorKind } : {}),
     desired: assignment !== undefined,
   };
 }
