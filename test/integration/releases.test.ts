@@ -7,6 +7,8 @@ import { buildTestImage, type TestImage } from '../harness/test-image.js';
 import { freePort } from '../harness/free-port.js';
 import { http, serveRole } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
+import { EtcdStore } from '../../src/store/etcd-store.js';
+import { releasePrefix } from '../../src/store/keys.js';
 
 // Releases, rolling updates, auto-revert, rollback, scaling and idempotent triggers, on real
 // etcd, dockerd and registry, with every role in its own process.
@@ -25,7 +27,11 @@ const directory = await serveRole('directory', await freePort(), flags);
 const scheduler = await serveRole('scheduler', await freePort(), flags);
 const orchestrator = await serveRole('orchestrator', await freePort(), flags);
 const agent = await serveRole('agent', await freePort(), [...flags, '--network', 'host', '--machine-id', 'rel', '--stop-grace', '2', '--drain-seconds', '1'], { DOCKER_HOST: engine.dockerHost });
+const store = new EtcdStore([etcd.url]);
+/** Release keys of the name in the store itself, whoever they belong to. */
+const etcdReleases = async (name: string): Promise<number> => (await store.list(releasePrefix(name))).length;
 t.teardown(async () => {
+  await store.close();
   await Promise.all([directory, scheduler, orchestrator, agent].map((role) => role.stop()));
   await Promise.all([etcd.stop(), registry.stop()]);
   await engine.stop();
@@ -204,6 +210,20 @@ t.test('a push older than the declaration never deploys it; a time far in the fu
   const fine = await deploy(young, v1, 0);
   t.match(fine.body, { outcome: 'created', release: 'v1' }, 'and the service still deploys');
   await finished(fine.body.deployment);
+});
+
+t.test("a service declared again under a deleted one's name does not inherit its releases", async (t) => {
+  const name = await declare(1);
+  await http('PATCH', orch(`/services/${name}/config/next`), { env: { DB_PASSWORD: 'the-old-one' } });
+  t.equal((await finished((await deploy(name, v1)).body.deployment)).state, 'succeeded');
+  t.equal((await http('DELETE', orch(`/services/${name}`))).status, 204);
+  const again = await http('POST', orch('/services'), { name, description: 'successor', containerRepository: `${registry.host}/${repository}-successor`, loadBalanced: false, publicFacing: false, numInstances: 1 });
+  t.equal(again.status, 201);
+  const history = await http('GET', orch(`/services/${name}/config/history`));
+  t.same(history.body, [], 'no config history (and no old DB_PASSWORD)');
+  t.notMatch(JSON.stringify(history.body), /the-old-one/);
+  t.equal((await http('POST', orch(`/services/${name}/rollback`), { version: 1 })).status, 404, "rollback v1 cannot reach the old service's image");
+  await waitFor(async () => (await etcdReleases(name)) === 0, 15_000, { what: "the deleted service's releases deleted from the store" });
 });
 
 /** Deploys the broken image and waits until its first unit is being restarted, its deployment still rolling. */

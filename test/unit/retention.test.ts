@@ -1,6 +1,6 @@
 import t from 'tap';
-import { expiredDeployments, expiredJournalKeys } from '../../src/roles/scheduler/retention.js';
-import type { Deployment } from '../../src/schemas/release.js';
+import { expiredDeployments, expiredJournalKeys, expiredReleases } from '../../src/roles/scheduler/retention.js';
+import type { Deployment, Release } from '../../src/schemas/release.js';
 
 // What the leading scheduler deletes of the history beyond its retention limits.
 
@@ -56,4 +56,17 @@ t.test('journal: the oldest keys beyond the limit', async (t) => {
   t.same(expiredJournalKeys(keys, 3), ['a', 'b']);
   t.same(expiredJournalKeys(keys, 5), []);
   t.same(expiredJournalKeys(keys, 50), []);
+});
+
+const release = (version: number): Release => ({ service: 'web', version, image: `web@${version}`, digest: `sha256:${version}`, config: { numInstances: 1, ports: [], env: {} }, pushedAt: 0, deployment: `d${version}`, createdAt: '' });
+
+t.test('keeps the newest releases of a service and the ones its deployments still use', async (t) => {
+  const releases = [1, 2, 3, 4, 5, 6].map(release);
+  const at = (version: number, state: Deployment['state'], trigger = 'manual'): Deployment => ({ ...deployment('web', state, trigger), release: version });
+  // v2 is the last success (what a failure reverts to), v6 failed, v3 rolls out now.
+  const newestFirst = [at(2, 'succeeded'), at(6, 'failed'), at(3, 'rolling')].reverse();
+  t.same(expiredReleases(releases, newestFirst, 2), [1, 4], 'beyond the newest two, only the unused ones go');
+  t.same(expiredReleases(releases, newestFirst, 10), [], 'nothing while under the limit');
+  const stopped = [at(2, 'succeeded'), at(2, 'succeeded', 'stop')].reverse();
+  t.same(expiredReleases(releases, stopped, 1), [1, 3, 4, 5], 'after a stop, the release it stopped still stays');
 });

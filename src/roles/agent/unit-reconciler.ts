@@ -1,7 +1,7 @@
 import type Docker from 'dockerode';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Assignment } from '../../schemas/cluster.js';
-import { slotOf } from '../../units.js';
+import { isRunning, slotOf } from '../../units.js';
 import { RestartBackoff } from './backoff.js';
 import { containerCreateOptions, type NetworkMode } from './container-spec.js';
 import { createAndStart, ensureImage, inspectExit, startContainer, stopAndRemove, type UnitContainer } from './containers.js';
@@ -105,7 +105,9 @@ export class UnitReconciler {
 
   private async drainAndStop(container: UnitContainer, slot: string): Promise<void> {
     const status = this.options.reporter.get(slot);
-    if (status && container.state === 'running' && this.options.drainSeconds > 0) {
+    // Only a unit that served is drained: one that never became active/running (still starting,
+    // failing its health check) has no requests to finish, and it goes at once.
+    if (status && isRunning(status) && container.state === 'running' && this.options.drainSeconds > 0) {
       const { updatedAt: _updatedAt, ...observed } = status;
       await this.options.reporter.report({ ...observed, active: 'deactivating', sub: 'running' });
       await new Promise((resolve) => setTimeout(resolve, this.options.drainSeconds * 1000));

@@ -30,10 +30,11 @@ export const MAX_CLOCK_AHEAD_MS = 5 * 60_000;
 /** The time a deploy request stands for: the push it names, or now when it names none (pushedAt 0). */
 export const triggerTime = (pushedAt: number, receivedAt = Date.now()): number => (pushedAt > 0 ? pushedAt * 1000 : receivedAt);
 
-/** Refuses a trigger time from the future: it would make every later push look stale. */
-export function assertNotFuture(field: string, triggeredAt: number): void {
-  if (triggeredAt > Date.now() + MAX_CLOCK_AHEAD_MS) {
-    throw badRequest(`${field} must not be more than ${MAX_CLOCK_AHEAD_MS / 60_000} minutes in the future (it names ${new Date(triggeredAt).toISOString()})`);
+/** Refuses a push time (Unix seconds) from the future: it would make every later push look stale. */
+export function assertNotFuture(field: string, seconds: number): void {
+  const now = Math.floor(Date.now() / 1000);
+  if (seconds > now + MAX_CLOCK_AHEAD_MS / 1000) {
+    throw badRequest(`${field} must not be more than ${MAX_CLOCK_AHEAD_MS / 60_000} minutes in the future: it is ${seconds}, the scheduler's clock says ${now} (Unix seconds)`);
   }
 }
 
@@ -81,7 +82,7 @@ const timeOf = (release: Release): number => release.triggeredAt ?? release.push
 
 /** Validates a trigger and pins the image to its digest; the release gets the service's next config. */
 export async function acceptDeploy(store: Store, registry: RegistryClient, trigger: DeployTrigger): Promise<AcceptedDeploy> {
-  assertNotFuture('pushedAt', trigger.triggeredAt);
+  assertNotFuture('pushedAt', trigger.pushedAt);
   const service = await declaredService(store, trigger.serviceName);
   const requested = parseImageReference(trigger.containerRepository);
   const declared = parseImageReference(service.containerImage);

@@ -1,0 +1,45 @@
+import t from 'tap';
+import { planHealing, type HealingInput } from '../../src/roles/scheduler/healing.js';
+import type { Assignment, Machine } from '../../src/schemas/cluster.js';
+import type { Deployment } from '../../src/schemas/release.js';
+
+// Self-healing as a pure plan: which services get their current release deployed again.
+
+const machine = (id: string): Machine => ({ id, address: '', host: '', labels: {}, network: 'host', docker: { reachable: true }, capacity: { units: 10 }, unitCount: 0, startedAt: '', updatedAt: '' });
+const assignment = (service: string, instance: number, machineId: string): Assignment => ({
+  unit: `${service}-${instance}.service`, service, instance, machine: machineId, release: 1, spec: 's', image: 'i', ports: [], env: {}, stopGraceSeconds: 1, deployment: 'd', assignedAt: '',
+});
+const deployment = (service: string, state: Deployment['state'], trigger = 'manual'): Deployment => ({ id: `${service}-${state}-${trigger}`, service, release: 1, image: 'i', state, trigger, units: [], createdAt: '', updatedAt: '' });
+
+const input = (over: Partial<HealingInput>): HealingInput => ({
+  machines: [machine('m1'), machine('m2')],
+  assignments: [assignment('web', 1, 'm1'), assignment('web', 2, 'm2')],
+  deployments: [deployment('web', 'succeeded')],
+  drained: new Set(),
+  declared: new Set(['web']),
+  busy: () => false,
+  instancesOf: () => 2,
+  ...over,
+});
+
+t.test('a service with all its units in place needs nothing', async (t) => {
+  t.same(planHealing(input({})), []);
+});
+
+t.test('units on a lost machine are moved, named in the reason', async (t) => {
+  t.same(planHealing(input({ machines: [machine('m1')] })), [{ service: 'web', release: 1, why: 'machine lost: moving web-2.service on m2' }]);
+});
+
+t.test('units on a drained machine are moved; a missing instance is placed again', async (t) => {
+  t.same(planHealing(input({ drained: new Set(['m2']) })).map((r) => r.why), ['machine drained: moving web-2.service off m2']);
+  t.same(planHealing(input({ assignments: [assignment('web', 1, 'm1')] })).map((r) => r.why), ['units missing: placing them again']);
+});
+
+t.test('nothing is healed for a deleted, stopped, busy or never-succeeded service', async (t) => {
+  const lost = { machines: [machine('m1')] };
+  t.same(planHealing(input({ ...lost, declared: new Set() })), [], 'not declared');
+  t.same(planHealing(input({ ...lost, deployments: [deployment('web', 'succeeded', 'stop'), deployment('web', 'succeeded')] })), [], 'stopped');
+  t.same(planHealing(input({ ...lost, busy: () => true })), [], 'a rollout is under way');
+  t.same(planHealing(input({ ...lost, deployments: [deployment('web', 'failed')] })), [], 'no success to restore');
+  t.same(planHealing(input({ ...lost, instancesOf: () => undefined })), [], 'its release is gone');
+});
