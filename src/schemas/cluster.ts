@@ -70,8 +70,8 @@ export type Assignment = Static<typeof Assignment>;
 
 /**
  * Why a unit is not running, for code to branch on (the agent writes it beside `error`, which is
- * for people): the scheduler fails a rollout on `image-pull` and `engine-unreachable` at once and
- * on a `crash-loop` after a few restarts; the others are waits.
+ * for people): the scheduler fails a rollout on `image-pull` and `engine-unreachable` at once,
+ * and on a unit that failed after 3 restarts whatever its kind; the others are waits.
  */
 export const UnitFailureKind = Type.Union([
   Type.Literal('image-pull'),

@@ -14,8 +14,9 @@ export const Release = Type.Object({
   config: ServiceConfig,
   pushedAt: Type.Integer(),
   /**
-   * The time the trigger stands for, in Unix milliseconds: the push's time for a registry event,
-   * the time a manual deploy or rollback was received. A trigger older than the newest release's
+   * The time the trigger stands for, in Unix milliseconds: the push's time (a hook's event
+   * timestamp, or pushedAt when a deploy request gives one), else the time the request was
+   * received (a manual deploy with pushedAt 0, a rollback). A trigger older than the newest release's
    * is stale and deploys nothing.
    */
   triggeredAt: Type.Optional(Type.Integer()),
@@ -79,7 +80,7 @@ export const DeployRequest = Type.Object(
   {
     serviceName: ServiceName,
     containerRepository: ImageReference,
-    pushedAt: Type.Integer({ minimum: 0, description: 'Unix seconds; 0 is accepted' }),
+    pushedAt: Type.Integer({ minimum: 0, description: 'Unix seconds of the push; 0: now (when the request is received); at most 5 minutes ahead of the scheduler\'s clock' }),
   },
   { additionalProperties: false },
 );
@@ -89,8 +90,9 @@ export const DeployReply = Type.Object({
   statusCode: Type.Literal(200),
   /**
    * created: a new release is being deployed; unchanged: the same image and config are already
-   * deployed or deploying (the reply names that deployment); stale: pushedAt is older than the
-   * last deployed push, nothing happens.
+   * deployed or deploying (the reply names that deployment); stale: the trigger is a whole second
+   * older than the one the newest release was made for, or than the service's declaration:
+   * nothing happens (it is journaled as deployment.stale).
    */
   outcome: Type.Union([Type.Literal('created'), Type.Literal('unchanged'), Type.Literal('stale')]),
   service: Type.String(),

@@ -48,3 +48,13 @@ export async function deleteRecord(store: Store, key: string): Promise<number> {
   const result = await store.txn([{ key, target: 'version', equals: 0 }], [], [{ op: 'delete', key }]);
   return result.succeeded ? 0 : result.revision;
 }
+
+/** Deletes per store transaction (etcd allows 128 operations in one by default). */
+const DELETE_BATCH = 100;
+
+/** Deletes the keys in transactions of up to 100 keys each. */
+export async function deleteKeys(store: Store, keys: readonly string[]): Promise<void> {
+  for (let i = 0; i < keys.length; i += DELETE_BATCH) {
+    await store.txn([], keys.slice(i, i + DELETE_BATCH).map((key) => ({ op: 'delete' as const, key })));
+  }
+}

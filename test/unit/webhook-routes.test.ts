@@ -108,7 +108,7 @@ t.test('an authenticated registry push deploys the pushed digest in the backgrou
     pushes: [{ event: 'ev-1', image: `127.0.0.1:5000/team/app:v2@${digest('a')}`, duplicate: false, services: [{ service: 'audit', action: 'recorded' }, { service: 'web', action: 'deploying' }] }],
   });
   await settle();
-  t.same(triggers, [{ serviceName: 'web', containerRepository: `127.0.0.1:5000/team/app:v2@${digest('a')}`, pushedAt: Date.parse('2026-01-01T00:00:01Z') / 1000, trigger: 'registry' }]);
+  t.same(triggers, [{ serviceName: 'web', containerRepository: `127.0.0.1:5000/team/app:v2@${digest('a')}`, pushedAt: Date.parse('2026-01-01T00:00:01Z') / 1000, triggeredAt: Date.parse('2026-01-01T00:00:01Z'), trigger: 'registry' }]);
   const journal = await readJournal(store, { limit: 10, service: 'audit' });
   t.match(journal[0], { kind: 'webhook.push-recorded', message: /registry push of 127\.0\.0\.1:5000\/team\/app:v2@sha256:a+ not deployed: autoDeploy is never/ });
   t.notMatch(logs() + reply.body, SECRETS.registryToken, 'the token is neither logged nor echoed');
@@ -172,7 +172,7 @@ t.test('Docker Hub: the URL token is required; the tag is deployed and resolved 
   const reply = await server.inject({ method: 'POST', url: `/hooks/dockerhub?token=${SECRETS.dockerHubToken}`, payload });
   t.equal(reply.statusCode, 202);
   await settle();
-  t.same(triggers, [{ serviceName: 'hub', containerRepository: 'docker.io/team/hubapp:v7', pushedAt: 1700000000, trigger: 'dockerhub' }]);
+  t.same(triggers, [{ serviceName: 'hub', containerRepository: 'docker.io/team/hubapp:v7', pushedAt: 1700000000, triggeredAt: 1700000000_000, trigger: 'dockerhub' }]);
   t.notMatch(logs() + reply.body, SECRETS.dockerHubToken);
 });
 
@@ -199,7 +199,7 @@ t.test('GitHub: a valid signature deploys, a bad or missing one is 401; the deli
   const again = await server.inject({ method: 'POST', url: '/hooks/github', headers: headers('g1', sign(body)), payload: body });
   t.match(again.json(), { statusCode: 200, pushes: [{ duplicate: true }] }, 'a redelivery with the same X-GitHub-Delivery');
   await settle();
-  t.same(triggers, [{ serviceName: 'gh', containerRepository: `ghcr.io/owner/app:v8@${digest('e')}`, pushedAt: Date.parse('2026-02-01T00:00:00Z') / 1000, trigger: 'github' }]);
+  t.same(triggers, [{ serviceName: 'gh', containerRepository: `ghcr.io/owner/app:v8@${digest('e')}`, pushedAt: Date.parse('2026-02-01T00:00:00Z') / 1000, triggeredAt: Date.parse('2026-02-01T00:00:00Z'), trigger: 'github' }]);
 });
 
 t.test('GitHub: form-encoded deliveries are verified on their raw bytes too; ping answers 200', async (t) => {

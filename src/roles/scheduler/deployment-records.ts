@@ -1,11 +1,12 @@
 import type { Store } from '../../store/store.js';
 import { deploymentKey, deploymentPrefix } from '../../store/keys.js';
-import { listRecords, readRecord, updateRecord } from '../../store/json-records.js';
+import { deleteKeys, listRecords, readRecord, updateRecord } from '../../store/json-records.js';
 import { currentTarget, type Deployment, type Release, type UnitProgress } from '../../schemas/release.js';
 import { timeOrderedId } from './ids.js';
 import { appendJournal } from './journal.js';
 
-// The one owner of deployment records: every write of one (start, progress, outcome, stop) and
+// The one owner of deployment records: every write of one (start, progress, outcome, stop,
+// deletion beyond the retention limit) and
 // the journal line that goes with it is here, so a deployment's life reads in one place:
 //   pending → pulling → rolling → succeeded | failed | reverted | superseded
 // A stop is recorded as a deployment of its own (trigger `stop`), after which the service runs
@@ -76,3 +77,6 @@ export async function recordStop(store: Store, service: string): Promise<void> {
   }
   await appendJournal(store, { service, kind: 'service.stopped', message: `units of ${service} stopped` });
 }
+
+/** Deletes records beyond the retention limit (chosen by retention.ts). */
+export const deleteDeployments = (store: Store, ids: readonly string[]): Promise<void> => deleteKeys(store, ids.map(deploymentKey));

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { Operation, Store } from '../../store/store.js';
-import { assignmentKey, deploymentKey, journalPrefix, releaseKey, releasePrefix, releasesRoot, serviceKey, servicePrefix } from '../../store/keys.js';
-import { listRecords } from '../../store/json-records.js';
+import type { Store } from '../../store/store.js';
+import { assignmentKey, journalPrefix, releaseKey, releasePrefix, releasesRoot, serviceKey, servicePrefix } from '../../store/keys.js';
+import { deleteKeys, listRecords } from '../../store/json-records.js';
 import type { Assignment } from '../../schemas/cluster.js';
 import type { Release } from '../../schemas/release.js';
 import type { Service } from '../../schemas/service.js';
@@ -9,7 +9,7 @@ import { slotOf } from '../../units.js';
 import type { RetentionLimits } from '../../config.js';
 import { FencedWriteError } from '../../store/fenced-store.js';
 import { NotLeaderError } from './leadership.js';
-import { listDeployments } from './deployment-records.js';
+import { deleteDeployments, listDeployments } from './deployment-records.js';
 import { expiredDeployments, expiredJournalKeys, expiredReleases } from './retention.js';
 import type { ClusterSnapshot } from './cluster-snapshot.js';
 
@@ -17,9 +17,6 @@ import type { ClusterSnapshot } from './cluster-snapshot.js';
 // (their units stop), the releases of deleted services (a service declared again under the name
 // starts a history of its own), and history beyond the retention limits. Level-triggered: each
 // pass compares the whole store with the declarations, so a missed event costs nothing.
-
-/** Deletes per store transaction (etcd allows 128 operations in one by default). */
-const DELETE_BATCH = 100;
 
 export class Housekeeping {
   private running: Promise<void> | undefined;
@@ -35,7 +32,7 @@ export class Housekeeping {
   async pruneOrphans(snapshot: Pick<ClusterSnapshot, 'assignments' | 'services'>): Promise<void> {
     const declared = new Set(snapshot.services.map((service) => service.name));
     const doomed = snapshot.assignments.filter((assignment: Assignment) => !declared.has(assignment.service));
-    await this.deleteInBatches(doomed.map((a) => assignmentKey(a.machine, slotOf(a))));
+    await deleteKeys(this.store, doomed.map((a) => assignmentKey(a.machine, slotOf(a))));
   }
 
   /** One full pass (coalesced: a pass asked for while one runs runs once more after it). */
@@ -63,11 +60,11 @@ export class Housekeeping {
         listRecords<Service>(this.store, servicePrefix),
       ]);
       const declared = new Map(services.map((service) => [service.name, service]));
-      const doomed = [
-        ...expiredDeployments(deployments, this.retention.deploymentsPerService).map(deploymentKey),
-        ...expiredJournalKeys(journal.map((kv) => kv.key), this.retention.journalEntries),
-      ];
-      await this.deleteInBatches(doomed);
+      const expired = expiredDeployments(deployments, this.retention.deploymentsPerService);
+      await deleteDeployments(this.store, expired);
+      const journalKeys = expiredJournalKeys(journal.map((kv) => kv.key), this.retention.journalEntries);
+      await deleteKeys(this.store, journalKeys);
+      const doomed = [...expired, ...journalKeys];
       const releasesDeleted = await this.pruneReleases(releases, declared, deployments);
       if (doomed.length + releasesDeleted > 0) this.log.info({ deleted: doomed.length + releasesDeleted }, 'deleted history beyond the retention limits and of deleted services');
     } catch (error) {
@@ -95,15 +92,9 @@ export class Housekeeping {
       const own = list.filter((r) => !foreign.includes(r.version));
       const expired = expiredReleases(own, deployments.filter((d) => d.service === name), this.retention.releasesPerService);
       const versions = [...foreign, ...expired];
-      await this.deleteInBatches(versions.map((version) => releaseKey(name, version)));
+      await deleteKeys(this.store, versions.map((version) => releaseKey(name, version)));
       deleted += versions.length;
     }
     return deleted;
-  }
-
-  private async deleteInBatches(keys: string[]): Promise<void> {
-    for (let i = 0; i < keys.length; i += DELETE_BATCH) {
-      await this.store.txn([], keys.slice(i, i + DELETE_BATCH).map((key): Operation => ({ op: 'delete', key })));
-    }
   }
 }
