@@ -3,8 +3,7 @@ import { request } from 'undici';
 import { messageOf, parseOrText, requestJson, type JsonMethod } from '../http/json-request.js';
 import type { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch } from '../schemas/service.js';
 import type { Deployment, DeployReply, JournalEntry } from '../schemas/release.js';
-import type { Machine, MachineDrain } from '../schemas/cluster.js';
-import type { ClusterUnit } from '../roles/orchestrator/cluster-view.js';
+import type { ClusterUnit, Machine, MachineDrain } from '../schemas/cluster.js';
 
 /** A typed client of the orchestrator API, sharing the server's schema types. */
 export class OrchestratorClient {

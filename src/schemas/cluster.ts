@@ -1,5 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { literalUnion } from './common.js';
 import { PortMapping } from './service.js';
+import { unitActiveStates, unitSubStates } from './states.js';
 
 // Machines, assignments (intent, written by the scheduler) and unit status (observed, written by agents).
 
@@ -83,10 +85,15 @@ export const UnitFailureKind = Type.Union([
 ]);
 export type UnitFailureKind = Static<typeof UnitFailureKind>;
 
+export const UnitActiveState = literalUnion(unitActiveStates);
+export type UnitActiveState = Static<typeof UnitActiveState>;
+export const UnitSubState = literalUnion(unitSubStates);
+export type UnitSubState = Static<typeof UnitSubState>;
+
 export const UnitStatus = Type.Object({
   ...unitSlotFields,
-  active: Type.String({ description: 'activating | active | deactivating | inactive | failed' }),
-  sub: Type.String({ description: 'start-pre | running | exited | dead | failed | auto-restart' }),
+  active: UnitActiveState,
+  sub: UnitSubState,
   /** host:port the unit answers on, once known. */
   address: Type.Optional(Type.String()),
   containerId: Type.Optional(Type.String()),
@@ -98,3 +105,17 @@ export const UnitStatus = Type.Object({
   updatedAt: Type.String(),
 });
 export type UnitStatus = Static<typeof UnitStatus>;
+
+/** A unit as listed to people: intent (assignment) joined with what the agent reports. */
+export const ClusterUnit = Type.Object({
+  ...unitSlotFields,
+  active: UnitActiveState,
+  sub: UnitSubState,
+  address: Type.Optional(Type.String()),
+  restarts: Type.Integer(),
+  error: Type.Optional(Type.String()),
+  errorKind: Type.Optional(UnitFailureKind),
+  /** False while the unit runs but is no longer assigned (it is being stopped). */
+  desired: Type.Boolean(),
+});
+export type ClusterUnit = Static<typeof ClusterUnit>;

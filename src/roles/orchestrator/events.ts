@@ -5,12 +5,13 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { RoleServer } from '../../http/server.js';
 import { metricsRegistry } from '../../http/metrics.js';
 import { ErrorReply } from '../../schemas/common.js';
-import type { Assignment, Machine, MachineDrain, UnitStatus } from '../../schemas/cluster.js';
+import type { Assignment, ClusterUnit, Machine, MachineDrain, UnitStatus } from '../../schemas/cluster.js';
 import type { Deployment } from '../../schemas/release.js';
+import { isFinished } from '../../schemas/states.js';
 import { PrefixCache, decodeCached, type CachedValue } from '../../store/prefix-cache.js';
 import type { Store, WatchEvent } from '../../store/store.js';
 import { assignmentRoot, deploymentPrefix, journalPrefix, machineDrainPrefix, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
-import { joinMachine, joinUnit, type ClusterUnit } from './cluster-view.js';
+import { joinMachine, joinUnit } from './cluster-view.js';
 
 // GET /events: Server-Sent Events of the cluster for the dashboard. One watched copy of each key
 // prefix per process (started by the first client, closed shortly after the last one leaves) is
@@ -298,7 +299,7 @@ export class EventHub {
     const deployments = copies.deployment.values();
     // The newest deployments, plus any older one still running, so progress shows after a reload.
     const recent = deployments.filter(
-      (entry, i) => i >= deployments.length - this.recentLimit || !['succeeded', 'failed', 'reverted', 'superseded'].includes(decodeCached<Deployment>(entry).state),
+      (entry, i) => i >= deployments.length - this.recentLimit || !isFinished(decodeCached<Deployment>(entry)),
     );
     return {
       revision: this.revision,

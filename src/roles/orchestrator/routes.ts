@@ -6,9 +6,9 @@ import type { Store } from '../../store/store.js';
 import { ErrorReply, NameParams, errorResponses } from '../../schemas/common.js';
 import { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch } from '../../schemas/service.js';
 import { DeployReply, ManualDeployRequest, Release, VersionParams } from '../../schemas/release.js';
-import { Machine, MachineDrain, MachineDrainRequest, MachineParams } from '../../schemas/cluster.js';
+import { ClusterUnit, Machine, MachineDrain, MachineDrainRequest, MachineParams } from '../../schemas/cluster.js';
 import { machineDrainKey } from '../../store/keys.js';
-import { ClusterUnit, listClusterUnits, listMachines } from './cluster-view.js';
+import { listClusterUnits, listMachines } from './cluster-view.js';
 import { schedulerViewRoutes } from './scheduler-routes.js';
 
 // The facade for people, the CLI and the dashboard: forwards to the directory and the scheduler,
