@@ -1,10 +1,9 @@
 import type { ServerResponse } from 'node:http';
-import { Type } from '@sinclair/typebox';
 import { Gauge } from 'prom-client';
 import type { FastifyBaseLogger } from 'fastify';
 import type { RoleServer } from '../../http/server.js';
 import { metricsRegistry } from '../../http/metrics.js';
-import { ErrorReply } from '../../schemas/common.js';
+import { apiRoute } from '../../schemas/api.js';
 import type { Assignment, ClusterUnit, Machine, MachineDrain, UnitStatus } from '../../schemas/cluster.js';
 import type { Deployment } from '../../schemas/release.js';
 import { isFinished } from '../../schemas/states.js';
@@ -317,20 +316,12 @@ export class EventHub {
 
 /** Registers GET /events on a role server. */
 export function eventsRoute(server: RoleServer, hub: EventHub): void {
-  server.get(
-    '/events',
-    {
-      schema: {
-        description:
-          'Server-Sent Events for the dashboard: a `snapshot` first, then `service`, `deployment`, `journal`, `machine` and `unit` events, ' +
-          'each `{key, value}` or `{key, deleted: true}`, with the store revision as `id`. See docs/dashboard.md.',
-        response: { 200: Type.Unsafe<string>({ type: 'string', description: 'text/event-stream' }), 503: ErrorReply },
-      },
-    },
-    async (_request, reply) => {
+  server.route({
+    ...apiRoute('GET /events'),
+    handler: async (_request, reply) => {
       await hub.attach(reply.raw, () => reply.hijack());
       // A client that left while the watches started got no stream: there is nothing to send.
       if (!reply.sent) reply.hijack();
     },
-  );
+  });
 }
