@@ -90,18 +90,23 @@ export type UnitActiveState = Static<typeof UnitActiveState>;
 export const UnitSubState = literalUnion(unitSubStates);
 export type UnitSubState = Static<typeof UnitSubState>;
 
-export const UnitStatus = Type.Object({
-  ...unitSlotFields,
+/** What an agent observes of a unit slot, in its status and in listings alike. */
+const unitStateFields = {
   active: UnitActiveState,
   sub: UnitSubState,
   /** host:port the unit answers on, once known. */
   address: Type.Optional(Type.String()),
-  containerId: Type.Optional(Type.String()),
   restarts: Type.Integer(),
   /** For people: what went wrong or what the unit waits for. */
   error: Type.Optional(Type.String()),
   /** For code: the kind of `error`. */
   errorKind: Type.Optional(UnitFailureKind),
+};
+
+export const UnitStatus = Type.Object({
+  ...unitSlotFields,
+  ...unitStateFields,
+  containerId: Type.Optional(Type.String()),
   updatedAt: Type.String(),
 });
 export type UnitStatus = Static<typeof UnitStatus>;
@@ -109,12 +114,7 @@ export type UnitStatus = Static<typeof UnitStatus>;
 /** A unit as listed to people: intent (assignment) joined with what the agent reports. */
 export const ClusterUnit = Type.Object({
   ...unitSlotFields,
-  active: UnitActiveState,
-  sub: UnitSubState,
-  address: Type.Optional(Type.String()),
-  restarts: Type.Integer(),
-  error: Type.Optional(Type.String()),
-  errorKind: Type.Optional(UnitFailureKind),
+  ...unitStateFields,
   /** False while the unit runs but is no longer assigned (it is being stopped). */
   desired: Type.Boolean(),
 });
