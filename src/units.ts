@@ -1,12 +1,11 @@
 import { createHash } from 'node:crypto';
-import type { UnitStatus } from './schemas/cluster.js';
 import type { PortMapping } from './schemas/service.js';
 
 /** `<service>-<instance>.service`, the unit's name and its container's name. */
 export const unitName = (service: string, instance: number): string => `${service}-${instance}.service`;
 
-/** Green in the dashboard: the unit runs. */
-export const isRunning = (status: Pick<UnitStatus, 'active' | 'sub'>): boolean => status.active === 'active' && status.sub === 'running';
+/** Green in the dashboard: the unit runs (defined beside the state words, which the dashboard loads too). */
+export { isRunning } from './schemas/states.js';
 
 /** What decides a unit's container: two releases with the same spec run the same container. */
 export interface ContainerSpecInput {

@@ -1,19 +1,20 @@
 import type { Readable } from 'node:stream';
 import { request } from 'undici';
-import { messageOf, parseOrText, requestJson, type JsonMethod } from '../http/json-request.js';
-import type { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch } from '../schemas/service.js';
-import type { Deployment, DeployReply, JournalEntry } from '../schemas/release.js';
-import type { Machine, MachineDrain } from '../schemas/cluster.js';
-import type { ClusterUnit } from '../roles/orchestrator/cluster-view.js';
+import { messageOf, parseOrText, requestJson } from '../http/json-request.js';
+import type { OrchestratorServiceCreate, ServiceConfigPatch } from '../schemas/service.js';
+import type { ApiRequest, OrchestratorRoute, ReplyOf, RequestArgs } from '../schemas/api.js';
+import { requestLine } from '../schemas/route-key.js';
 
-/** A typed client of the orchestrator API, sharing the server's schema types. */
+/** A typed client of the orchestrator API: each call names its route in the API table, which types it. */
 export class OrchestratorClient {
   constructor(readonly baseUrl: string) {}
 
-  private async call<T>(method: JsonMethod, path: string, body?: unknown): Promise<T> {
+  private async call<K extends OrchestratorRoute>(route: K, ...[request]: RequestArgs<K>): Promise<ReplyOf<K>> {
+    const { params, query, body } = (request ?? {}) as ApiRequest;
+    const { method, path } = requestLine(route, params, query);
     const reply = await this.reach(() => requestJson(`${this.base}${path}`, method, body, 120_000));
     if (reply.status >= 400) throw failure(reply.status, reply.body, reply.text);
-    return reply.body as T;
+    return reply.body as ReplyOf<K>;
   }
 
   private get base(): string {
@@ -29,27 +30,25 @@ export class OrchestratorClient {
     }
   }
 
-  listServices = () => this.call<Service[]>('GET', '/services');
-  getService = (name: string) => this.call<Service>('GET', `/services/${name}`);
-  createService = (body: OrchestratorServiceCreate) => this.call<CreatedReply>('POST', '/services', body);
-  deleteService = (name: string) => this.call<void>('DELETE', `/services/${name}`);
-  patchNextConfig = (name: string, patch: ServiceConfigPatch) => this.call<ServiceConfig>('PATCH', `/services/${name}/config/next`, patch);
+  listServices = () => this.call('GET /services');
+  getService = (name: string) => this.call('GET /services/:name', { params: { name } });
+  createService = (body: OrchestratorServiceCreate) => this.call('POST /services', { body });
+  deleteService = (name: string) => this.call('DELETE /services/:name', { params: { name } });
+  patchNextConfig = (name: string, patch: ServiceConfigPatch) => this.call('PATCH /services/:name/config/next', { params: { name }, body: patch });
   deploy = (name: string, containerRepository?: string) =>
-    this.call<DeployReply>('POST', `/services/${name}/deploy`, containerRepository ? { containerRepository } : {});
-  rollback = (name: string, version: string) => this.call<DeployReply>('POST', `/services/${name}/rollback`, { version });
-  deployments = (service?: string) => this.call<Deployment[]>('GET', `/deployments${service ? `?service=${encodeURIComponent(service)}` : ''}`);
-  journal = (limit: number, service?: string) =>
-    this.call<JournalEntry[]>('GET', `/journal?${new URLSearchParams({ limit: String(limit), ...(service ? { service } : {}) }).toString()}`);
-  units = (service?: string) => this.call<ClusterUnit[]>('GET', service ? `/services/${service}/units` : '/cluster/units');
-  machines = () => this.call<Machine[]>('GET', '/cluster/machines');
-  drain = (machine: string, reason?: string) => this.call<MachineDrain>('PUT', `/cluster/machines/${encodeURIComponent(machine)}/drain`, reason ? { reason } : {});
-  undrain = (machine: string) => this.call<void>('DELETE', `/cluster/machines/${encodeURIComponent(machine)}/drain`);
+    this.call('POST /services/:name/deploy', { params: { name }, body: containerRepository ? { containerRepository } : {} });
+  rollback = (name: string, version: string) => this.call('POST /services/:name/rollback', { params: { name }, body: { version } });
+  deployments = (service?: string) => this.call('GET /deployments', { query: { service } });
+  journal = (limit: number, service?: string) => this.call('GET /journal', { query: { limit, service } });
+  units = (service?: string) => (service ? this.call('GET /services/:name/units', { params: { name: service } }) : this.call('GET /cluster/units'));
+  machines = () => this.call('GET /cluster/machines');
+  drain = (machine: string, reason?: string) => this.call('PUT /cluster/machines/:id/drain', { params: { id: machine }, body: reason ? { reason } : {} });
+  undrain = (machine: string) => this.call('DELETE /cluster/machines/:id/drain', { params: { id: machine } });
 
   /** A unit's container output, as a text stream (`follow` keeps it open, however long the unit is quiet). */
   async logs(service: string, unit: string, options: { tail: number; follow: boolean }): Promise<Readable> {
-    const query = new URLSearchParams({ tail: String(options.tail), follow: String(options.follow) });
-    const url = `${this.base}/services/${encodeURIComponent(service)}/units/${encodeURIComponent(unit)}/logs?${query.toString()}`;
-    const response = await this.reach(() => request(url, { headersTimeout: 30_000, bodyTimeout: 0 }));
+    const { path } = requestLine('GET /services/:name/units/:unit/logs', { name: service, unit }, options);
+    const response = await this.reach(() => request(`${this.base}${path}`, { headersTimeout: 30_000, bodyTimeout: 0 }));
     if (response.statusCode === 200) return response.body;
     const text = await response.body.text();
     throw failure(response.statusCode, parseOrText(text), text);

@@ -1,5 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { literalUnion } from './common.js';
 import { PortMapping } from './service.js';
+import { unitActiveStates, unitSubStates } from './states.js';
 
 // Machines, assignments (intent, written by the scheduler) and unit status (observed, written by agents).
 
@@ -83,18 +85,37 @@ export const UnitFailureKind = Type.Union([
 ]);
 export type UnitFailureKind = Static<typeof UnitFailureKind>;
 
-export const UnitStatus = Type.Object({
-  ...unitSlotFields,
-  active: Type.String({ description: 'activating | active | deactivating | inactive | failed' }),
-  sub: Type.String({ description: 'start-pre | running | exited | dead | failed | auto-restart' }),
+export const UnitActiveState = literalUnion(unitActiveStates);
+export type UnitActiveState = Static<typeof UnitActiveState>;
+export const UnitSubState = literalUnion(unitSubStates);
+export type UnitSubState = Static<typeof UnitSubState>;
+
+/** What an agent observes of a unit slot, in its status and in listings alike. */
+const unitStateFields = {
+  active: UnitActiveState,
+  sub: UnitSubState,
   /** host:port the unit answers on, once known. */
   address: Type.Optional(Type.String()),
-  containerId: Type.Optional(Type.String()),
   restarts: Type.Integer(),
   /** For people: what went wrong or what the unit waits for. */
   error: Type.Optional(Type.String()),
   /** For code: the kind of `error`. */
   errorKind: Type.Optional(UnitFailureKind),
+};
+
+export const UnitStatus = Type.Object({
+  ...unitSlotFields,
+  ...unitStateFields,
+  containerId: Type.Optional(Type.String()),
   updatedAt: Type.String(),
 });
 export type UnitStatus = Static<typeof UnitStatus>;
+
+/** A unit as listed to people: intent (assignment) joined with what the agent reports. */
+export const ClusterUnit = Type.Object({
+  ...unitSlotFields,
+  ...unitStateFields,
+  /** False while the unit runs but is no longer assigned (it is being stopped). */
+  desired: Type.Boolean(),
+});
+export type ClusterUnit = Static<typeof ClusterUnit>;

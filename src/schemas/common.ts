@@ -1,4 +1,4 @@
-import { Type, type Static } from '@sinclair/typebox';
+import { Type, type SchemaOptions, type Static } from '@sinclair/typebox';
 
 // Validation messages name the rule through `description`: the error handler
 // (src/http/errors.ts) says "<field> must be <description>" for pattern and format failures.
@@ -30,6 +30,9 @@ export type ErrorReply = Static<typeof ErrorReply>;
 
 export const NameParams = Type.Object({ name: ServiceName });
 export type NameParams = Static<typeof NameParams>;
+
+/** One of a list of words (src/schemas/states.ts), as a union of literals. */
+export const literalUnion = <T extends string>(values: readonly T[], options?: SchemaOptions) => Type.Union(values.map((value) => Type.Literal(value)), options);
 
 /** Error replies every route may give, for the OpenAPI document. */
 export const errorResponses = {

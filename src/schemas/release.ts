@@ -1,7 +1,9 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { ServiceName, errorResponses } from './common.js';
+import { ServiceName, errorResponses, literalUnion } from './common.js';
+import { UnitActiveState, UnitSubState } from './cluster.js';
 import { ImageReference } from './image.js';
 import { ServiceConfig } from './service.js';
+import { deploymentStates, isFinished } from './states.js';
 
 export const Release = Type.Object({
   service: Type.String(),
@@ -29,24 +31,14 @@ export const Release = Type.Object({
 });
 export type Release = Static<typeof Release>;
 
-export const DeploymentState = Type.Union(
-  [
-    Type.Literal('pending'),
-    Type.Literal('pulling'),
-    Type.Literal('rolling'),
-    Type.Literal('succeeded'),
-    Type.Literal('failed'),
-    Type.Literal('reverted'),
-    Type.Literal('superseded'),
-  ],
-);
+export const DeploymentState = literalUnion(deploymentStates);
 export type DeploymentState = Static<typeof DeploymentState>;
 
 export const UnitProgress = Type.Object({
   unit: Type.String(),
   machine: Type.String(),
-  active: Type.String(),
-  sub: Type.String(),
+  active: UnitActiveState,
+  sub: UnitSubState,
   error: Type.Optional(Type.String()),
 });
 export type UnitProgress = Static<typeof UnitProgress>;
@@ -71,7 +63,7 @@ export type Deployment = Static<typeof Deployment>;
  * one in flight or succeeded, unless that is a stop, after which the service runs nothing.
  */
 export const currentTarget = (deployments: Deployment[]): Deployment | undefined => {
-  const target = deployments.find((d) => d.state === 'pending' || d.state === 'pulling' || d.state === 'rolling' || d.state === 'succeeded');
+  const target = deployments.find((d) => !isFinished(d) || d.state === 'succeeded');
   return target?.trigger === 'stop' ? undefined : target;
 };
 

@@ -176,7 +176,7 @@ t.test('through a local upstream', async (t) => {
   const local = await startLocalUpstream();
   const service = name('local');
   await declare(service, { numInstances: 1 });
-  const status = (port: number, active = 'active', instance = 1): UnitStatus => ({
+  const status = (port: number, active: UnitStatus['active'] = 'active', instance = 1): UnitStatus => ({
     unit: `${service}-${instance}.service`,
     service,
     instance,

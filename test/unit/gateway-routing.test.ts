@@ -24,7 +24,7 @@ t.test('service hosts are one label under either domain', async (t) => {
   t.notOk(isServiceHost('', domains));
 });
 
-const unit = (service: string, instance: number, active = 'active', sub = 'running', address: string | null = `127.0.0.1:${1000 + instance}`): RoutedUnit => ({
+const unit = (service: string, instance: number, active: RoutedUnit['active'] = 'active', sub: RoutedUnit['sub'] = 'running', address: string | null = `127.0.0.1:${1000 + instance}`): RoutedUnit => ({
   unit: `${service}-${instance}.service`,
   service,
   active,

@@ -1,6 +1,7 @@
 import type { Component } from '../../store/keys.js';
 import type { Domains } from './host-name.js';
-import { isRunning } from '../../units.js';
+import type { UnitActiveState, UnitSubState } from '../../schemas/cluster.js';
+import { isRunning } from '../../schemas/states.js';
 
 // Which host names lead where: a pure function of the declarations, the unit statuses and the
 // component announcements, so the rules can be read and tested without a store.
@@ -16,8 +17,8 @@ export interface RoutedService {
 export interface RoutedUnit {
   unit: string;
   service: string;
-  active: string;
-  sub: string;
+  active: UnitActiveState;
+  sub: UnitSubState;
   address?: string | undefined;
 }
 

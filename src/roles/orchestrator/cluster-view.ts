@@ -1,23 +1,8 @@
-import { Type, type Static } from '@sinclair/typebox';
 import type { Store } from '../../store/store.js';
 import { assignmentRoot, machineDrainPrefix, machinePrefix, unitStatusRoot } from '../../store/keys.js';
 import { listRecords } from '../../store/json-records.js';
-import { unitSlotFields, UnitFailureKind, type Assignment, type Machine, type MachineDrain, type UnitStatus } from '../../schemas/cluster.js';
+import type { Assignment, ClusterUnit, Machine, MachineDrain, UnitStatus } from '../../schemas/cluster.js';
 import { slotOf } from '../../units.js';
-
-/** A unit as listed to people: intent (assignment) joined with what the agent reports. */
-export const ClusterUnit = Type.Object({
-  ...unitSlotFields,
-  active: Type.String(),
-  sub: Type.String(),
-  address: Type.Optional(Type.String()),
-  restarts: Type.Integer(),
-  error: Type.Optional(Type.String()),
-  errorKind: Type.Optional(UnitFailureKind),
-  /** False while the unit runs but is no longer assigned (it is being stopped). */
-  desired: Type.Boolean(),
-});
-export type ClusterUnit = Static<typeof ClusterUnit>;
 
 /** Registered machines, each with its drain when an operator is draining it. */
 export async function listMachines(store: Store): Promise<Machine[]> {
@@ -46,7 +31,8 @@ export function joinUnit(assignment: Assignment | undefined, status: UnitStatus 
     sub: status?.sub ?? 'dead',
     ...(status?.address ? { address: status.address } : {}),
     restarts: status?.restarts ?? 0,
-    ...(status?.error ? { error: status.error, errorKind: status.errorKind } : {}),
+    ...(status?.error ? { error: status.error } : {}),
+    ...(status?.errorKind ? { errorKind: status.errorKind } : {}),
     desired: assignment !== undefined,
   };
 }

@@ -1,16 +1,18 @@
 import type { ServerResponse } from 'node:http';
-import { Type } from '@sinclair/typebox';
 import { Gauge } from 'prom-client';
 import type { FastifyBaseLogger } from 'fastify';
 import type { RoleServer } from '../../http/server.js';
 import { metricsRegistry } from '../../http/metrics.js';
-import { ErrorReply } from '../../schemas/common.js';
-import type { Assignment, Machine, MachineDrain, UnitStatus } from '../../schemas/cluster.js';
-import type { Deployment } from '../../schemas/release.js';
+import { apiRoute } from '../../schemas/api.js';
+import type { Assignment, ClusterUnit, Machine, MachineDrain, UnitStatus } from '../../schemas/cluster.js';
+import type { Deployment, JournalEntry } from '../../schemas/release.js';
+import type { Service } from '../../schemas/service.js';
+import type { EventKind, Snapshot } from '../../schemas/events.js';
+import { isFinished } from '../../schemas/states.js';
 import { PrefixCache, decodeCached, type CachedValue } from '../../store/prefix-cache.js';
 import type { Store, WatchEvent } from '../../store/store.js';
 import { assignmentRoot, deploymentPrefix, journalPrefix, machineDrainPrefix, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
-import { joinMachine, joinUnit, type ClusterUnit } from './cluster-view.js';
+import { joinMachine, joinUnit } from './cluster-view.js';
 
 // GET /events: Server-Sent Events of the cluster for the dashboard. One watched copy of each key
 // prefix per process (started by the first client, closed shortly after the last one leaves) is
@@ -20,8 +22,6 @@ import { joinMachine, joinUnit, type ClusterUnit } from './cluster-view.js';
 // in the same tick the client joins the fan-out, so nothing falls between the snapshot and the
 // first change. Every later event replaces one record (`{key, value}`) or removes it
 // (`{key, deleted: true}`). A client that reconnects gets a fresh snapshot; there is no replay.
-
-export type EventKind = 'service' | 'deployment' | 'journal' | 'machine' | 'unit';
 
 export interface EventHubOptions {
   /** A comment line is written this often so proxies and browsers keep idle streams open. */
@@ -42,17 +42,6 @@ interface Copies {
   drain: PrefixCache;
   assignment: PrefixCache;
   status: PrefixCache;
-}
-
-type Records = Record<string, unknown>;
-
-export interface Snapshot {
-  revision: number;
-  services: Records;
-  units: Record<string, ClusterUnit>;
-  machines: Records;
-  deployments: Records;
-  journal: Records;
 }
 
 const clientsGauge = new Gauge({
@@ -284,8 +273,8 @@ export class EventHub {
   }
 
   private snapshot(copies: Copies): Snapshot {
-    const byKey = (copy: PrefixCache, entries: CachedValue[] = copy.values()): Records =>
-      Object.fromEntries(entries.map((entry) => [entry.key.slice(copy.prefix.length), decodeCached(entry)]));
+    const byKey = <T>(copy: PrefixCache, entries: CachedValue[] = copy.values()): Record<string, T> =>
+      Object.fromEntries(entries.map((entry) => [entry.key.slice(copy.prefix.length), decodeCached<T>(entry)]));
     const units: Record<string, ClusterUnit> = {};
     const keys = new Set([
       ...copies.assignment.values().map((entry) => entry.key.slice(assignmentRoot.length)),
@@ -298,38 +287,30 @@ export class EventHub {
     const deployments = copies.deployment.values();
     // The newest deployments, plus any older one still running, so progress shows after a reload.
     const recent = deployments.filter(
-      (entry, i) => i >= deployments.length - this.recentLimit || !['succeeded', 'failed', 'reverted', 'superseded'].includes(decodeCached<Deployment>(entry).state),
+      (entry, i) => i >= deployments.length - this.recentLimit || !isFinished(decodeCached<Deployment>(entry)),
     );
     return {
       revision: this.revision,
-      services: byKey(copies.service),
+      services: byKey<Service>(copies.service),
       units,
       machines: Object.fromEntries(copies.machine.values().map((entry) => {
         const id = entry.key.slice(machinePrefix.length);
-        return [id, this.machineAt(copies, id)];
+        return [id, this.machineAt(copies, id)!];
       })),
-      deployments: byKey(copies.deployment, recent),
-      journal: byKey(copies.journal, copies.journal.values().slice(-this.recentLimit)),
+      deployments: byKey<Deployment>(copies.deployment, recent),
+      journal: byKey<JournalEntry>(copies.journal, copies.journal.values().slice(-this.recentLimit)),
     };
   }
 }
 
 /** Registers GET /events on a role server. */
 export function eventsRoute(server: RoleServer, hub: EventHub): void {
-  server.get(
-    '/events',
-    {
-      schema: {
-        description:
-          'Server-Sent Events for the dashboard: a `snapshot` first, then `service`, `deployment`, `journal`, `machine` and `unit` events, ' +
-          'each `{key, value}` or `{key, deleted: true}`, with the store revision as `id`. See docs/dashboard.md.',
-        response: { 200: Type.Unsafe<string>({ type: 'string', description: 'text/event-stream' }), 503: ErrorReply },
-      },
-    },
-    async (_request, reply) => {
+  server.route({
+    ...apiRoute('GET /events'),
+    handler: async (_request, reply) => {
       await hub.attach(reply.raw, () => reply.hijack());
       // A client that left while the watches started got no stream: there is nothing to send.
       if (!reply.sent) reply.hijack();
     },
-  );
+  });
 }

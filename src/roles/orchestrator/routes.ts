@@ -1,18 +1,18 @@
-import { Type } from '@sinclair/typebox';
 import type { RoleServer } from '../../http/server.js';
 import type { PeerClient } from '../../http/peer-client.js';
 import { notFound } from '../../http/errors.js';
 import type { Store } from '../../store/store.js';
-import { ErrorReply, NameParams, errorResponses } from '../../schemas/common.js';
-import { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch } from '../../schemas/service.js';
-import { DeployReply, ManualDeployRequest, Release, VersionParams } from '../../schemas/release.js';
-import { Machine, MachineDrain, MachineDrainRequest, MachineParams } from '../../schemas/cluster.js';
+import type { CreatedReply, Service, ServiceConfig } from '../../schemas/service.js';
+import type { DeployReply, Release } from '../../schemas/release.js';
+import type { MachineDrain } from '../../schemas/cluster.js';
+import { apiRoute } from '../../schemas/api.js';
 import { machineDrainKey } from '../../store/keys.js';
-import { ClusterUnit, listClusterUnits, listMachines } from './cluster-view.js';
+import { listClusterUnits, listMachines } from './cluster-view.js';
 import { schedulerViewRoutes } from './scheduler-routes.js';
 
 // The facade for people, the CLI and the dashboard: forwards to the directory and the scheduler,
-// and reads cluster state (machines, units) from the store.
+// and reads cluster state (machines, units) from the store. Each route's method, path and schemas
+// are its entry in the API table (src/schemas/api.ts).
 
 export interface OrchestratorPeers {
   directory: PeerClient;
@@ -23,107 +23,89 @@ export function orchestratorRoutes(server: RoleServer, store: Store, peers: Orch
   const { directory, scheduler } = peers;
   const path = (name: string, rest = '') => `/services/${encodeURIComponent(name)}${rest}`;
 
-  server.post(
-    '/services',
-    { schema: { description: 'Declare a service (orchestrator form).', body: OrchestratorServiceCreate, response: { 201: CreatedReply, ...errorResponses } } },
-    async (request, reply) => {
+  server.route({
+    ...apiRoute('POST /services'),
+    handler: async (request, reply) => {
       const { containerRepository, ...rest } = request.body;
       const created = await directory.call<CreatedReply>('POST', '/services', { ...rest, containerImage: containerRepository });
       return reply.status(201).send(created.body);
     },
-  );
+  });
 
-  server.get('/services', { schema: { response: { 200: Type.Array(Service), ...errorResponses } } }, async () =>
-    (await directory.call<Service[]>('GET', '/services')).body,
-  );
+  server.route({ ...apiRoute('GET /services'), handler: async () => (await directory.call<Service[]>('GET', '/services')).body });
 
-  server.get('/services/:name', { schema: { params: NameParams, response: { 200: Service, ...errorResponses } } }, async (request) =>
-    (await directory.call<Service>('GET', path(request.params.name))).body,
-  );
+  server.route({
+    ...apiRoute('GET /services/:name'),
+    handler: async (request) => (await directory.call<Service>('GET', path(request.params.name))).body,
+  });
 
-  server.delete(
-    '/services/:name',
-    { schema: { description: 'Stop the units of the service, then delete its declaration.', params: NameParams, response: { 204: Type.Null(), ...errorResponses } } },
-    async (request, reply) => {
+  server.route({
+    ...apiRoute('DELETE /services/:name'),
+    handler: async (request, reply) => {
       await directory.call('GET', path(request.params.name));
       await scheduler.call('DELETE', path(request.params.name, '/units'), undefined, 90_000);
       await directory.call('DELETE', path(request.params.name));
       return reply.status(204).send(null);
     },
-  );
-
-  server.get('/services/:name/config/next', { schema: { params: NameParams, response: { 200: ServiceConfig, ...errorResponses } } }, async (request) =>
-    (await directory.call<ServiceConfig>('GET', path(request.params.name, '/config'))).body,
-  );
-
-  server.patch(
-    '/services/:name/config/next',
-    {
-      schema: {
-        description: 'Change the next config (JSON merge patch: env keys set, null removes). Takes effect at the next deploy.',
-        params: NameParams,
-        body: ServiceConfigPatch,
-        response: { 200: ServiceConfig, ...errorResponses },
-      },
-    },
-    async (request) => (await directory.call<ServiceConfig>('PATCH', path(request.params.name, '/config'), request.body)).body,
-  );
-
-  server.get('/services/:name/config/last', { schema: { description: 'The config of the latest release.', params: NameParams, response: { 200: Release, ...errorResponses } } }, async (request) => {
-    const releases = (await scheduler.call<Release[]>('GET', path(request.params.name, '/releases'))).body;
-    const last = releases.at(-1);
-    if (!last) throw notFound(`service ${request.params.name} has not been deployed yet`);
-    return last;
   });
 
-  server.get('/services/:name/config/history', { schema: { description: 'Every release, oldest first.', params: NameParams, response: { 200: Type.Array(Release), ...errorResponses } } }, async (request) =>
-    (await scheduler.call<Release[]>('GET', path(request.params.name, '/releases'))).body,
-  );
+  server.route({
+    ...apiRoute('GET /services/:name/config/next'),
+    handler: async (request) => (await directory.call<ServiceConfig>('GET', path(request.params.name, '/config'))).body,
+  });
 
-  server.get('/services/:name/config/history/:version', { schema: { params: VersionParams, response: { 200: Release, ...errorResponses } } }, async (request) =>
-    (await scheduler.call<Release>('GET', path(request.params.name, `/releases/${request.params.version}`))).body,
-  );
+  server.route({
+    ...apiRoute('PATCH /services/:name/config/next'),
+    handler: async (request) => (await directory.call<ServiceConfig>('PATCH', path(request.params.name, '/config'), request.body)).body,
+  });
 
-  server.post(
-    '/services/:name/deploy',
-    {
-      schema: {
-        description: "Deploy the service's image (or the given reference of the same repository) with its next config.",
-        params: NameParams,
-        body: Type.Optional(ManualDeployRequest),
-        response: { 200: DeployReply, ...errorResponses },
-      },
+  server.route({
+    ...apiRoute('GET /services/:name/config/last'),
+    handler: async (request) => {
+      const releases = (await scheduler.call<Release[]>('GET', path(request.params.name, '/releases'))).body;
+      const last = releases.at(-1);
+      if (!last) throw notFound(`service ${request.params.name} has not been deployed yet`);
+      return last;
     },
-    async (request) => {
+  });
+
+  server.route({
+    ...apiRoute('GET /services/:name/config/history'),
+    handler: async (request) => (await scheduler.call<Release[]>('GET', path(request.params.name, '/releases'))).body,
+  });
+
+  server.route({
+    ...apiRoute('GET /services/:name/config/history/:version'),
+    handler: async (request) => (await scheduler.call<Release>('GET', path(request.params.name, `/releases/${request.params.version}`))).body,
+  });
+
+  server.route({
+    ...apiRoute('POST /services/:name/deploy'),
+    handler: async (request) => {
       const service = (await directory.call<Service>('GET', path(request.params.name))).body;
       const containerRepository = request.body?.containerRepository ?? service.containerImage;
       return (await scheduler.call<DeployReply>('POST', '/hooks/deploy', { serviceName: service.name, containerRepository, pushedAt: 0 })).body;
     },
-  );
-
-  server.get('/services/:name/units', { schema: { params: NameParams, response: { 200: Type.Array(ClusterUnit), ...errorResponses } } }, async (request) => {
-    await directory.call('GET', path(request.params.name));
-    return (await listClusterUnits(store)).filter((unit) => unit.service === request.params.name);
   });
 
-  server.get('/cluster/units', { schema: { response: { 200: Type.Array(ClusterUnit), 503: ErrorReply } } }, async () => listClusterUnits(store));
-  server.get('/cluster/machines', { schema: { response: { 200: Type.Array(Machine), 503: ErrorReply } } }, async () => listMachines(store));
-
-  server.put(
-    '/cluster/machines/:id/drain',
-    {
-      schema: {
-        description: 'Drain a machine: no new unit is placed on it, and each of its units moves to another machine (the replacement runs before the unit is drained and stopped).',
-        params: MachineParams,
-        body: MachineDrainRequest,
-        response: { 200: MachineDrain, ...errorResponses },
-      },
-      // The body is optional: a bare PUT drains without a reason.
-      preValidation: async (request) => {
-        request.body ??= {};
-      },
+  server.route({
+    ...apiRoute('GET /services/:name/units'),
+    handler: async (request) => {
+      await directory.call('GET', path(request.params.name));
+      return (await listClusterUnits(store)).filter((unit) => unit.service === request.params.name);
     },
-    async (request) => {
+  });
+
+  server.route({ ...apiRoute('GET /cluster/units'), handler: async () => listClusterUnits(store) });
+  server.route({ ...apiRoute('GET /cluster/machines'), handler: async () => listMachines(store) });
+
+  server.route({
+    ...apiRoute('PUT /cluster/machines/:id/drain'),
+    // The body is optional: a bare PUT drains without a reason.
+    preValidation: async (request) => {
+      request.body ??= {};
+    },
+    handler: async (request) => {
       const { id } = request.params;
       const machine = (await listMachines(store)).find((candidate) => candidate.id === id);
       if (!machine) throw notFound(`machine ${id} is not registered`);
@@ -132,22 +114,15 @@ export function orchestratorRoutes(server: RoleServer, store: Store, peers: Orch
       await store.put(machineDrainKey(id), JSON.stringify(drain));
       return drain;
     },
-  );
+  });
 
-  server.delete(
-    '/cluster/machines/:id/drain',
-    {
-      schema: {
-        description: 'Stop draining a machine: new units may be placed on it again (units that moved away stay where they are).',
-        params: MachineParams,
-        response: { 204: Type.Null(), ...errorResponses },
-      },
-    },
-    async (request, reply) => {
+  server.route({
+    ...apiRoute('DELETE /cluster/machines/:id/drain'),
+    handler: async (request, reply) => {
       await store.delete(machineDrainKey(request.params.id));
       return reply.status(204).send(null);
     },
-  );
+  });
 
   schedulerViewRoutes(server, store, scheduler);
 }

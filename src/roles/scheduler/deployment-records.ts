@@ -2,6 +2,7 @@ import type { Store } from '../../store/store.js';
 import { deploymentKey, deploymentPrefix } from '../../store/keys.js';
 import { deleteKeys, listRecords, readRecord, updateRecord } from '../../store/json-records.js';
 import { currentTarget, type Deployment, type Release, type UnitProgress } from '../../schemas/release.js';
+import { isFinished } from '../../schemas/states.js';
 import { timeOrderedId } from './ids.js';
 import { appendJournal } from './journal.js';
 
@@ -24,11 +25,7 @@ export async function listDeployments(store: Store, service?: string): Promise<D
   return service ? all.filter((deployment) => deployment.service === service) : all;
 }
 
-export const isFinished = (deployment: Deployment): boolean =>
-  ['succeeded', 'failed', 'reverted', 'superseded'].includes(deployment.state);
-
-const inFlightStates: ReadonlySet<Deployment['state']> = new Set(['pending', 'pulling', 'rolling']);
-export const isInFlight = (deployment: Deployment): boolean => inFlightStates.has(deployment.state);
+export const isInFlight = (deployment: Deployment): boolean => !isFinished(deployment);
 
 /**
  * Records a pending deployment of `release` (a new one, a revert to an earlier one, or a

@@ -1,4 +1,8 @@
-// Calls to the orchestrator API, relative to the page so the dashboard works wherever it is served.
+import type { ApiRequest, OrchestratorRoute, ReplyOf, RequestArgs } from '../../schemas/api.js';
+import { requestLine } from '../../schemas/route-key.js';
+
+// Calls to the orchestrator API, relative to the page so the dashboard works wherever it is
+// served. Each call names its route in the API table (src/schemas/api.ts), which types it.
 
 export class ApiError extends Error {
   constructor(
@@ -9,10 +13,19 @@ export class ApiError extends Error {
   }
 }
 
-export async function api<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
+/** The method of a call and its URL relative to the page (`services/web`, not `/services/web`). */
+export function pageRequest<K extends OrchestratorRoute>(route: K, ...[request]: RequestArgs<K>): { method: string; url: string } {
+  const { params, query } = (request ?? {}) as ApiRequest;
+  const { method, path } = requestLine(route, params, query);
+  return { method, url: path.slice(1) };
+}
+
+export async function api<K extends OrchestratorRoute>(route: K, ...args: RequestArgs<K>): Promise<ReplyOf<K>> {
+  const { method, url } = pageRequest(route, ...args);
+  const body = (args[0] as ApiRequest | undefined)?.body;
   let response: Response;
   try {
-    response = await fetch(path, {
+    response = await fetch(url, {
       method,
       headers: body === undefined ? {} : { 'content-type': 'application/json' },
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -31,7 +44,5 @@ export async function api<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: 
     const message = parsed && typeof parsed === 'object' && 'message' in parsed ? String(parsed.message) : `${response.status} ${response.statusText}`;
     throw new ApiError(response.status, message);
   }
-  return parsed as T;
+  return parsed as ReplyOf<K>;
 }
-
-export const servicePath = (name: string, rest = ''): string => `services/${encodeURIComponent(name)}${rest}`;

@@ -25,8 +25,8 @@ export function describeChanges(before: ConfigVersion, after: ConfigVersion): st
     else lines.push(`${name}: ${quote(was)} → ${quote(is)}`);
   }
   if (formatPorts(before.config.ports) !== formatPorts(after.config.ports)) lines.push(`ports ${formatPorts(before.config.ports)} → ${formatPorts(after.config.ports)}`);
-  const settings = new Set([...Object.keys(before.config), ...Object.keys(after.config)]);
-  for (const name of ['numInstances', 'env', 'ports']) settings.delete(name);
+  const settings = new Set([...Object.keys(before.config), ...Object.keys(after.config)] as (keyof ServiceConfig)[]);
+  for (const name of ['numInstances', 'env', 'ports'] as const) settings.delete(name);
   for (const name of [...settings].sort()) {
     const [was, is] = [JSON.stringify(before.config[name]), JSON.stringify(after.config[name])];
     if (was !== is) lines.push(`${name} ${was ?? 'default'} → ${is ?? 'default'}`);

@@ -1,4 +1,4 @@
-import { api, ApiError, servicePath } from './api.js';
+import { api, ApiError } from './api.js';
 import { h, setText } from './element.js';
 import { clearErrors, field, showError } from './field-errors.js';
 import type { ServiceConfig } from './model.js';
@@ -78,7 +78,7 @@ export class ConfigEditor {
     this.save.setAttribute('aria-disabled', 'true');
     setText(this.status, 'Saving…');
     try {
-      const config = await api<ServiceConfig>('PATCH', servicePath(this.service, '/config/next'), patch);
+      const config = await api('PATCH /services/:name/config/next', { params: { name: this.service }, body: patch });
       this.dirty = false;
       this.load(config);
       setText(this.status, 'Saved. The next deploy uses it.');

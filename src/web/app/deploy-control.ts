@@ -1,8 +1,8 @@
-import { api, ApiError, servicePath } from './api.js';
+import { api, ApiError } from './api.js';
 import type { App } from './app.js';
 import { h, setAttribute, setText } from './element.js';
 import { formatTime } from './format.js';
-import { isFinished, isRunning, type Deployment, type DeployReply } from './model.js';
+import { isFinished, isRunning, type Deployment } from './model.js';
 
 // The Deploy button of a service and what its latest deployment is doing: progress while it
 // rolls (from deployment events, or polled while the stream is down), then its outcome.
@@ -62,7 +62,7 @@ export class DeployControl {
     this.notice = undefined;
     this.update();
     try {
-      const reply = await api<DeployReply>('POST', servicePath(this.service, '/deploy'), {});
+      const reply = await api('POST /services/:name/deploy', { params: { name: this.service }, body: {} });
       await this.fetchDeployment(reply.deployment);
       const current = this.app.state.latestDeployment(this.service);
       if (reply.outcome && reply.outcome !== 'created') this.notice = { message: reply.message, latestId: current?.id };
@@ -77,7 +77,7 @@ export class DeployControl {
   /** The event for a new deployment may come after the reply: read it once so progress shows at once. */
   private async fetchDeployment(id: string): Promise<void> {
     if (this.app.state.deployments.has(id)) return;
-    const deployment = await api<Deployment>('GET', `deployments/${encodeURIComponent(id)}`).catch(() => undefined);
+    const deployment = await api('GET /deployments/:id', { params: { id } }).catch(() => undefined);
     if (deployment && !this.app.state.deployments.has(id)) {
       this.app.state.applyDeployment({ key: id, value: deployment });
       this.app.requestRender();
@@ -87,7 +87,7 @@ export class DeployControl {
   private poll(deployment: Deployment): void {
     if (this.pollTimer !== undefined) return;
     this.pollTimer = window.setTimeout(async () => {
-      const fresh = await api<Deployment>('GET', `deployments/${encodeURIComponent(deployment.id)}`).catch(() => undefined);
+      const fresh = await api('GET /deployments/:id', { params: { id: deployment.id } }).catch(() => undefined);
       this.pollTimer = undefined;
       if (fresh && !this.app.isLive()) {
         this.app.state.applyDeployment({ key: fresh.id, value: fresh });

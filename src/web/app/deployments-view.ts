@@ -2,7 +2,7 @@ import type { App, View } from './app.js';
 import type { Changes } from './cluster-state.js';
 import { h } from './element.js';
 import { formatTime, shortImage } from './format.js';
-import { finishedStates, isRunning, type Deployment } from './model.js';
+import { isFinished, isRunning, type Deployment, type DeploymentState } from './model.js';
 
 // The Deployments tab: recent deployments with their state and progress, and the journal, both
 // newest first.
@@ -85,12 +85,12 @@ export class DeploymentsView implements View {
 /** Ready of total while it rolls; afterwards how many units it placed. */
 function progress(deployment: Deployment): string {
   if (deployment.units.length === 0) return '—';
-  if (finishedStates.includes(deployment.state)) return String(deployment.units.length);
+  if (isFinished(deployment)) return String(deployment.units.length);
   return `${deployment.units.filter(isRunning).length}/${deployment.units.length}`;
 }
 
-function stateTone(state: string): string {
+function stateTone(state: DeploymentState): string {
   if (state === 'succeeded') return 'green';
   if (state === 'failed' || state === 'reverted') return 'red';
-  return finishedStates.includes(state) ? '' : 'amber';
+  return isFinished({ state }) ? '' : 'amber';
 }

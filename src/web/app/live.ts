@@ -1,3 +1,4 @@
+import { pageRequest } from './api.js';
 import type { ClusterState } from './cluster-state.js';
 import type { Change, Deployment, JournalEntry, Machine, Service, Snapshot, Unit } from './model.js';
 
@@ -19,7 +20,7 @@ export function connectLive(state: ClusterState, changed: () => void, linkChange
 
   const open = () => {
     source?.close();
-    const current = new EventSource('events');
+    const current = new EventSource(pageRequest('GET /events').url);
     source = current;
     current.addEventListener('snapshot', (event) => {
       failures = 0;

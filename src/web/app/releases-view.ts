@@ -1,9 +1,9 @@
-import { api, ApiError, servicePath } from './api.js';
+import { api, ApiError } from './api.js';
 import type { App } from './app.js';
 import { describeChanges } from './config-diff.js';
 import { h, setText } from './element.js';
 import { formatTime, shortDigest } from './format.js';
-import type { DeployReply, Release, ServiceConfig } from './model.js';
+import type { Release, ServiceConfig } from './model.js';
 
 // The releases of a service, newest first, each with what changed against the one before, and a
 // Roll back button (POST /services/:name/rollback) on every release its units do not run.
@@ -51,7 +51,7 @@ export class ReleasesView {
   }
 
   private reload(): Promise<void> {
-    this.loading ??= api<Release[]>('GET', servicePath(this.service, '/config/history'))
+    this.loading ??= api('GET /services/:name/config/history', { params: { name: this.service } })
       .then((releases) => {
         this.releases = releases;
         setText(this.status, releases.length ? '' : 'No releases yet: the first deploy creates v1.');
@@ -112,7 +112,7 @@ export class ReleasesView {
     button.setAttribute('aria-disabled', 'true');
     setText(this.status, `Rolling back to v${version}…`);
     try {
-      const reply = await api<DeployReply>('POST', servicePath(this.service, '/rollback'), { version });
+      const reply = await api('POST /services/:name/rollback', { params: { name: this.service }, body: { version } });
       setText(this.status, `Rolling back to v${version} as ${reply.release}.`);
     } catch (error) {
       setText(this.status, '');

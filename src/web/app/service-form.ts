@@ -81,7 +81,7 @@ export class CreateServiceDialog {
     this.submit.setAttribute('aria-disabled', 'true');
     this.submit.textContent = 'Creating…';
     try {
-      await api('POST', 'services', body);
+      await api('POST /services', { body });
       this.reset();
       this.close();
       this.created(body.name);

@@ -1,4 +1,4 @@
-import { api, ApiError, servicePath } from './api.js';
+import { api, ApiError } from './api.js';
 import type { App, View } from './app.js';
 import type { Changes } from './cluster-state.js';
 import { ConfigEditor } from './config-editor.js';
@@ -193,7 +193,7 @@ export class ServicePage implements View {
     this.deleteStatus.classList.add('info');
     setText(this.deleteStatus, `Deleting ${this.name}: stopping its units…`);
     try {
-      await api('DELETE', servicePath(this.name));
+      await api('DELETE /services/:name', { params: { name: this.name } });
       this.app.navigate('#/services');
     } catch (error) {
       this.deleting = false;

@@ -1,0 +1,115 @@
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { ErrorReply, NameParams, ServiceName, UnitName, errorResponses } from './common.js';
+import { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch } from './service.js';
+import { DeployReply, ManualDeployRequest, Release, VersionParams, getDeploymentSchema, journalSchema, listDeploymentsSchema, rollbackSchema } from './release.js';
+import { ClusterUnit, Machine, MachineDrain, MachineDrainRequest, MachineParams } from './cluster.js';
+import { splitRouteKey, type RouteKey } from './route-key.js';
+
+// The orchestrator's API, one entry per route: the key is its method and path, the value its
+// schemas. The orchestrator registers its routes from this table (and the OpenAPI document follows
+// from them); the CLI client and the dashboard name the key of each call they make and take its
+// types from here. Each route is written down once.
+
+interface RouteSchema {
+  description?: string;
+  params?: TSchema;
+  querystring?: TSchema;
+  body?: TSchema;
+  response: Record<number, TSchema>;
+}
+
+export const orchestratorApi = {
+  'POST /services': {
+    description: 'Declare a service (orchestrator form).',
+    body: OrchestratorServiceCreate,
+    response: { 201: CreatedReply, ...errorResponses },
+  },
+  'GET /services': { response: { 200: Type.Array(Service), ...errorResponses } },
+  'GET /services/:name': { params: NameParams, response: { 200: Service, ...errorResponses } },
+  'DELETE /services/:name': {
+    description: 'Stop the units of the service, then delete its declaration.',
+    params: NameParams,
+    response: { 204: Type.Null(), ...errorResponses },
+  },
+  'GET /services/:name/config/next': { params: NameParams, response: { 200: ServiceConfig, ...errorResponses } },
+  'PATCH /services/:name/config/next': {
+    description: 'Change the next config (JSON merge patch: env keys set, null removes). Takes effect at the next deploy.',
+    params: NameParams,
+    body: ServiceConfigPatch,
+    response: { 200: ServiceConfig, ...errorResponses },
+  },
+  'GET /services/:name/config/last': { description: 'The config of the latest release.', params: NameParams, response: { 200: Release, ...errorResponses } },
+  'GET /services/:name/config/history': { description: 'Every release, oldest first.', params: NameParams, response: { 200: Type.Array(Release), ...errorResponses } },
+  'GET /services/:name/config/history/:version': { params: VersionParams, response: { 200: Release, ...errorResponses } },
+  'POST /services/:name/deploy': {
+    description: "Deploy the service's image (or the given reference of the same repository) with its next config.",
+    params: NameParams,
+    body: Type.Optional(ManualDeployRequest),
+    response: { 200: DeployReply, ...errorResponses },
+  },
+  'POST /services/:name/rollback': { ...rollbackSchema, params: NameParams },
+  'GET /services/:name/units': { params: NameParams, response: { 200: Type.Array(ClusterUnit), ...errorResponses } },
+  'GET /services/:name/units/:unit/logs': {
+    description: "A unit's container output as text, from the agent of its machine; `follow` streams.",
+    params: Type.Object({ name: ServiceName, unit: UnitName }),
+    querystring: Type.Object({
+      tail: Type.Integer({ minimum: 0, maximum: 100_000, default: 100 }),
+      follow: Type.Boolean({ default: false }),
+    }),
+    // The agent's stream, passed on as it comes (so no type to check it against).
+    response: { 200: Type.Unsafe<unknown>({ type: 'string', description: 'text/plain' }), ...errorResponses },
+  },
+  'GET /cluster/units': { response: { 200: Type.Array(ClusterUnit), 503: ErrorReply } },
+  'GET /cluster/machines': { response: { 200: Type.Array(Machine), 503: ErrorReply } },
+  'PUT /cluster/machines/:id/drain': {
+    description:
+      'Drain a machine: no new unit is placed on it, and each of its units moves to another machine (the replacement runs before the unit is drained and stopped).',
+    params: MachineParams,
+    body: MachineDrainRequest,
+    response: { 200: MachineDrain, ...errorResponses },
+  },
+  'DELETE /cluster/machines/:id/drain': {
+    description: 'Stop draining a machine: new units may be placed on it again (units that moved away stay where they are).',
+    params: MachineParams,
+    response: { 204: Type.Null(), ...errorResponses },
+  },
+  'GET /deployments': listDeploymentsSchema,
+  'GET /deployments/:id': getDeploymentSchema,
+  'GET /journal': journalSchema,
+  'GET /events': {
+    description:
+      'Server-Sent Events for the dashboard: a `snapshot` first, then `service`, `deployment`, `journal`, `machine` and `unit` events, ' +
+      'each `{key, value}` or `{key, deleted: true}`, with the store revision as `id`. See docs/dashboard.md.',
+    response: { 200: Type.String({ description: 'text/event-stream' }), 503: ErrorReply },
+  },
+} satisfies Record<RouteKey, RouteSchema>;
+
+export type OrchestratorApi = typeof orchestratorApi;
+export type OrchestratorRoute = keyof OrchestratorApi;
+
+/** The options `server.route` takes for one entry of the table, to which the role adds its handler. */
+export const apiRoute = <K extends OrchestratorRoute>(key: K) => ({ ...splitRouteKey(key), schema: orchestratorApi[key] });
+
+type Responses<K extends OrchestratorRoute> = OrchestratorApi[K]['response'];
+
+/** What the route answers when it succeeds. */
+export type ReplyOf<K extends OrchestratorRoute> = Responses<K>[Extract<keyof Responses<K>, 200 | 201 | 204>] extends infer S extends TSchema ? Static<S> : never;
+
+type Part<K extends OrchestratorRoute, Field extends string, Name extends string> = OrchestratorApi[K] extends Record<Field, infer S extends TSchema>
+  ? Record<Name, Static<S>>
+  : unknown;
+
+/** What a call of the route sends: its path parameters and body where it has them, and any query. */
+export type RequestOf<K extends OrchestratorRoute> = Part<K, 'params', 'params'> &
+  Part<K, 'body', 'body'> &
+  (OrchestratorApi[K] extends Record<'querystring', infer S extends TSchema> ? { query?: Partial<Static<S>> } : unknown);
+
+/** The rest parameter of a call: the request may be left out where the route needs nothing. */
+export type RequestArgs<K extends OrchestratorRoute> = object extends RequestOf<K> ? [request?: RequestOf<K>] : [request: RequestOf<K>];
+
+/** Any request, as the code that sends it sees one. */
+export interface ApiRequest {
+  params?: Record<string, string | number>;
+  query?: Record<string, unknown>;
+  body?: unknown;
+}
