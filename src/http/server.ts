@@ -1,4 +1,4 @@
-import Fastify, { LogController, type FastifyInstance, type FastifyBaseLogger, type RawServerDefault } from 'fastify';
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyBaseLogger, type RawServerDefault } from 'fastify';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Ajv } from 'ajv';
@@ -8,6 +8,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import { Type } from '@sinclair/typebox';
 import { notFound, renderError, statusName } from './errors.js';
 import { metricsRegistry, observeRequests } from './metrics.js';
+import { discardBody } from './oversized-body.js';
 
 export type RoleServer = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -41,7 +42,10 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
   const bodyAjv = buildAjv(false);
   const textAjv = buildAjv(true);
   server.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : textAjv).compile(schema));
-  server.setErrorHandler(renderError);
+  server.setErrorHandler<FastifyError>(async (error, request, reply) => {
+    if (error.statusCode === 413) await discardBody(request.raw);
+    renderError(error, request, reply);
+  });
   server.setNotFoundHandler((request) => {
     throw notFound(`no route ${request.method} ${request.url.split('?')[0]}`);
   });

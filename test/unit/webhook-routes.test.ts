@@ -4,9 +4,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { pino } from 'pino';
 import type { FastifyBaseLogger } from 'fastify';
 import { createRoleServer, type RoleServer } from '../../src/http/server.js';
+import { OVERSIZED_BODY_DISCARD } from '../../src/http/oversized-body.js';
 import { EmbeddedStore } from '../../src/store/embedded-store.js';
 import { serviceKey, webhookDeliveryPrefix } from '../../src/store/keys.js';
 import { readJournal } from '../../src/roles/scheduler/journal.js';
@@ -232,3 +234,53 @@ t.test('malformed bodies are 400 naming the problem; oversized ones 413', async 
   const noHeaders = await server.inject({ method: 'POST', url: '/hooks/github', headers: { 'content-type': 'application/json', 'x-hub-signature-256': sign(body) }, payload: body });
   t.match(noHeaders.json(), { statusCode: 400, message: /x-github-event is required/ });
 });
+
+/** The harness's server on a real socket (inject never writes to one), for what clients see of a connection. */
+async function listening(server: RoleServer): Promise<number> {
+  if (!server.server.listening) await server.listen({ host: '127.0.0.1', port: 0 });
+  return (server.server.address() as AddressInfo).port;
+}
+
+/** A raw HTTP/1.1 exchange: what the server sent, and the error the socket met, if any, until the server closed it. */
+function rawExchange(port: number): { socket: Socket; answer: Promise<{ text: string; error?: Error }> } {
+  const socket = connect(port, '127.0.0.1');
+  let text = '';
+  let error: Error | undefined;
+  socket.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+  socket.on('error', (e) => (error = e));
+  return { socket, answer: new Promise((resolve) => socket.on('close', () => resolve({ text, ...(error ? { error } : {}) }))) };
+}
+
+t.test('an oversized body is read to its end (up to a bound) before the 413, so the client reads the answer instead of a broken pipe', async (t) => {
+  const { server } = await harness(SECRETS, '127.0.0.1', { bodyLimit: 4096 });
+  const port = await listening(server);
+  const body = Buffer.alloc(256 * 1024, 'x');
+  const { socket, answer } = rawExchange(port);
+  let answered = false;
+  void answer.then(() => (answered = true));
+  socket.write(`POST /hooks/registry HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${SECRETS.registryToken}\r\nContent-Type: ${EVENTS}\r\nContent-Length: ${body.length}\r\n\r\n`);
+  socket.write(body.subarray(0, body.length / 2));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.notOk(answered || socket.bytesRead > 0, 'no answer while the body is still arriving');
+  socket.write(body.subarray(body.length / 2));
+  const { text, error } = await answer;
+  t.equal(error, undefined, 'no EPIPE or reset');
+  t.match(text, /^HTTP\/1\.1 413 Payload Too Large\r\n/);
+  t.match(text, /\r\nconnection: close\r\n/i, 'and the connection closes after it');
+  t.match(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)), { statusCode: 413, error: 'Payload Too Large' });
+
+  // What the CI run did, several times over: fetch writing a body of some MiB reads its 413.
+  const big = JSON.stringify({ events: [], padding: 'x'.repeat(2 * 1024 * 1024) });
+  for (let i = 0; i < 10; i += 1) {
+    const response = await fetch(`http://127.0.0.1:${port}/hooks/registry`, { method: 'POST', headers: { 'content-type': EVENTS, authorization: `Bearer ${SECRETS.registryToken}` }, body: big });
+    t.equal(response.status, 413, `fetch ${i + 1}`);
+    await response.body?.cancel();
+  }
+
+  // Beyond the bound there is no reading it all: a body announced larger is refused at once.
+  const beyond = rawExchange(port);
+  beyond.socket.write(`POST /hooks/github HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${OVERSIZED_BODY_DISCARD.bytes + 1}\r\n\r\n{`);
+  t.match((await beyond.answer).text, /^HTTP\/1\.1 413 Payload Too Large\r\n/);
+  t.ok(beyond.socket.bytesWritten < 1024, 'closed with the body unsent');
+});
+
