@@ -22,8 +22,9 @@ export interface RoleServerOptions {
 }
 
 // Bodies are validated strictly (no type coercion, unknown fields rejected); query strings and
-// path parameters are text on the wire, so they are coerced to the schema's types.
-function buildAjv(coerceTypes: boolean): Ajv {
+// path parameters are text on the wire, so they are coerced to the schema's types. Exported for
+// the checks a route makes beyond its own schema (the GitHub hook's reading of an event).
+export function buildAjv(coerceTypes: boolean): Ajv {
   const ajv = new Ajv({ allErrors: true, coerceTypes, removeAdditional: false, useDefaults: true, verbose: true, strict: false });
   (addFormats as unknown as (ajv: Ajv) => void)(ajv);
   return ajv;

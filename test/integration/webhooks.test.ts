@@ -143,7 +143,7 @@ t.test('docker push of a new tag runs exactly that digest on all units; an unrel
   t.same([...new Set((await deploymentsOf()).map((d) => d.service))], [app], 'only the declared repository deployed');
   Object.assign(images, { v2 });
 });
-const images: { v2?: TestImage } = {};
+const images: { v2?: TestImage; g1?: TestImage } = {};
 
 t.test('autoDeploy never journals each push and deploys nothing', async (t) => {
   t.same(await deploymentsOf(audit), []);
@@ -214,6 +214,21 @@ t.test('GitHub: a signed package event deploys its digest; a bad signature is 40
   t.match(deployment, { trigger: 'github', image: pinned(g1, ghcr.host, ghRepository) });
   await runningOn(ghApp, 2, pinned(g1, ghcr.host, ghRepository));
   t.equal((await deploymentsOf(ghApp)).length, 1);
+  Object.assign(images, { g1 });
+});
+
+t.test('GitHub: an untagged version of a multi-arch push (package_url ending in ":") is answered 200 with the reason and journaled', async (t) => {
+  const g1 = images.g1!;
+  const body = gitHubEvent(g1, '');
+  t.match(JSON.parse(body), { package: { package_version: { package_url: `${ghcr.host}/${ghRepository}:` } } });
+  const reply = await post('/hooks/github', body, gitHubHeaders(`untagged-${suffix}`, sign(body)));
+  t.match(reply, { status: 200, body: { pushes: [], ignored: 1, message: `${ghcr.host}/${ghRepository}@${g1.digest} is an untagged version (one platform of a multi-arch image, or a push by digest): only a tagged version deploys` } });
+  const journal = (await http('GET', sched('/journal?limit=500'))).body as { kind: string; message: string }[];
+  t.match(
+    journal.filter((entry) => entry.message.includes(`untagged-${suffix}`)),
+    [{ kind: 'webhook.ignored', message: `github package delivery untagged-${suffix} deploys nothing: ${reply.body.message}` }],
+  );
+  t.equal((await deploymentsOf(ghApp)).length, 1, 'nothing deployed');
 });
 
 t.test('Docker Hub: the URL token is required; a push to an autoDeploy never service is journaled', async (t) => {

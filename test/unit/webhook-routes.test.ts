@@ -1,8 +1,9 @@
 import t from 'tap';
 import { createHmac } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Writable } from 'node:stream';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { pino } from 'pino';
@@ -215,6 +216,90 @@ t.test('GitHub: form-encoded deliveries are verified on their raw bytes too; pin
   t.match(pong.json(), { message: /ping/, pushes: [], ignored: 1 });
   await settle();
   t.equal(triggers.length, 1);
+});
+
+const postGitHub = (server: RoleServer, event: string, delivery: string, body: string) =>
+  server.inject({ method: 'POST', url: '/hooks/github', headers: { 'content-type': 'application/json', 'x-github-event': event, 'x-github-delivery': delivery, 'x-hub-signature-256': sign(body) }, payload: body });
+const journaled = async (delivery: string) => (await readJournal(store, { limit: 1000 })).filter((entry) => entry.message.includes(` delivery ${delivery} `));
+
+interface GitHubExample {
+  source: string;
+  event: string;
+  body: Record<string, unknown>;
+}
+
+/** GitHub's published example payloads (@octokit/webhooks-examples) of the events the hook reads, for every GitHub version there. */
+function gitHubExamples(): GitHubExample[] {
+  const root = dirname(createRequire(import.meta.url).resolve('@octokit/webhooks-examples/package.json'));
+  const examples: GitHubExample[] = [];
+  for (const version of readdirSync(root, { withFileTypes: true }).filter((entry) => entry.isDirectory())) {
+    const webhooks = JSON.parse(readFileSync(join(root, version.name, 'index.json'), 'utf8')) as { name: string; examples: Record<string, unknown>[] }[];
+    for (const webhook of webhooks.filter((w) => w.name === 'package' || w.name === 'registry_package')) {
+      webhook.examples.forEach((body, index) => examples.push({ source: `${version.name} ${webhook.name} example ${index}`, event: webhook.name, body }));
+    }
+  }
+  return examples;
+}
+
+/**
+ * An example as either event (GitHub sends the same package under `package` or `registry_package`),
+ * as published and as GHCR types containers (one example is a container version typed npm).
+ */
+function variantsOf({ source, event, body }: GitHubExample): { name: string; event: string; payload: Record<string, unknown> }[] {
+  const { package: _package, registry_package: _registryPackage, ...rest } = body;
+  const pkg = body[event] as Record<string, unknown>;
+  return ['package', 'registry_package'].flatMap((key) => [
+    { name: `${source} as ${key}`, event: key, payload: { ...rest, [key]: pkg } },
+    { name: `${source} as ${key}, typed CONTAINER`, event: key, payload: { ...rest, [key]: { ...pkg, package_type: 'CONTAINER' } } },
+  ]);
+}
+
+t.test("GitHub: every package event GitHub publishes as an example is answered 2xx; those that deploy nothing say why and are journaled", async (t) => {
+  const { server, triggers } = await harness(SECRETS);
+  const examples = gitHubExamples();
+  t.ok(examples.length >= 3, `${examples.length} examples`);
+  let count = 0;
+  for (const variant of examples.flatMap(variantsOf)) {
+    const delivery = `g-example-${(count += 1)}`;
+    const reply = await postGitHub(server, variant.event, delivery, JSON.stringify(variant.payload));
+    t.ok(reply.statusCode === 200 || reply.statusCode === 202, `${variant.name}: ${reply.statusCode} ${reply.body}`);
+    if (reply.statusCode !== 200 || reply.json().pushes.length > 0) continue;
+    const { message } = reply.json() as { message: string };
+    t.match(await journaled(delivery), [{ kind: 'webhook.ignored', message: `github ${variant.event} delivery ${delivery} deploys nothing: ${message}` }], `${variant.name}: ${message}`);
+  }
+  await settle();
+  t.same(triggers, [], 'none of them is a tagged container version');
+});
+
+t.test("GitHub: an untagged version (package_url ghcr.io/owner/name:) is answered 200 with the reason and journaled; its tagged index deploys", async (t) => {
+  const { server, triggers, logs } = await harness(SECRETS);
+  const version = (tag: string, d: string) => ({ version: d, name: d, created_at: '2026-04-01T08:00:00Z', updated_at: '2026-04-01T08:00:00Z', container_metadata: { tag: { name: tag, digest: d } }, package_url: `ghcr.io/owner/app:${tag}` });
+  const event = (tag: string, d: string) => JSON.stringify({ action: 'published', package: { name: 'app', namespace: 'owner', package_type: 'CONTAINER', package_version: version(tag, d) } });
+  const child = await postGitHub(server, 'package', 'g-untagged', event('', digest('1')));
+  t.equal(child.statusCode, 200);
+  const reason = `ghcr.io/owner/app@${digest('1')} is an untagged version (one platform of a multi-arch image, or a push by digest): only a tagged version deploys`;
+  t.same(child.json(), { statusCode: 200, message: reason, pushes: [], ignored: 1 });
+  t.match(await journaled('g-untagged'), [{ kind: 'webhook.ignored', message: `github package delivery g-untagged deploys nothing: ${reason}` }]);
+
+  const index = await postGitHub(server, 'registry_package', 'g-index', event('v11', digest('2')).replace('"package"', '"registry_package"'));
+  t.equal(index.statusCode, 202);
+  await settle();
+  t.same(triggers, [{ serviceName: 'gh', containerRepository: `ghcr.io/owner/app:v11@${digest('2')}`, pushedAt: Date.parse('2026-04-01T08:00:00Z') / 1000, trigger: 'github' }]);
+  t.same(await journaled('g-index'), [], 'a deployable event is not journaled as ignored');
+  t.notMatch(logs() + JSON.stringify(await readJournal(store, { limit: 1000 })), SECRETS.gitHubSecret);
+});
+
+t.test('GitHub: only a body that is not a JSON object is a 400; any signed object is answered 200', async (t) => {
+  const { server } = await harness(SECRETS);
+  for (const body of ['[]', '"published"', 'null', '42', '{"action": "published"']) {
+    t.match((await postGitHub(server, 'package', 'g-400', body)).json(), { statusCode: 400 }, body);
+  }
+  for (const [n, body] of ['{}', '{"action": "published", "package": {"package_version": null}}', '{"action": 7, "package": []}'].entries()) {
+    const reply = await postGitHub(server, 'package', `g-object-${n}`, body);
+    t.equal(reply.statusCode, 200, `${body}: ${reply.body}`);
+    t.equal((await journaled(`g-object-${n}`)).length, 1);
+  }
+  t.equal(await journaled('g-400').then((entries) => entries.length), 0, 'a 400 is not journaled');
 });
 
 t.test('malformed bodies are 400 naming the problem; oversized ones 413', async (t) => {
