@@ -25,7 +25,7 @@ interface ValidationIssue {
   instancePath: string;
   params: Record<string, unknown>;
   message?: string;
-  parentSchema?: { description?: string; properties?: Record<string, unknown> };
+  parentSchema?: { description?: string; properties?: Record<string, unknown>; [keyword: string]: unknown };
 }
 
 const fieldOf = (issue: ValidationIssue): string => issue.instancePath.replace(/^\//, '').replace(/\//g, '.');

@@ -1,4 +1,4 @@
-import Fastify, { LogController, type FastifyInstance, type FastifyBaseLogger, type RawServerDefault } from 'fastify';
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyBaseLogger, type RawServerDefault } from 'fastify';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Ajv } from 'ajv';
@@ -8,6 +8,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import { Type } from '@sinclair/typebox';
 import { notFound, renderError, statusName } from './errors.js';
 import { metricsRegistry, observeRequests } from './metrics.js';
+import { discardBody } from './oversized-body.js';
 
 export type RoleServer = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -21,8 +22,9 @@ export interface RoleServerOptions {
 }
 
 // Bodies are validated strictly (no type coercion, unknown fields rejected); query strings and
-// path parameters are text on the wire, so they are coerced to the schema's types.
-function buildAjv(coerceTypes: boolean): Ajv {
+// path parameters are text on the wire, so they are coerced to the schema's types. Exported for
+// the checks a route makes beyond its own schema (the GitHub hook's reading of an event).
+export function buildAjv(coerceTypes: boolean): Ajv {
   const ajv = new Ajv({ allErrors: true, coerceTypes, removeAdditional: false, useDefaults: true, verbose: true, strict: false });
   (addFormats as unknown as (ajv: Ajv) => void)(ajv);
   return ajv;
@@ -41,7 +43,10 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
   const bodyAjv = buildAjv(false);
   const textAjv = buildAjv(true);
   server.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : textAjv).compile(schema));
-  server.setErrorHandler(renderError);
+  server.setErrorHandler<FastifyError>(async (error, request, reply) => {
+    if (error.statusCode === 413) await discardBody(request.raw);
+    renderError(error, request, reply);
+  });
   server.setNotFoundHandler((request) => {
     throw notFound(`no route ${request.method} ${request.url.split('?')[0]}`);
   });

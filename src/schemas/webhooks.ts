@@ -1,4 +1,4 @@
-import { Type, type Static } from '@sinclair/typebox';
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
 
 // Registry webhooks: the payloads the platform accepts from a Distribution registry, Docker Hub
 // and GitHub, and what it answers. Senders add fields over time, so payloads accept unknown
@@ -7,8 +7,6 @@ import { Type, type Static } from '@sinclair/typebox';
 const text = (description: string, maxLength = 1024) => Type.String({ maxLength, description });
 const PATH_COMPONENT = '[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*';
 const TAG = '^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$';
-const DIGEST = '^sha256:[a-f0-9]{64}$';
-const digest = Type.String({ pattern: DIGEST, description: 'a digest: sha256: and 64 lowercase hex digits' });
 
 /** One event of a Distribution notification envelope (application/vnd.docker.distribution.events.v1+json). */
 export const RegistryEvent = Type.Object({
@@ -50,43 +48,63 @@ export const DockerHubPayload = Type.Object({
 });
 export type DockerHubPayload = Static<typeof DockerHubPayload>;
 
+const nullable = <T extends TSchema>(schema: T) => Type.Optional(Type.Union([schema, Type.Null()]));
+const time = nullable(Type.String({ maxLength: 64 }));
+
+/**
+ * What the GitHub hook reads of a package: GitHub leaves out or nulls most fields for some package
+ * types and versions, so nearly all are optional and digests are any text (the hook decides which
+ * are digests).
+ */
 const GitHubPackage = Type.Object({
-  name: text('the package name', 256),
-  namespace: Type.Optional(text('the owner', 256)),
-  package_type: Type.Optional(text('container, docker, npm, …', 64)),
-  updated_at: Type.Optional(Type.Union([Type.String({ maxLength: 64 }), Type.Null()])),
-  owner: Type.Optional(Type.Object({ login: Type.Optional(Type.String({ maxLength: 256 })) })),
-  package_version: Type.Optional(
+  name: nullable(text('the package name', 256)),
+  namespace: nullable(text('the owner', 256)),
+  package_type: nullable(text('CONTAINER, docker, npm, …', 64)),
+  updated_at: time,
+  owner: nullable(Type.Object({ login: nullable(Type.String({ maxLength: 256 })) })),
+  package_version: nullable(
     Type.Object({
-      version: Type.Optional(Type.String({ maxLength: 256 })),
-      name: Type.Optional(Type.String({ maxLength: 256 })),
-      package_url: Type.Optional(text('registry/owner/name[:tag]', 1024)),
-      created_at: Type.Optional(Type.Union([Type.String({ maxLength: 64 }), Type.Null()])),
-      updated_at: Type.Optional(Type.Union([Type.String({ maxLength: 64 }), Type.Null()])),
-      container_metadata: Type.Optional(
-        Type.Union([
-          Type.Object({
-            tag: Type.Optional(
-              Type.Object({
-                name: Type.Optional(Type.String({ maxLength: 128 })),
-                digest: Type.Optional(Type.Union([digest, Type.Literal('')])),
-              }),
-            ),
-          }),
-          Type.Null(),
-        ]),
+      version: nullable(Type.String({ maxLength: 256 })),
+      name: nullable(Type.String({ maxLength: 256 })),
+      package_url: nullable(text('registry/owner/name:tag, or registry/owner/name: for an untagged version', 1024)),
+      created_at: time,
+      updated_at: time,
+      container_metadata: nullable(
+        Type.Object({
+          tag: nullable(
+            Type.Object({
+              name: nullable(Type.String({ maxLength: 256 })),
+              digest: nullable(Type.String({ maxLength: 256 })),
+            }),
+          ),
+        }),
       ),
     }),
   ),
 });
 export type GitHubPackage = Static<typeof GitHubPackage>;
 
-/** GitHub's `package` and `registry_package` events (and `ping`, which carries neither). */
-export const GitHubPayload = Type.Object({
-  action: Type.Optional(text('published, updated, …', 64)),
-  package: Type.Optional(GitHubPackage),
-  registry_package: Type.Optional(GitHubPackage),
+/** A `package` or `registry_package` event, as far as the GitHub hook reads it. */
+export const GitHubPackageEvent = Type.Object({
+  action: nullable(text('published, updated, …', 64)),
+  package: nullable(GitHubPackage),
+  registry_package: nullable(GitHubPackage),
 });
+export type GitHubPackageEvent = Static<typeof GitHubPackageEvent>;
+
+/**
+ * The body of a GitHub delivery: any JSON object. A delivery that does not describe a deployable
+ * container version (another event, an untagged version, a field GitHub left out) is answered 200
+ * with the reason, so only a body that is not a JSON object is a 400.
+ */
+export const GitHubPayload = Type.Object(
+  {
+    action: Type.Optional(Type.Unknown({ description: 'published, updated, …' })),
+    package: Type.Optional(Type.Unknown({ description: 'the package of a package event (see GitHubPackageEvent)' })),
+    registry_package: Type.Optional(Type.Unknown({ description: 'the package of a registry_package event' })),
+  },
+  { description: "a GitHub webhook event: any JSON object; the package events' fields the platform reads are listed" },
+);
 export type GitHubPayload = Static<typeof GitHubPayload>;
 
 export const GitHubHeaders = Type.Object({

@@ -143,7 +143,7 @@ t.test('docker push of a new tag runs exactly that digest on all units; an unrel
   t.same([...new Set((await deploymentsOf()).map((d) => d.service))], [app], 'only the declared repository deployed');
   Object.assign(images, { v2 });
 });
-const images: { v2?: TestImage } = {};
+const images: { v2?: TestImage; g1?: TestImage } = {};
 
 t.test('autoDeploy never journals each push and deploys nothing', async (t) => {
   t.same(await deploymentsOf(audit), []);
@@ -214,6 +214,21 @@ t.test('GitHub: a signed package event deploys its digest; a bad signature is 40
   t.match(deployment, { trigger: 'github', image: pinned(g1, ghcr.host, ghRepository) });
   await runningOn(ghApp, 2, pinned(g1, ghcr.host, ghRepository));
   t.equal((await deploymentsOf(ghApp)).length, 1);
+  Object.assign(images, { g1 });
+});
+
+t.test('GitHub: an untagged version of a multi-arch push (package_url ending in ":") is answered 200 with the reason and journaled', async (t) => {
+  const g1 = images.g1!;
+  const body = gitHubEvent(g1, '');
+  t.match(JSON.parse(body), { package: { package_version: { package_url: `${ghcr.host}/${ghRepository}:` } } });
+  const reply = await post('/hooks/github', body, gitHubHeaders(`untagged-${suffix}`, sign(body)));
+  t.match(reply, { status: 200, body: { pushes: [], ignored: 1, message: `${ghcr.host}/${ghRepository}@${g1.digest} is an untagged version (one platform of a multi-arch image, or a push by digest): only a tagged version deploys` } });
+  const journal = (await http('GET', sched('/journal?limit=500'))).body as { kind: string; message: string }[];
+  t.match(
+    journal.filter((entry) => entry.message.includes(`untagged-${suffix}`)),
+    [{ kind: 'webhook.ignored', message: `github package delivery untagged-${suffix} deploys nothing: ${reply.body.message}` }],
+  );
+  t.equal((await deploymentsOf(ghApp)).length, 1, 'nothing deployed');
 });
 
 t.test('Docker Hub: the URL token is required; a push to an autoDeploy never service is journaled', async (t) => {
@@ -231,9 +246,13 @@ t.test('Docker Hub: the URL token is required; a push to an autoDeploy never ser
 });
 
 t.test('oversized bodies are 413, malformed ones 400 naming the problem, unauthenticated ones 401', async (t) => {
-  const big = JSON.stringify({ events: [], padding: 'x'.repeat(1024 * 1024) });
-  t.match(await post('/hooks/registry', big, registryHeaders), { status: 413, body: { statusCode: 413, error: 'Payload Too Large' } });
-  t.match(await post('/hooks/github', big, gitHubHeaders(`big-${suffix}`, sign(big))), { status: 413 });
+  // The scheduler reads an oversized body (up to 8 MiB) before it answers 413 and closes, so the
+  // client, still writing, reads the answer rather than a broken pipe: every time.
+  const big = JSON.stringify({ events: [], padding: 'x'.repeat(4 * 1024 * 1024) });
+  for (let i = 0; i < 5; i += 1) {
+    t.match(await post('/hooks/registry', big, registryHeaders), { status: 413, body: { statusCode: 413, error: 'Payload Too Large' } });
+    t.match(await post('/hooks/github', big, gitHubHeaders(`big-${suffix}`, sign(big))), { status: 413 });
+  }
   t.match(await post('/hooks/registry', '{"events": [', registryHeaders), { status: 400, body: { message: /^the body is not valid JSON/ } });
   t.match(await post('/hooks/registry', '{"events": [{"action": "push"}]}', registryHeaders), { status: 400, body: { message: 'events.0.id is required' } });
   t.match(await post('/hooks/registry', envelope('x', images.v2!, 'v2', 'now'), { 'content-type': 'application/json' }), { status: 401 });

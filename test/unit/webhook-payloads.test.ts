@@ -122,15 +122,70 @@ t.test('without package_url the image is ghcr.io/<namespace>/<name>, lower-cased
   const pkg = githubPackage().package;
   const withoutUrl = { action: 'published', package: { ...pkg, name: 'Repo/Api', package_version: { ...pkg.package_version, package_url: undefined } } };
   t.match(gitHubPush('package', 'd', withoutUrl as never), { push: { image: { registry: 'ghcr.io', repository: 'theowner/repo/api' } } });
+  const nameless = { action: 'published', package: { ...pkg, name: undefined, package_version: { ...pkg.package_version, package_url: '' } } };
+  t.match(gitHubPush('package', 'd', nameless as never), { ignored: 'package names no image: no package_version.package_url, and no namespace and name' });
 });
 
-t.test('GitHub events that are not published container versions deploy nothing', async (t) => {
+t.test('GitHub events that are not published or updated container versions deploy nothing, and say why', async (t) => {
   t.match(gitHubPush('ping', 'd', { zen: 'Keep it logically awesome.' } as never), { ignored: /ping/ });
   t.match(gitHubPush('push', 'd', {} as never), { ignored: /push events deploy nothing/ });
-  t.match(gitHubPush('package', 'd', githubPackage({ package_type: 'npm' }) as never), { ignored: /not a container image/ });
-  t.match(gitHubPush('package', 'd', { ...githubPackage(), action: 'updated' } as never), { ignored: /only published versions deploy/ });
-  t.match(errorOf(() => gitHubPush('package', 'd', { action: 'published' } as never)), { statusCode: 400, message: /package is required/ });
-  t.match(errorOf(() => gitHubPush('package', 'd', githubPackage({ package_version: undefined }) as never)), { statusCode: 400, message: /package\.package_version is required/ });
+  t.match(gitHubPush('package', 'd', githubPackage({ package_type: 'npm' }) as never), { ignored: /a package of type npm is not a container image/ });
+  t.match(gitHubPush('package', 'd', githubPackage({ package_type: undefined }) as never), { ignored: /a package of type none is not a container image/ });
+  t.match(gitHubPush('package', 'd', { ...githubPackage(), action: 'deleted' } as never), { ignored: /package deleted: only published or updated versions deploy/ });
+  t.match(gitHubPush('package', 'd', { action: 'published' } as never), { ignored: /a package event without package/ });
+  t.match(gitHubPush('registry_package', 'd', githubPackage() as never), { ignored: /without registry_package/ }, 'the package under the other key');
+  t.match(gitHubPush('package', 'd', githubPackage({ package_version: null }) as never), { ignored: /package\.package_version is missing/ });
+  t.match(gitHubPush('package', 'd', githubPackage({ namespace: 42 }) as never), { ignored: /^package\.namespace must be the owner: not a package event the platform can read$/ });
+  t.match(gitHubPush('package', 'd', { ...githubPackage(), action: ['published'] } as never), { ignored: /^action must be published, updated/ });
+});
+
+t.test('an updated container version deploys like a published one', async (t) => {
+  t.match(gitHubPush('package', 'd', { ...githubPackage(), action: 'updated' } as never), { push: { image: { tag: '0e2a89b', digest: digest('c') } } });
+});
+
+/** One version of a multi-arch push as GHCR announces it: untagged, its package_url ending in ':'. */
+const untagged = (version: Record<string, unknown> = {}) =>
+  githubPackage({
+    package_version: {
+      version: digest('9'),
+      name: digest('9'),
+      created_at: '2026-03-01T10:00:00Z',
+      updated_at: '2026-03-01T10:00:00Z',
+      container_metadata: { tag: { name: '', digest: digest('9') }, labels: {}, manifest: {} },
+      package_url: 'ghcr.io/theowner/www:',
+      ...version,
+    },
+  });
+
+t.test('an untagged GitHub version (package_url ghcr.io/owner/name:) deploys nothing and says so', async (t) => {
+  t.same(gitHubPush('package', 'd', untagged() as never), {
+    ignored: `ghcr.io/theowner/www@${digest('9')} is an untagged version (one platform of a multi-arch image, or a push by digest): only a tagged version deploys`,
+  });
+  t.match(gitHubPush('package', 'd', untagged({ container_metadata: null }) as never), { ignored: /ghcr\.io\/theowner\/www@sha256:9+ is an untagged version/ });
+  t.match(gitHubPush('package', 'd', untagged({ package_url: 'GHCR.IO/TheOwner/WWW:', name: null, version: null, container_metadata: { tag: null } }) as never), {
+    ignored: /^ghcr\.io\/theowner\/www is an untagged version/,
+  });
+});
+
+t.test('GitHub digests are read in each form GitHub writes them; the tag may come from package_url', async (t) => {
+  const imageOf = (version: Record<string, unknown>) => (gitHubPush('package', 'd', untagged(version) as never) as { push: Push }).push.image;
+  const hex = 'ab'.repeat(32);
+  t.same(imageOf({ package_url: 'ghcr.io/theowner/www:v1' }), { registry: 'ghcr.io', repository: 'theowner/www', tag: 'v1', digest: digest('9') }, 'the tag of package_url');
+  t.match(imageOf({ container_metadata: { tag: { name: 'v1', digest: `SHA256:${hex.toUpperCase()}` } } }), { tag: 'v1', digest: `sha256:${hex}` }, 'upper case');
+  t.match(imageOf({ container_metadata: { tag: { name: 'v1' } }, version: hex, name: hex }), { digest: `sha256:${hex}` }, 'bare hex version names');
+  // GitHub's own example carries a 40-digit "digest" in container_metadata: not one; the version's name is.
+  t.match(imageOf({ container_metadata: { tag: { name: 'v1', digest: `sha256:${'6c62fb45fe'.repeat(4)}` } }, name: `sha256:${hex}` }), { digest: `sha256:${hex}` });
+  t.match(imageOf({ package_url: 'ghcr.io/theowner/www:V1.0_rc' }), { tag: 'V1.0_rc' }, 'tags keep their case');
+  t.match(gitHubPush('package', 'd', untagged({ package_url: 'ghcr.io/theowner/www:v1', version: '1.0.0', name: 'v1', container_metadata: null }) as never), { ignored: 'ghcr.io/theowner/www:v1 names no digest (sha256:…) to deploy' });
+  t.match(gitHubPush('package', 'd', untagged({ package_url: 'ghcr.io/theowner/www:.bad' }) as never), { ignored: /\.bad is not a tag/ });
+  t.match(gitHubPush('package', 'd', untagged({ package_url: 'ghcr.io/The Owner/www:v1' }) as never), { ignored: 'ghcr.io/the owner/www is not an image repository' });
+});
+
+t.test('the push time is the version time GitHub knows, else the package time', async (t) => {
+  const pushedAt = (version: Record<string, unknown>) => (gitHubPush('package', 'd', untagged({ package_url: 'ghcr.io/theowner/www:v1', ...version }) as never) as { push: Push }).push.pushedAt;
+  t.equal(pushedAt({}), Date.parse('2026-03-01T10:00:00Z') / 1000);
+  t.equal(pushedAt({ updated_at: null, created_at: '2026-03-02T00:00:00Z' }), Date.parse('2026-03-02T00:00:00Z') / 1000);
+  t.equal(pushedAt({ updated_at: '0001-01-01T00:00:00Z', created_at: undefined }), Date.parse('2025-11-03T13:50:26Z') / 1000, 'the package time');
 });
 
 const push = (image: Partial<Push['image']> = {}): Push => ({

@@ -1,12 +1,15 @@
 import t from 'tap';
 import { createHmac } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Writable } from 'node:stream';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { pino } from 'pino';
 import type { FastifyBaseLogger } from 'fastify';
 import { createRoleServer, type RoleServer } from '../../src/http/server.js';
+import { OVERSIZED_BODY_DISCARD } from '../../src/http/oversized-body.js';
 import { EmbeddedStore } from '../../src/store/embedded-store.js';
 import { serviceKey, webhookDeliveryPrefix } from '../../src/store/keys.js';
 import { readJournal } from '../../src/roles/scheduler/journal.js';
@@ -215,6 +218,90 @@ t.test('GitHub: form-encoded deliveries are verified on their raw bytes too; pin
   t.equal(triggers.length, 1);
 });
 
+const postGitHub = (server: RoleServer, event: string, delivery: string, body: string) =>
+  server.inject({ method: 'POST', url: '/hooks/github', headers: { 'content-type': 'application/json', 'x-github-event': event, 'x-github-delivery': delivery, 'x-hub-signature-256': sign(body) }, payload: body });
+const journaled = async (delivery: string) => (await readJournal(store, { limit: 1000 })).filter((entry) => entry.message.includes(` delivery ${delivery} `));
+
+interface GitHubExample {
+  source: string;
+  event: string;
+  body: Record<string, unknown>;
+}
+
+/** GitHub's published example payloads (@octokit/webhooks-examples) of the events the hook reads, for every GitHub version there. */
+function gitHubExamples(): GitHubExample[] {
+  const root = dirname(createRequire(import.meta.url).resolve('@octokit/webhooks-examples/package.json'));
+  const examples: GitHubExample[] = [];
+  for (const version of readdirSync(root, { withFileTypes: true }).filter((entry) => entry.isDirectory())) {
+    const webhooks = JSON.parse(readFileSync(join(root, version.name, 'index.json'), 'utf8')) as { name: string; examples: Record<string, unknown>[] }[];
+    for (const webhook of webhooks.filter((w) => w.name === 'package' || w.name === 'registry_package')) {
+      webhook.examples.forEach((body, index) => examples.push({ source: `${version.name} ${webhook.name} example ${index}`, event: webhook.name, body }));
+    }
+  }
+  return examples;
+}
+
+/**
+ * An example as either event (GitHub sends the same package under `package` or `registry_package`),
+ * as published and as GHCR types containers (one example is a container version typed npm).
+ */
+function variantsOf({ source, event, body }: GitHubExample): { name: string; event: string; payload: Record<string, unknown> }[] {
+  const { package: _package, registry_package: _registryPackage, ...rest } = body;
+  const pkg = body[event] as Record<string, unknown>;
+  return ['package', 'registry_package'].flatMap((key) => [
+    { name: `${source} as ${key}`, event: key, payload: { ...rest, [key]: pkg } },
+    { name: `${source} as ${key}, typed CONTAINER`, event: key, payload: { ...rest, [key]: { ...pkg, package_type: 'CONTAINER' } } },
+  ]);
+}
+
+t.test("GitHub: every package event GitHub publishes as an example is answered 2xx; those that deploy nothing say why and are journaled", async (t) => {
+  const { server, triggers } = await harness(SECRETS);
+  const examples = gitHubExamples();
+  t.ok(examples.length >= 3, `${examples.length} examples`);
+  let count = 0;
+  for (const variant of examples.flatMap(variantsOf)) {
+    const delivery = `g-example-${(count += 1)}`;
+    const reply = await postGitHub(server, variant.event, delivery, JSON.stringify(variant.payload));
+    t.ok(reply.statusCode === 200 || reply.statusCode === 202, `${variant.name}: ${reply.statusCode} ${reply.body}`);
+    if (reply.statusCode !== 200 || reply.json().pushes.length > 0) continue;
+    const { message } = reply.json() as { message: string };
+    t.match(await journaled(delivery), [{ kind: 'webhook.ignored', message: `github ${variant.event} delivery ${delivery} deploys nothing: ${message}` }], `${variant.name}: ${message}`);
+  }
+  await settle();
+  t.same(triggers, [], 'none of them is a tagged container version');
+});
+
+t.test("GitHub: an untagged version (package_url ghcr.io/owner/name:) is answered 200 with the reason and journaled; its tagged index deploys", async (t) => {
+  const { server, triggers, logs } = await harness(SECRETS);
+  const version = (tag: string, d: string) => ({ version: d, name: d, created_at: '2026-04-01T08:00:00Z', updated_at: '2026-04-01T08:00:00Z', container_metadata: { tag: { name: tag, digest: d } }, package_url: `ghcr.io/owner/app:${tag}` });
+  const event = (tag: string, d: string) => JSON.stringify({ action: 'published', package: { name: 'app', namespace: 'owner', package_type: 'CONTAINER', package_version: version(tag, d) } });
+  const child = await postGitHub(server, 'package', 'g-untagged', event('', digest('1')));
+  t.equal(child.statusCode, 200);
+  const reason = `ghcr.io/owner/app@${digest('1')} is an untagged version (one platform of a multi-arch image, or a push by digest): only a tagged version deploys`;
+  t.same(child.json(), { statusCode: 200, message: reason, pushes: [], ignored: 1 });
+  t.match(await journaled('g-untagged'), [{ kind: 'webhook.ignored', message: `github package delivery g-untagged deploys nothing: ${reason}` }]);
+
+  const index = await postGitHub(server, 'registry_package', 'g-index', event('v11', digest('2')).replace('"package"', '"registry_package"'));
+  t.equal(index.statusCode, 202);
+  await settle();
+  t.same(triggers, [{ serviceName: 'gh', containerRepository: `ghcr.io/owner/app:v11@${digest('2')}`, pushedAt: Date.parse('2026-04-01T08:00:00Z') / 1000, trigger: 'github' }]);
+  t.same(await journaled('g-index'), [], 'a deployable event is not journaled as ignored');
+  t.notMatch(logs() + JSON.stringify(await readJournal(store, { limit: 1000 })), SECRETS.gitHubSecret);
+});
+
+t.test('GitHub: only a body that is not a JSON object is a 400; any signed object is answered 200', async (t) => {
+  const { server } = await harness(SECRETS);
+  for (const body of ['[]', '"published"', 'null', '42', '{"action": "published"']) {
+    t.match((await postGitHub(server, 'package', 'g-400', body)).json(), { statusCode: 400 }, body);
+  }
+  for (const [n, body] of ['{}', '{"action": "published", "package": {"package_version": null}}', '{"action": 7, "package": []}'].entries()) {
+    const reply = await postGitHub(server, 'package', `g-object-${n}`, body);
+    t.equal(reply.statusCode, 200, `${body}: ${reply.body}`);
+    t.equal((await journaled(`g-object-${n}`)).length, 1);
+  }
+  t.equal(await journaled('g-400').then((entries) => entries.length), 0, 'a 400 is not journaled');
+});
+
 t.test('malformed bodies are 400 naming the problem; oversized ones 413', async (t) => {
   const { server } = await harness(SECRETS, '127.0.0.1', { bodyLimit: 4096 });
   const auth = { authorization: `Bearer ${SECRETS.registryToken}` };
@@ -232,3 +319,53 @@ t.test('malformed bodies are 400 naming the problem; oversized ones 413', async 
   const noHeaders = await server.inject({ method: 'POST', url: '/hooks/github', headers: { 'content-type': 'application/json', 'x-hub-signature-256': sign(body) }, payload: body });
   t.match(noHeaders.json(), { statusCode: 400, message: /x-github-event is required/ });
 });
+
+/** The harness's server on a real socket (inject never writes to one), for what clients see of a connection. */
+async function listening(server: RoleServer): Promise<number> {
+  if (!server.server.listening) await server.listen({ host: '127.0.0.1', port: 0 });
+  return (server.server.address() as AddressInfo).port;
+}
+
+/** A raw HTTP/1.1 exchange: what the server sent, and the error the socket met, if any, until the server closed it. */
+function rawExchange(port: number): { socket: Socket; answer: Promise<{ text: string; error?: Error }> } {
+  const socket = connect(port, '127.0.0.1');
+  let text = '';
+  let error: Error | undefined;
+  socket.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+  socket.on('error', (e) => (error = e));
+  return { socket, answer: new Promise((resolve) => socket.on('close', () => resolve({ text, ...(error ? { error } : {}) }))) };
+}
+
+t.test('an oversized body is read to its end (up to a bound) before the 413, so the client reads the answer instead of a broken pipe', async (t) => {
+  const { server } = await harness(SECRETS, '127.0.0.1', { bodyLimit: 4096 });
+  const port = await listening(server);
+  const body = Buffer.alloc(256 * 1024, 'x');
+  const { socket, answer } = rawExchange(port);
+  let answered = false;
+  void answer.then(() => (answered = true));
+  socket.write(`POST /hooks/registry HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${SECRETS.registryToken}\r\nContent-Type: ${EVENTS}\r\nContent-Length: ${body.length}\r\n\r\n`);
+  socket.write(body.subarray(0, body.length / 2));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.notOk(answered || socket.bytesRead > 0, 'no answer while the body is still arriving');
+  socket.write(body.subarray(body.length / 2));
+  const { text, error } = await answer;
+  t.equal(error, undefined, 'no EPIPE or reset');
+  t.match(text, /^HTTP\/1\.1 413 Payload Too Large\r\n/);
+  t.match(text, /\r\nconnection: close\r\n/i, 'and the connection closes after it');
+  t.match(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)), { statusCode: 413, error: 'Payload Too Large' });
+
+  // What the CI run did, several times over: fetch writing a body of some MiB reads its 413.
+  const big = JSON.stringify({ events: [], padding: 'x'.repeat(2 * 1024 * 1024) });
+  for (let i = 0; i < 10; i += 1) {
+    const response = await fetch(`http://127.0.0.1:${port}/hooks/registry`, { method: 'POST', headers: { 'content-type': EVENTS, authorization: `Bearer ${SECRETS.registryToken}` }, body: big });
+    t.equal(response.status, 413, `fetch ${i + 1}`);
+    await response.body?.cancel();
+  }
+
+  // Beyond the bound there is no reading it all: a body announced larger is refused at once.
+  const beyond = rawExchange(port);
+  beyond.socket.write(`POST /hooks/github HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${OVERSIZED_BODY_DISCARD.bytes + 1}\r\n\r\n{`);
+  t.match((await beyond.answer).text, /^HTTP\/1\.1 413 Payload Too Large\r\n/);
+  t.ok(beyond.socket.bytesWritten < 1024, 'closed with the body unsent');
+});
+

@@ -1,10 +1,11 @@
 import type { FastifyRequest } from 'fastify';
-import type { RoleServer } from '../../../http/server.js';
-import { badRequest, unauthorized } from '../../../http/errors.js';
+import { buildAjv, type RoleServer } from '../../../http/server.js';
+import { describeValidation, unauthorized } from '../../../http/errors.js';
 import { parseImageReference } from '../../../image-reference.js';
 import { IMAGE_REFERENCE } from '../../../schemas/image.js';
 import { ErrorReply, errorResponses } from '../../../schemas/common.js';
-import { GitHubHeaders, GitHubPayload, WebhookReply, type GitHubPackage } from '../../../schemas/webhooks.js';
+import { GitHubHeaders, GitHubPackageEvent, GitHubPayload, WebhookReply, type GitHubPackage } from '../../../schemas/webhooks.js';
+import { appendJournal } from '../journal.js';
 import { githubSignatureValid, hookAccess, type HookSecret } from './auth.js';
 import { dispatchPushes, type HookContext } from './dispatch.js';
 import { pushedRepository, type Push } from './matching.js';
@@ -13,15 +14,30 @@ import { useJsonBodies } from './json-body.js';
 // POST /hooks/github: GitHub's `package` and `registry_package` events for container images
 // (GHCR). Verified with X-Hub-Signature-256, an HMAC-SHA256 of the raw body, before the body is
 // even parsed; deduplicated on X-GitHub-Delivery, which GitHub keeps when it redelivers.
+// GitHub announces every version of a package, and most deploy nothing (the untagged per-platform
+// manifests of a multi-arch push, other package types): a signed event that describes nothing
+// deployable is answered 200 with the reason and journaled, never 400, which GitHub would list
+// as a failed delivery.
 
 const ROUTE = 'POST /hooks/github';
-const SHA256 = /^sha256:[a-f0-9]{64}$/;
+/** A digest as GitHub writes it: `sha256:<hex>` or bare hex, in either case. */
+const SHA256 = /^(?:sha256:)?([a-f0-9]{64})$/i;
 const TAG = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
+const CONTAINER_TYPES = new Set(['container', 'docker']);
+const DEPLOYING_ACTIONS = new Set(['published', 'updated']);
 const imageReference = new RegExp(IMAGE_REFERENCE);
+const readable = buildAjv(false).compile<GitHubPackageEvent>(GitHubPackageEvent);
 /** GitHub writes 0001-01-01 for times it does not know. */
 const YEAR_2000 = Date.UTC(2000, 0, 1);
 
 export type GitHubOutcome = { push: Push } | { ignored: string };
+type PackageVersion = NonNullable<GitHubPackage['package_version']>;
+
+/** `sha256:<lowercase hex>` from any of the forms GitHub writes a digest in; undefined for anything else. */
+function digestOf(value: string | null | undefined): string | undefined {
+  const hex = SHA256.exec(value ?? '')?.[1];
+  return hex === undefined ? undefined : `sha256:${hex.toLowerCase()}`;
+}
 
 function pushedAtOf(pkg: GitHubPackage): number {
   const version = pkg.package_version;
@@ -32,37 +48,49 @@ function pushedAtOf(pkg: GitHubPackage): number {
   return 0;
 }
 
-/** ghcr.io/owner/name from package_url when GitHub sends it, else from the namespace and name. */
-function repositoryOf(pkg: GitHubPackage, field: string) {
-  const url = pkg.package_version?.package_url?.toLowerCase();
+/**
+ * The image a version names, lower-cased and without its tag: its package_url (`ghcr.io/owner/name:tag`,
+ * or `ghcr.io/owner/name:` for an untagged version) when GitHub sends one, else
+ * ghcr.io/<namespace>/<name>; and the tag of the package_url, '' when it has none.
+ */
+function namedImage(pkg: GitHubPackage, version: PackageVersion): { reference?: string; tag: string } {
+  const url = version.package_url?.split('@')[0];
   if (url) {
-    if (!imageReference.test(url)) throw badRequest(`${field}.package_version.package_url must be an image reference such as ghcr.io/owner/name:tag`);
-    const parsed = parseImageReference(url);
-    return pushedRepository(parsed.registry, parsed.repository);
+    const colon = url.lastIndexOf(':');
+    const tagged = colon > url.lastIndexOf('/');
+    return { reference: (tagged ? url.slice(0, colon) : url).toLowerCase(), tag: tagged ? url.slice(colon + 1) : '' };
   }
   const owner = pkg.namespace ?? pkg.owner?.login;
-  if (!owner) throw badRequest(`${field}.namespace (or package_version.package_url) is required to name the image`);
-  const reference = `ghcr.io/${owner}/${pkg.name}`.toLowerCase();
-  if (!imageReference.test(reference)) throw badRequest(`${field}.name and namespace must form an image reference, got ${reference}`);
-  return pushedRepository('ghcr.io', reference.slice('ghcr.io/'.length));
+  return { reference: owner && pkg.name ? `ghcr.io/${owner}/${pkg.name}`.toLowerCase() : undefined, tag: '' };
+}
+
+/** The push a container version describes: a repository, a tag and a digest; or why it deploys nothing. */
+function versionPush(event: string, delivery: string, pkg: GitHubPackage, version: PackageVersion): GitHubOutcome {
+  const named = namedImage(pkg, version);
+  if (!named.reference) return { ignored: `${event} names no image: no package_version.package_url, and no namespace and name` };
+  if (!imageReference.test(named.reference)) return { ignored: `${named.reference} is not an image repository` };
+  const digest = [version.container_metadata?.tag?.digest, version.name, version.version].map(digestOf).find((found) => found !== undefined);
+  const tag = version.container_metadata?.tag?.name || named.tag;
+  const what = `${named.reference}${digest ? `@${digest}` : ''}`;
+  if (!tag) return { ignored: `${what} is an untagged version (one platform of a multi-arch image, or a push by digest): only a tagged version deploys` };
+  if (!TAG.test(tag)) return { ignored: `${what}: ${tag} is not a tag` };
+  if (!digest) return { ignored: `${named.reference}:${tag} names no digest (sha256:…) to deploy` };
+  const { registry, repository } = parseImageReference(named.reference);
+  return { push: { hook: 'github', event: delivery, image: { ...pushedRepository(registry, repository), tag, digest }, pushedAt: pushedAtOf(pkg) } };
 }
 
 /** The push a GitHub event reports, or why it deploys nothing. */
 export function gitHubPush(event: string, delivery: string, payload: GitHubPayload): GitHubOutcome {
   if (event === 'ping') return { ignored: 'ping: the hook reaches the platform' };
   if (event !== 'package' && event !== 'registry_package') return { ignored: `${event} events deploy nothing (subscribe to package or registry_package)` };
+  if (!readable(payload)) return { ignored: `${describeValidation(readable.errors ?? [], 'the body')}: not a ${event} event the platform can read` };
   const pkg = payload[event];
-  if (!pkg) throw badRequest(`${event} is required in a ${event} event`);
-  if (payload.action !== 'published') return { ignored: `${event} ${payload.action ?? 'without an action'}: only published versions deploy` };
-  const type = (pkg.package_type ?? '').toLowerCase();
-  if (type !== 'container' && type !== 'docker') return { ignored: `a ${pkg.package_type ?? 'untyped'} package is not a container image` };
-  const version = pkg.package_version;
-  if (!version) throw badRequest(`${event}.package_version is required in a published container event`);
-  const tag = version.container_metadata?.tag?.name || undefined;
-  if (tag !== undefined && !TAG.test(tag)) throw badRequest(`${event}.package_version.container_metadata.tag.name must be a tag, got ${tag}`);
-  const digest = version.container_metadata?.tag?.digest || [version.version, version.name].find((value) => SHA256.test(value ?? ''));
-  const image = { ...repositoryOf(pkg, event), ...(tag ? { tag } : {}), ...(digest ? { digest } : {}) };
-  return { push: { hook: 'github', event: delivery, image, pushedAt: pushedAtOf(pkg) } };
+  if (!pkg) return { ignored: `a ${event} event without ${event}: nothing to deploy` };
+  if (!DEPLOYING_ACTIONS.has(payload.action ?? '')) return { ignored: `${event} ${payload.action ?? 'without an action'}: only published or updated versions deploy` };
+  const type = pkg.package_type ?? 'none';
+  if (!CONTAINER_TYPES.has(type.toLowerCase())) return { ignored: `a package of type ${type} is not a container image (only CONTAINER and docker packages deploy)` };
+  if (!pkg.package_version) return { ignored: `${event}.package_version is missing: no version to deploy` };
+  return versionPush(event, delivery, pkg, pkg.package_version);
 }
 
 export function registerGitHubHook(scope: RoleServer, context: HookContext, secret: HookSecret): void {
@@ -86,7 +114,8 @@ export function registerGitHubHook(scope: RoleServer, context: HookContext, secr
       },
       schema: {
         description:
-          "GitHub's package / registry_package events (action published, container images): deploys the pushed digest. " +
+          "GitHub's package / registry_package events: a published or updated container version with a tag deploys its digest; " +
+          'any other event is answered 200 with the reason it deploys nothing, and journaled (webhook.ignored). ' +
           'Verified with X-Hub-Signature-256 (HMAC-SHA256 with PLATFORM_GITHUB_WEBHOOK_SECRET), deduplicated on X-GitHub-Delivery.',
         headers: GitHubHeaders,
         body: GitHubPayload,
@@ -94,9 +123,14 @@ export function registerGitHubHook(scope: RoleServer, context: HookContext, secr
       },
     },
     async (request, reply) => {
-      const outcome = gitHubPush(request.headers['x-github-event'], request.headers['x-github-delivery'], request.body);
-      const result = 'push' in outcome ? await dispatchPushes(context.dispatch, [outcome.push], 0) : await dispatchPushes(context.dispatch, [], 1, outcome.ignored);
-      return reply.status(result.statusCode).send(result);
+      const { 'x-github-event': event, 'x-github-delivery': delivery } = request.headers;
+      const outcome = gitHubPush(event, delivery, request.body);
+      if ('push' in outcome) {
+        const result = await dispatchPushes(context.dispatch, [outcome.push], 0);
+        return reply.status(result.statusCode).send(result);
+      }
+      await appendJournal(context.dispatch.store, { kind: 'webhook.ignored', message: `github ${event} delivery ${delivery} deploys nothing: ${outcome.ignored}` });
+      return dispatchPushes(context.dispatch, [], 1, outcome.ignored);
     },
   );
 }
