@@ -5,7 +5,8 @@ import { listRecords } from '../../../store/json-records.js';
 import type { Service } from '../../../schemas/service.js';
 import type { DeployReply } from '../../../schemas/release.js';
 import type { WebhookPushOutcome, WebhookReply, WebhookServiceOutcome } from '../../../schemas/webhooks.js';
-import { triggerTime, type DeployTrigger } from '../deploy.js';
+import { staleReason, triggerTime, type DeployTrigger } from '../deploy.js';
+import { listReleases } from '../releases.js';
 import { appendJournal } from '../journal.js';
 import { describeImage, matchPush, type Match, type Push } from './matching.js';
 import type { DeliveryLog } from './deliveries.js';
@@ -53,7 +54,14 @@ function deployInBackground({ deployer, store, deliveries, log }: Dispatch, push
 
 async function handlePush(dispatch: Dispatch, push: Push, services: Service[]): Promise<WebhookPushOutcome> {
   const image = describeImage(push.image);
-  const matches = matchPush(push, services);
+  const stale = new Map<string, string>();
+  const matches = await Promise.all(
+    matchPush(push, services).map(async (match) => {
+      const reason = match.action === 'deploy' ? await staleness(dispatch.store, services.find((s) => s.name === match.service)!, push) : undefined;
+      if (reason) stale.set(match.service, reason);
+      return reason ? { ...match, action: 'skip' as const, reason: `stale: ${reason}` } : match;
+    }),
+  );
   const result = { event: push.event ?? '', image, duplicate: false, services: matches.map(outcome) };
   if (!matches.some((match) => match.action !== 'skip')) return result;
   if (push.event !== undefined && !(await dispatch.deliveries.claim(push.hook, push.event))) {
@@ -63,6 +71,9 @@ async function handlePush(dispatch: Dispatch, push: Push, services: Service[]): 
     for (const match of matches.filter((m) => m.action === 'record')) {
       await appendJournal(dispatch.store, { service: match.service, kind: 'webhook.push-recorded', message: `${push.hook} push of ${image} not deployed: autoDeploy is never` });
     }
+    for (const [service, reason] of stale) {
+      await appendJournal(dispatch.store, { service, kind: 'deployment.stale', message: `${push.hook} push of ${image} deploys nothing: ${reason}` });
+    }
   } catch (error) {
     // Nothing was done: let the sender's retry try again.
     if (push.event !== undefined) await dispatch.deliveries.forget(push.hook, push.event).catch(() => undefined);
@@ -71,6 +82,14 @@ async function handlePush(dispatch: Dispatch, push: Push, services: Service[]): 
   // Started in event order, so the scheduler accepts a service's pushes in the order they happened.
   for (const match of matches.filter((m) => m.action === 'deploy')) deployInBackground(dispatch, push, match.service);
   return result;
+}
+
+/**
+ * Why the push is stale for the service (see deploy.ts), answered before the sender is: a late
+ * delivery is told it deployed nothing. The scheduler checks again when it accepts the deploy.
+ */
+async function staleness(store: Store, service: Service, push: Push): Promise<string | undefined> {
+  return staleReason(service, await listReleases(store, service), triggerTime(push.pushedAt));
 }
 
 function describeOutcome(push: WebhookPushOutcome): string {
