@@ -261,6 +261,35 @@ t.test('oversized bodies are 413, malformed ones 400 naming the problem, unauthe
   t.equal((await http('GET', sched(`/services/${app}/releases`))).body.length, 2, 'none of them deployed anything');
 });
 
+t.test('pushes a registry delivers late, queued while no scheduler listened, do not override a newer manual deploy', async (t) => {
+  // A second registry notifies a port where no scheduler listens yet: its events queue.
+  const laterPort = await freePort();
+  const late = await startRegistry({ notificationUrl: `http://127.0.0.1:${laterPort}/hooks/registry`, token: TOKEN });
+  t.teardown(() => late.stop());
+  const repo = `wh/late-${suffix}`;
+  const name = `wh-late-${suffix}`;
+  await declare(name, `${late.host}/${repo}`, 1);
+  const one = await buildTestImage(engine.docker, late.host, repo, '1', { label: 'one' });
+  await buildTestImage(engine.docker, late.host, repo, '2', { label: 'two' });
+  // Senders give whole seconds: the manual deploy comes a second after both pushes.
+  await new Promise((resolve) => setTimeout(resolve, 1100));
+  const manual = await http('POST', sched('/hooks/deploy'), { serviceName: name, containerRepository: `${late.host}/${repo}:1`, pushedAt: 0 });
+  t.match(manual.body, { outcome: 'created', release: 'v1' });
+  await runningOn(name, 1, pinned(one, late.host, repo));
+  // Now a scheduler listens where the registry notifies: the queued events arrive, in order.
+  const follower = await serveRole('scheduler', laterPort, flags, env);
+  roles.push(follower);
+  const stale = await waitFor(async () => {
+    const journal = (await http('GET', sched(`/journal?service=${name}`))).body as { kind: string; message: string }[];
+    const found = journal.find((entry) => entry.kind === 'deployment.stale' && entry.message.includes(`${repo}:2`));
+    if (!found) throw new Error(`journal: ${JSON.stringify(journal)}; follower: ${follower.output()}`);
+    return found;
+  }, 30_000, { what: 'the late push of :2 journaled as stale' });
+  t.match(stale.message, /older than the one v1 was deployed for/);
+  t.equal((await http('GET', sched(`/services/${name}/releases`))).body.length, 1, 'no release was made for the late push');
+  await runningOn(name, 1, pinned(one, late.host, repo));
+});
+
 t.test('no secret appears in the scheduler output', async (t) => {
   const output = scheduler.output();
   for (const secret of [TOKEN, HUB_TOKEN, GH_SECRET]) t.notOk(output.includes(secret));

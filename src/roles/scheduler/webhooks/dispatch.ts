@@ -63,7 +63,8 @@ async function handlePush(dispatch: Dispatch, push: Push, services: Service[]): 
     }),
   );
   const result = { event: push.event ?? '', image, duplicate: false, services: matches.map(outcome) };
-  if (!matches.some((match) => match.action !== 'skip')) return result;
+  // Nothing to deploy or journal: nothing to remember of the delivery either.
+  if (!matches.some((match) => match.action !== 'skip') && stale.size === 0) return result;
   if (push.event !== undefined && !(await dispatch.deliveries.claim(push.hook, push.event))) {
     return { ...result, duplicate: true, services: matches.map((match) => ({ service: match.service, action: 'skipped' as const, reason: 'a repeated delivery: already handled' })) };
   }
