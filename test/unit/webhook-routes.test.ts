@@ -284,7 +284,7 @@ t.test("GitHub: an untagged version (package_url ghcr.io/owner/name:) is answere
   const index = await postGitHub(server, 'registry_package', 'g-index', event('v11', digest('2')).replace('"package"', '"registry_package"'));
   t.equal(index.statusCode, 202);
   await settle();
-  t.same(triggers, [{ serviceName: 'gh', containerRepository: `ghcr.io/owner/app:v11@${digest('2')}`, pushedAt: Date.parse('2026-04-01T08:00:00Z') / 1000, trigger: 'github' }]);
+  t.same(triggers, [{ serviceName: 'gh', containerRepository: `ghcr.io/owner/app:v11@${digest('2')}`, pushedAt: Date.parse('2026-04-01T08:00:00Z') / 1000, triggeredAt: Date.parse('2026-04-01T08:00:00Z'), trigger: 'github' }]);
   t.same(await journaled('g-index'), [], 'a deployable event is not journaled as ignored');
   t.notMatch(logs() + JSON.stringify(await readJournal(store, { limit: 1000 })), SECRETS.gitHubSecret);
 });
