@@ -48,6 +48,7 @@ interface Unit {
   active: string;
   sub: string;
   restarts: number;
+  errorKind?: string;
   address?: string;
 }
 interface Deployment {
@@ -259,6 +260,22 @@ t.test('a rollback issued while a broken rollout is still retrying takes over at
   t.equal((await finished(brokenRollout.id)).state, 'superseded', 'the broken rollout was superseded');
   const leftovers = await engine.docker.listContainers({ all: true, filters: { label: [`platform.service=${roll}`, `platform.release=${brokenRollout.release}`] } });
   t.same(leftovers.map((c) => c.Names[0]), [], "the broken release's container was removed (its restart loop ended)");
+});
+
+t.test('a rollback also takes over from a rollout stuck on a failing health check', async (t) => {
+  const checked = await declare(2);
+  await http('PATCH', orch(`/services/${checked}/config/next`), { healthCheck: { path: '/index.html' } });
+  t.equal((await finished((await deploy(checked, v1)).body.deployment)).state, 'succeeded');
+  await http('PATCH', orch(`/services/${checked}/config/next`), { healthCheck: { path: '/missing' } });
+  const stuck = await deploy(checked, v2);
+  await waitFor(async () => (await unitsOf(checked)).some((u) => u.release === stuck.body.version && u.errorKind === 'health-check'), 30_000, { what: 'the v2 unit waiting for its health check' });
+  const started = Date.now();
+  const rollback = await http('POST', orch(`/services/${checked}/rollback`), { version: 1 });
+  t.equal((await finished(rollback.body.deployment, 60_000)).state, 'succeeded');
+  t.ok(Date.now() - started < 30_000, `v1 serves again ${Date.now() - started} ms after the rollback`);
+  t.equal((await finished(stuck.body.deployment)).state, 'superseded');
+  const leftovers = await engine.docker.listContainers({ all: true, filters: { label: [`platform.service=${checked}`, `platform.release=${stuck.body.version}`] } });
+  t.same(leftovers.map((c) => c.Names[0]), [], 'the unit that never passed its check is gone');
 });
 
 t.test('20 concurrent triggers with different tags: the last accepted one wins, with exactly numInstances units', async (t) => {
