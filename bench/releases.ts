@@ -77,12 +77,14 @@ const rollbacks: number[] = [];
 const plain: number[] = [];
 const first = images[0]!;
 const firstVersion = ((await http('GET', `${platform.url('scheduler')}/services/${service}/releases`)).body as { version: number; digest: string }[]).find((r) => r.digest === first.digest)!.version;
+// Each round starts and ends on the second image: break it, roll back to the first; then the plain rollout second → first.
+if (ROUNDS % 2 === 0) await deployAndWait(images[1]!.reference);
 for (let round = 0; round < ROUNDS; round++) {
-  await deployAndWait(images[1]!.reference);
   await breakRollout();
   rollbacks.push((await timed(() => http('POST', `${platform.url('scheduler')}/services/${service}/rollback`, { version: firstVersion }))).running);
   await deployAndWait(images[1]!.reference);
   plain.push((await deployAndWait(first.reference)).running);
+  await deployAndWait(images[1]!.reference);
 }
 const running = median(rollouts.map((r) => r.running));
 const finished = median(rollouts.map((r) => r.finished));
