@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import type { FastifyRequest } from 'fastify';
 import type { RoleServer } from '../../http/server.js';
 import type { PeerClient } from '../../http/peer-client.js';
 import { notFound } from '../../http/errors.js';
@@ -20,7 +21,9 @@ export interface OrchestratorPeers {
 }
 
 export function orchestratorRoutes(server: RoleServer, store: Store, peers: OrchestratorPeers): void {
-  const { directory, scheduler } = peers;
+  const directory = (request: FastifyRequest) => peers.directory.actingFor(request);
+  const scheduler = (request: FastifyRequest) => peers.scheduler.actingFor(request);
+  const deployRight = { access: 'deploy', service: { param: 'name' } } as const;
   const path = (name: string, rest = '') => `/services/${encodeURIComponent(name)}${rest}`;
 
   server.post(
@@ -28,32 +31,32 @@ export function orchestratorRoutes(server: RoleServer, store: Store, peers: Orch
     { schema: { description: 'Declare a service (orchestrator form).', body: OrchestratorServiceCreate, response: { 201: CreatedReply, ...errorResponses } } },
     async (request, reply) => {
       const { containerRepository, ...rest } = request.body;
-      const created = await directory.call<CreatedReply>('POST', '/services', { ...rest, containerImage: containerRepository });
+      const created = await directory(request).call<CreatedReply>('POST', '/services', { ...rest, containerImage: containerRepository });
       return reply.status(201).send(created.body);
     },
   );
 
-  server.get('/services', { schema: { response: { 200: Type.Array(Service), ...errorResponses } } }, async () =>
-    (await directory.call<Service[]>('GET', '/services')).body,
+  server.get('/services', { schema: { response: { 200: Type.Array(Service), ...errorResponses } } }, async (request) =>
+    (await directory(request).call<Service[]>('GET', '/services')).body,
   );
 
   server.get('/services/:name', { schema: { params: NameParams, response: { 200: Service, ...errorResponses } } }, async (request) =>
-    (await directory.call<Service>('GET', path(request.params.name))).body,
+    (await directory(request).call<Service>('GET', path(request.params.name))).body,
   );
 
   server.delete(
     '/services/:name',
     { schema: { description: 'Stop the units of the service, then delete its declaration.', params: NameParams, response: { 204: Type.Null(), ...errorResponses } } },
     async (request, reply) => {
-      await directory.call('GET', path(request.params.name));
-      await scheduler.call('DELETE', path(request.params.name, '/units'), undefined, 90_000);
-      await directory.call('DELETE', path(request.params.name));
+      await directory(request).call('GET', path(request.params.name));
+      await scheduler(request).call('DELETE', path(request.params.name, '/units'), undefined, 90_000);
+      await directory(request).call('DELETE', path(request.params.name));
       return reply.status(204).send(null);
     },
   );
 
   server.get('/services/:name/config/next', { schema: { params: NameParams, response: { 200: ServiceConfig, ...errorResponses } } }, async (request) =>
-    (await directory.call<ServiceConfig>('GET', path(request.params.name, '/config'))).body,
+    (await directory(request).call<ServiceConfig>('GET', path(request.params.name, '/config'))).body,
   );
 
   server.patch(
@@ -65,23 +68,24 @@ export function orchestratorRoutes(server: RoleServer, store: Store, peers: Orch
         body: ServiceConfigPatch,
         response: { 200: ServiceConfig, ...errorResponses },
       },
+      config: deployRight,
     },
-    async (request) => (await directory.call<ServiceConfig>('PATCH', path(request.params.name, '/config'), request.body)).body,
+    async (request) => (await directory(request).call<ServiceConfig>('PATCH', path(request.params.name, '/config'), request.body)).body,
   );
 
   server.get('/services/:name/config/last', { schema: { description: 'The config of the latest release.', params: NameParams, response: { 200: Release, ...errorResponses } } }, async (request) => {
-    const releases = (await scheduler.call<Release[]>('GET', path(request.params.name, '/releases'))).body;
+    const releases = (await scheduler(request).call<Release[]>('GET', path(request.params.name, '/releases'))).body;
     const last = releases.at(-1);
     if (!last) throw notFound(`service ${request.params.name} has not been deployed yet`);
     return last;
   });
 
   server.get('/services/:name/config/history', { schema: { description: 'Every release, oldest first.', params: NameParams, response: { 200: Type.Array(Release), ...errorResponses } } }, async (request) =>
-    (await scheduler.call<Release[]>('GET', path(request.params.name, '/releases'))).body,
+    (await scheduler(request).call<Release[]>('GET', path(request.params.name, '/releases'))).body,
   );
 
   server.get('/services/:name/config/history/:version', { schema: { params: VersionParams, response: { 200: Release, ...errorResponses } } }, async (request) =>
-    (await scheduler.call<Release>('GET', path(request.params.name, `/releases/${request.params.version}`))).body,
+    (await scheduler(request).call<Release>('GET', path(request.params.name, `/releases/${request.params.version}`))).body,
   );
 
   server.post(
@@ -93,16 +97,17 @@ export function orchestratorRoutes(server: RoleServer, store: Store, peers: Orch
         body: Type.Optional(ManualDeployRequest),
         response: { 200: DeployReply, ...errorResponses },
       },
+      config: deployRight,
     },
     async (request) => {
-      const service = (await directory.call<Service>('GET', path(request.params.name))).body;
+      const service = (await directory(request).call<Service>('GET', path(request.params.name))).body;
       const containerRepository = request.body?.containerRepository ?? service.containerImage;
-      return (await scheduler.call<DeployReply>('POST', '/hooks/deploy', { serviceName: service.name, containerRepository, pushedAt: 0 })).body;
+      return (await scheduler(request).call<DeployReply>('POST', '/hooks/deploy', { serviceName: service.name, containerRepository, pushedAt: 0 })).body;
     },
   );
 
   server.get('/services/:name/units', { schema: { params: NameParams, response: { 200: Type.Array(ClusterUnit), ...errorResponses } } }, async (request) => {
-    await directory.call('GET', path(request.params.name));
+    await directory(request).call('GET', path(request.params.name));
     return (await listClusterUnits(store)).filter((unit) => unit.service === request.params.name);
   });
 
@@ -149,5 +154,5 @@ export function orchestratorRoutes(server: RoleServer, store: Store, peers: Orch
     },
   );
 
-  schedulerViewRoutes(server, store, scheduler);
+  schedulerViewRoutes(server, store, peers.scheduler);
 }

@@ -26,23 +26,23 @@ export function schedulerViewRoutes(server: RoleServer, store: Store, scheduler:
   server.get(
     '/deployments',
     { schema: listDeploymentsSchema },
-    async (request) => (await scheduler.call<Deployment[]>('GET', `/deployments${query(request.query)}`)).body,
+    async (request) => (await scheduler.actingFor(request).call<Deployment[]>('GET', `/deployments${query(request.query)}`)).body,
   );
 
   server.get('/deployments/:id', { schema: getDeploymentSchema }, async (request) =>
-    (await scheduler.call<Deployment>('GET', `/deployments/${request.params.id}`)).body,
+    (await scheduler.actingFor(request).call<Deployment>('GET', `/deployments/${request.params.id}`)).body,
   );
 
   server.get(
     '/journal',
     { schema: journalSchema },
-    async (request) => (await scheduler.call<JournalEntry[]>('GET', `/journal${query(request.query)}`)).body,
+    async (request) => (await scheduler.actingFor(request).call<JournalEntry[]>('GET', `/journal${query(request.query)}`)).body,
   );
 
   server.post(
     '/services/:name/rollback',
-    { schema: { ...rollbackSchema, params: NameParams } },
-    async (request) => (await scheduler.call<DeployReply>('POST', `/services/${request.params.name}/rollback`, request.body)).body,
+    { schema: { ...rollbackSchema, params: NameParams }, config: { access: 'deploy', service: { param: 'name' } } },
+    async (request) => (await scheduler.actingFor(request).call<DeployReply>('POST', `/services/${request.params.name}/rollback`, request.body)).body,
   );
 
   server.get(
@@ -67,7 +67,8 @@ export function schedulerViewRoutes(server: RoleServer, store: Store, scheduler:
       const url = `http://${machine.record.address}/units/${unit}/logs${query(request.query)}`;
       let response;
       try {
-        response = await undiciRequest(url, { headersTimeout: 10_000, bodyTimeout: 0 });
+        const authorization = request.headers.authorization;
+        response = await undiciRequest(url, { headersTimeout: 10_000, bodyTimeout: 0, headers: authorization === undefined ? {} : { authorization } });
       } catch (error) {
         throw unavailable(`agent of machine ${found.machine} at ${machine.record.address} is not answering: ${(error as Error).message}`);
       }
