@@ -4,14 +4,23 @@ import { messageOf, parseOrText, requestJson, type JsonMethod } from '../http/js
 import type { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch } from '../schemas/service.js';
 import type { Deployment, DeployReply, JournalEntry } from '../schemas/release.js';
 import type { Machine, MachineDrain } from '../schemas/cluster.js';
+import type { Token, TokenCreate, TokenCreated } from '../schemas/token.js';
 import type { ClusterUnit } from '../roles/orchestrator/cluster-view.js';
 
 /** A typed client of the orchestrator API, sharing the server's schema types. */
 export class OrchestratorClient {
-  constructor(readonly baseUrl: string) {}
+  /** `token`: the API token sent as `Authorization: Bearer` (none: only local calls under --auth auto succeed). */
+  constructor(
+    readonly baseUrl: string,
+    private readonly token?: string,
+  ) {}
+
+  private get headers(): Record<string, string> {
+    return this.token ? { authorization: `Bearer ${this.token}` } : {};
+  }
 
   private async call<T>(method: JsonMethod, path: string, body?: unknown): Promise<T> {
-    const reply = await this.reach(() => requestJson(`${this.base}${path}`, method, body, 120_000));
+    const reply = await this.reach(() => requestJson(`${this.base}${path}`, method, body, 120_000, this.headers));
     if (reply.status >= 400) throw failure(reply.status, reply.body, reply.text);
     return reply.body as T;
   }
@@ -44,12 +53,16 @@ export class OrchestratorClient {
   machines = () => this.call<Machine[]>('GET', '/cluster/machines');
   drain = (machine: string, reason?: string) => this.call<MachineDrain>('PUT', `/cluster/machines/${encodeURIComponent(machine)}/drain`, reason ? { reason } : {});
   undrain = (machine: string) => this.call<void>('DELETE', `/cluster/machines/${encodeURIComponent(machine)}/drain`);
+  createToken = (body: TokenCreate) => this.call<TokenCreated>('POST', '/tokens', body);
+  bootstrapToken = () => this.call<TokenCreated>('POST', '/tokens/bootstrap');
+  listTokens = () => this.call<Token[]>('GET', '/tokens');
+  revokeToken = (name: string) => this.call<void>('DELETE', `/tokens/${encodeURIComponent(name)}`);
 
   /** A unit's container output, as a text stream (`follow` keeps it open, however long the unit is quiet). */
   async logs(service: string, unit: string, options: { tail: number; follow: boolean }): Promise<Readable> {
     const query = new URLSearchParams({ tail: String(options.tail), follow: String(options.follow) });
     const url = `${this.base}/services/${encodeURIComponent(service)}/units/${encodeURIComponent(unit)}/logs?${query.toString()}`;
-    const response = await this.reach(() => request(url, { headersTimeout: 30_000, bodyTimeout: 0 }));
+    const response = await this.reach(() => request(url, { headersTimeout: 30_000, bodyTimeout: 0, headers: this.headers }));
     if (response.statusCode === 200) return response.body;
     const text = await response.body.text();
     throw failure(response.statusCode, parseOrText(text), text);
