@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { DNS_LABEL, ErrorReply, errorResponses } from './common.js';
+import { DNS_LABEL, ErrorReply, ServiceName, errorResponses } from './common.js';
 
 // API tokens (docs: README "Access tokens"). The secret is shown once, when the token is created;
 // the store and every listing hold only its hash, or nothing of it.
@@ -9,11 +9,7 @@ export const TokenRole = Type.Union([Type.Literal('read'), Type.Literal('deploy'
 });
 export type TokenRole = Static<typeof TokenRole>;
 
-export const TokenName = Type.String({
-  pattern: DNS_LABEL,
-  description: 'a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit',
-  examples: ['ci'],
-});
+export const TokenName = Type.String({ pattern: DNS_LABEL, description: ServiceName.description, examples: ['ci'] });
 
 export const ServiceGlob = Type.String({
   pattern: '^[a-z0-9*-]{1,63}$',

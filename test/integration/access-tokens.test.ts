@@ -2,7 +2,7 @@ import t from 'tap';
 import { execFile } from 'node:child_process';
 import { startEtcd } from '../harness/etcd.js';
 import { freePort } from '../harness/free-port.js';
-import { platformBin, serveRole } from '../harness/platform.js';
+import { http, platformBin, serveRole } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
 
 // API tokens on a real etcd, with the directory, scheduler and orchestrator as `platform serve`
@@ -24,28 +24,9 @@ t.teardown(async () => {
   await etcd.stop();
 });
 
-interface Reply {
-  status: number;
-  body: any;
-  headers: Headers;
-}
-
-async function call(method: string, url: string, token?: string, body?: unknown, headers: Record<string, string> = {}): Promise<Reply> {
-  const response = await fetch(url, {
-    method,
-    headers: { ...headers, ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(30_000),
-  });
-  const text = await response.text();
-  let parsed: unknown = text;
-  try {
-    parsed = text ? JSON.parse(text) : undefined;
-  } catch {
-    // not JSON
-  }
-  return { status: response.status, body: parsed, headers: response.headers };
-}
+/** A request presenting `token` as a bearer token, if given. */
+const call = (method: string, url: string, token?: string, body?: unknown, headers: Record<string, string> = {}) =>
+  http(method, url, body, { ...headers, ...(token ? { authorization: `Bearer ${token}` } : {}) });
 
 interface Run {
   code: number;
