@@ -4,6 +4,7 @@ import { ConfigError, resolveConfig, type RawFlags } from './config.js';
 import { launchRoles } from './roles/launch.js';
 import { runAnnounce } from './announce.js';
 import { addClientCommands } from './client/commands.js';
+import { bootstrapIntoFile } from './auth/first-token.js';
 
 // The one `platform` binary: serve roles, run everything (`up`), announce, and the API client.
 
@@ -17,6 +18,7 @@ function addServeFlags(command: Command): Command {
     .option('--domain <domain>', 'domain services are reached under (env PLATFORM_DOMAIN)', undefined)
     .option('--announce-ttl <seconds>', 'TTL of announcement and machine leases', undefined)
     .option('--log-level <level>', 'trace, debug, info, warn, error (env PLATFORM_LOG_LEVEL)')
+    .option('--auth <mode>', 'auto (calls from this machine on a loopback listener need no token; the default), token (every call needs one) or none (env PLATFORM_AUTH)')
     .addOption(new Option('--network <mode>', 'agent: how units are networked').choices(['bridge', 'host']).default('bridge'))
     .option('--machine-id <id>', 'agent: machine id (default /etc/machine-id)')
     .option('--unit-host <host>', 'agent: host units are reached at', undefined)
@@ -49,6 +51,10 @@ async function serve(flags: RawFlags, banner: boolean): Promise<void> {
     const store = config.etcd ? `etcd ${config.etcd.join(',')}` : `embedded store in ${config.dataDir}`;
     process.stdout.write(`platform is up (${store}, units reached under *.${config.domain})\n`);
     for (const { role, url } of platform.roles) process.stdout.write(`  ${role.padEnd(13)} ${url}   (API docs: ${url}/documentation)\n`);
+    if (config.auth !== 'none') {
+      const tokenFile = await bootstrapIntoFile(platform.store, config.dataDir);
+      if (tokenFile) process.stdout.write(`first admin token written to ${tokenFile} (only you can read it): PLATFORM_TOKEN=$(cat ${tokenFile})\n`);
+    }
     const dashboard = platform.roles.find((running) => running.role === 'web') ?? platform.roles.find((running) => running.role === 'orchestrator');
     if (dashboard) process.stdout.write(`dashboard: ${dashboard.url}/\n`);
   }

@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import type { Component } from './store/keys.js';
 import { machineIdPattern } from './schemas/cluster.js';
+import { authModes, type AuthMode } from './auth/guard.js';
 
 // Flags and environment → one typed config. Every role reads its settings from here.
 
@@ -38,6 +39,8 @@ export interface PlatformConfig {
   domain: string;
   announceTtlSeconds: number;
   logLevel: string;
+  /** Who may call the roles' APIs (README "Access tokens"). */
+  auth: AuthMode;
   agent: AgentConfig;
   scheduler: SchedulerConfig;
   gateway: GatewayConfig;
@@ -113,6 +116,7 @@ export interface RawFlags {
   label?: string[];
   announceTtl?: string;
   logLevel?: string;
+  auth?: string;
   insecureRegistry?: string[];
   registryWebhookToken?: string;
   dockerhubWebhookToken?: string;
@@ -192,6 +196,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
     domain,
     announceTtlSeconds: integer('--announce-ttl', flags.announceTtl, 2, 600) ?? 10,
     logLevel: flags.logLevel ?? env.PLATFORM_LOG_LEVEL ?? 'info',
+    auth: authMode(flags.auth ?? (env.PLATFORM_AUTH || undefined) ?? 'auto'),
     agent: {
       machineId,
       network,
@@ -217,6 +222,11 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
       ...(flags.orchestratorUrl ? { orchestratorUrl: flags.orchestratorUrl } : {}),
     },
   };
+}
+
+function authMode(text: string): AuthMode {
+  if (!(authModes as readonly string[]).includes(text)) throw new ConfigError(`--auth must be auto, token or none, got ${text}`);
+  return text as AuthMode;
 }
 
 function domainName(flag: string, text: string): string {

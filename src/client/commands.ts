@@ -1,12 +1,15 @@
 import { pipeline } from 'node:stream/promises';
-import { InvalidArgumentError, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { OrchestratorClient } from './orchestrator-client.js';
 import { currentTarget } from '../schemas/release.js';
+import type { Token, TokenRole } from '../schemas/token.js';
 
 // `platform <client command>`: the CLI side of the orchestrator API.
 
-const client = (command: Command) =>
-  new OrchestratorClient((command.optsWithGlobals() as { orchestrator?: string }).orchestrator ?? process.env.PLATFORM_ORCHESTRATOR ?? 'http://127.0.0.1:9000');
+const client = (command: Command) => {
+  const globals = command.optsWithGlobals() as { orchestrator?: string; token?: string };
+  return new OrchestratorClient(globals.orchestrator ?? process.env.PLATFORM_ORCHESTRATOR ?? 'http://127.0.0.1:9000', globals.token ?? (process.env.PLATFORM_TOKEN || undefined));
+};
 
 /** Fixed-width columns, like fleetctl list-units. */
 export function table(headers: string[], rows: string[][]): string {
@@ -35,6 +38,8 @@ const wholeNumber = (value: string): number => {
 
 export function addClientCommands(program: Command): void {
   program.option('--orchestrator <url>', 'orchestrator URL for client commands (env PLATFORM_ORCHESTRATOR)');
+  program.option('--token <token>', 'API token for client commands (env PLATFORM_TOKEN, preferred: flags show in ps)');
+  addTokenCommands(program.command('token').description('Create, list and revoke API tokens (README "Access tokens").'));
 
   program.command('services').description('List services.').action(async (_options, command: Command) => {
     const services = await client(command).listServices();
@@ -180,3 +185,44 @@ export function addClientCommands(program: Command): void {
       print(`${machine} takes new units again\n`);
     });
 }
+
+function addTokenCommands(token: Command): void {
+  token
+    .command('create <name>')
+    .description('Create a token and print its secret, this once.')
+    .addOption(new Option('--role <role>', 'what it may do').choices(['read', 'deploy', 'admin']).makeOptionMandatory())
+    .option('--services <glob>', 'deploy tokens: only services matching this glob (e.g. web-*)')
+    .option('--expires <duration>', 'expire after this long (e.g. 90d, 12h, 1w2d); default never')
+    .action(async (name: string, options: { role: TokenRole; services?: string; expires?: string }, command: Command) => {
+      const reply = await client(command).createToken({
+        name,
+        role: options.role,
+        ...(options.services ? { services: options.services } : {}),
+        ...(options.expires ? { expiresIn: options.expires } : {}),
+      });
+      print(`${reply.secret}\n`);
+      process.stderr.write(`token ${name} (${describeToken(reply.token)}): the secret above is shown only now\n`);
+    });
+
+  token
+    .command('bootstrap')
+    .description('Create the first admin token and print its secret; works only while no token was ever issued.')
+    .action(async (_o, command: Command) => {
+      const reply = await client(command).bootstrapToken();
+      print(`${reply.secret}\n`);
+      process.stderr.write(`token ${reply.token.name} (admin): the secret above is shown only now\n`);
+    });
+
+  token.command('list').description('List tokens (never their secrets).').action(async (_o, command: Command) => {
+    const tokens = await client(command).listTokens();
+    print(table(['NAME', 'ROLE', 'SERVICES', 'CREATED', 'LAST USED', 'EXPIRES'], tokens.map((t) => [t.name, t.role, t.services ?? '*', t.createdAt, t.lastUsedAt ?? '-', t.expiresAt ?? 'never'])));
+  });
+
+  token.command('revoke <name>').description('Revoke a token: every role refuses it at once.').action(async (name: string, _o, command: Command) => {
+    await client(command).revokeToken(name);
+    print(`revoked ${name}\n`);
+  });
+}
+
+const describeToken = (token: Token): string =>
+  [token.role, token.services ? `services ${token.services}` : '', token.expiresAt ? `expires ${token.expiresAt}` : ''].filter(Boolean).join(', ');

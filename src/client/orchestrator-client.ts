@@ -4,15 +4,24 @@ import { messageOf, parseOrText, requestJson } from '../http/json-request.js';
 import type { OrchestratorServiceCreate, ServiceConfigPatch } from '../schemas/service.js';
 import type { ApiRequest, OrchestratorRoute, ReplyOf, RequestArgs } from '../schemas/api.js';
 import { requestLine } from '../schemas/route-key.js';
+import type { TokenCreate } from '../schemas/token.js';
 
 /** A typed client of the orchestrator API: each call names its route in the API table, which types it. */
 export class OrchestratorClient {
-  constructor(readonly baseUrl: string) {}
+  /** `token`: the API token sent as `Authorization: Bearer` (none: only local calls under --auth auto succeed). */
+  constructor(
+    readonly baseUrl: string,
+    private readonly token?: string,
+  ) {}
+
+  private get headers(): Record<string, string> {
+    return this.token ? { authorization: `Bearer ${this.token}` } : {};
+  }
 
   private async call<K extends OrchestratorRoute>(route: K, ...[request]: RequestArgs<K>): Promise<ReplyOf<K>> {
     const { params, query, body } = (request ?? {}) as ApiRequest;
     const { method, path } = requestLine(route, params, query);
-    const reply = await this.reach(() => requestJson(`${this.base}${path}`, method, body, 120_000));
+    const reply = await this.reach(() => requestJson(`${this.base}${path}`, method, body, 120_000, this.headers));
     if (reply.status >= 400) throw failure(reply.status, reply.body, reply.text);
     return reply.body as ReplyOf<K>;
   }
@@ -44,11 +53,15 @@ export class OrchestratorClient {
   machines = () => this.call('GET /cluster/machines');
   drain = (machine: string, reason?: string) => this.call('PUT /cluster/machines/:id/drain', { params: { id: machine }, body: reason ? { reason } : {} });
   undrain = (machine: string) => this.call('DELETE /cluster/machines/:id/drain', { params: { id: machine } });
+  createToken = (body: TokenCreate) => this.call('POST /tokens', { body });
+  bootstrapToken = () => this.call('POST /tokens/bootstrap');
+  listTokens = () => this.call('GET /tokens');
+  revokeToken = (name: string) => this.call('DELETE /tokens/:name', { params: { name } });
 
   /** A unit's container output, as a text stream (`follow` keeps it open, however long the unit is quiet). */
   async logs(service: string, unit: string, options: { tail: number; follow: boolean }): Promise<Readable> {
     const { path } = requestLine('GET /services/:name/units/:unit/logs', { name: service, unit }, options);
-    const response = await this.reach(() => request(`${this.base}${path}`, { headersTimeout: 30_000, bodyTimeout: 0 }));
+    const response = await this.reach(() => request(`${this.base}${path}`, { headersTimeout: 30_000, bodyTimeout: 0, headers: this.headers }));
     if (response.statusCode === 200) return response.body;
     const text = await response.body.text();
     throw failure(response.statusCode, parseOrText(text), text);

@@ -13,10 +13,10 @@ export interface JsonReply {
   text: string;
 }
 
-export async function requestJson(url: string, method: JsonMethod, body?: unknown, timeoutMs = 15_000): Promise<JsonReply> {
+export async function requestJson(url: string, method: JsonMethod, body?: unknown, timeoutMs = 15_000, headers: Record<string, string> = {}): Promise<JsonReply> {
   const response = await request(url, {
     method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
     headersTimeout: timeoutMs,
     bodyTimeout: timeoutMs,

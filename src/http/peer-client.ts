@@ -1,7 +1,13 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Store } from '../store/store.js';
 import { componentKey, type Component } from '../store/keys.js';
 import { HttpError, badGateway, unavailable } from './errors.js';
 import { messageOf, requestJson, type JsonMethod } from './json-request.js';
+
+/** The calls a role makes to a peer for one caller (see PeerClient.actingFor). */
+export interface PeerCaller {
+  call<T>(method: JsonMethod, path: string, body?: unknown, timeoutMs?: number): Promise<PeerReply<T>>;
+}
 
 export interface PeerReply<T> {
   status: number;
@@ -27,11 +33,20 @@ export class PeerClient {
     return `http://${announced.value}`;
   }
 
-  async call<T>(method: JsonMethod, path: string, body?: unknown, timeoutMs = 15_000): Promise<PeerReply<T>> {
+  /**
+   * Calls made for the caller of `request`: its Authorization header goes along, so the peer
+   * checks (and records) the caller's own token; a role holds no credentials of its own.
+   */
+  actingFor(request: { headers: IncomingHttpHeaders }): PeerCaller {
+    const authorization = request.headers.authorization;
+    return { call: (method, path, body, timeoutMs) => this.call(method, path, body, timeoutMs, authorization) };
+  }
+
+  async call<T>(method: JsonMethod, path: string, body?: unknown, timeoutMs = 15_000, authorization?: string): Promise<PeerReply<T>> {
     const base = await this.baseUrl();
     let reply;
     try {
-      reply = await requestJson(`${base}${path}`, method, body, timeoutMs);
+      reply = await requestJson(`${base}${path}`, method, body, timeoutMs, authorization === undefined ? {} : { authorization });
     } catch (error) {
       throw unavailable(`${this.component} at ${base} is not answering: ${(error as Error).message}`);
     }

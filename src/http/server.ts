@@ -9,6 +9,7 @@ import { Type } from '@sinclair/typebox';
 import { notFound, renderError, statusName } from './errors.js';
 import { metricsRegistry, observeRequests } from './metrics.js';
 import { discardBody } from './oversized-body.js';
+import { installAccessControl, type AccessControl } from '../auth/guard.js';
 
 export type RoleServer = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -19,7 +20,11 @@ export interface RoleServerOptions {
   /** Resolves when the role can serve (store and peers reachable); rejects with the reason. */
   readiness: () => Promise<Record<string, unknown>>;
   bodyLimit?: number;
+  /** Who may call: the --auth mode and the token records (src/auth/guard.ts). */
+  access: AccessControl;
 }
+
+const NO_AUTH_WARNING = 'access control is off (--auth none): every call is accepted, with or without a token';
 
 // Bodies are validated strictly (no type coercion, unknown fields rejected); query strings and
 // path parameters are text on the wire, so they are coerced to the schema's types. Exported for
@@ -51,19 +56,29 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
     throw notFound(`no route ${request.method} ${request.url.split('?')[0]}`);
   });
   observeRequests(server, options.role);
+  installAccessControl(server, options.access);
+  if (options.access.mode === 'none') server.log.warn(NO_AUTH_WARNING);
+  // The API's description is no secret; the swagger-ui plugin's routes cannot be given a config otherwise.
+  server.addHook('onRoute', (route) => {
+    if (route.url.startsWith('/documentation')) route.config = { ...route.config, access: 'open' };
+  });
 
   await server.register(swagger, {
     openapi: { info: { title: `platform ${options.role} API`, version: '1' } },
   });
   await server.register(swaggerUi, { routePrefix: '/documentation' });
 
-  server.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok', role: options.role }));
+  server.get('/healthz', { schema: { hide: true }, config: { access: 'open' } }, async () => ({ status: 'ok', role: options.role }));
   server.get(
     '/readyz',
-    { schema: { description: 'Ready when the store and the peers this role needs answer.', response: { 200: Type.Any(), 503: Type.Any() } } },
+    {
+      schema: { description: 'Ready when the store and the peers this role needs answer; `auth` is the --auth mode.', response: { 200: Type.Any(), 503: Type.Any() } },
+      config: { access: 'open' },
+    },
     async (_request, reply) => {
+      const auth = options.access.mode === 'none' ? { auth: 'none', warning: NO_AUTH_WARNING } : { auth: options.access.mode };
       try {
-        return { status: 'ready', role: options.role, ...(await options.readiness()) };
+        return { status: 'ready', role: options.role, ...auth, ...(await options.readiness()) };
       } catch (error) {
         return reply.status(503).send({ statusCode: 503, error: statusName(503), message: (error as Error).message });
       }

@@ -5,6 +5,8 @@ import { openStore } from '../store/open-store.js';
 import { LeasedKeys } from '../store/leased-keys.js';
 import { componentKey } from '../store/keys.js';
 import type { Store } from '../store/store.js';
+import { TokenCache } from '../auth/token-cache.js';
+import { isLoopback } from '../auth/caller.js';
 import type { RoleContext, StartedRole } from './role.js';
 import { startDirectory } from './directory/start.js';
 import { startScheduler } from './scheduler/start.js';
@@ -45,10 +47,13 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
   const closers: Closer[] = [];
   const running: RunningRole[] = [];
   try {
+    const tokens = config.auth === 'none' ? undefined : await TokenCache.start(store);
+    if (tokens) closers.unshift(() => tokens.close());
+    const access = { mode: config.auth, listenerLoopback: isLoopback(config.host), ...(tokens ? { tokens } : {}) };
     for (const role of config.roles) {
       const port = portOf(config, role);
       const advertised = `${config.advertiseHost}:${config.advertisePort ?? port}`;
-      const started = await starters[role]({ config, store, log: log.child({ role }) as unknown as FastifyBaseLogger, advertised });
+      const started = await starters[role]({ config, store, log: log.child({ role }) as unknown as FastifyBaseLogger, advertised, access });
       closers.unshift(() => started.close());
       await started.listen(config.host, port);
       await started.start?.();

@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { PlatformConfig } from '../config.js';
 import type { Store } from '../store/store.js';
 import type { RoleServer } from '../http/server.js';
+import type { AccessControl } from '../auth/guard.js';
 
 /** What every role's start function receives. */
 export interface RoleContext {
@@ -10,6 +11,8 @@ export interface RoleContext {
   log: FastifyBaseLogger;
   /** host:port other roles reach this role at. */
   advertised: string;
+  /** Who may call the role's API: every role server of the process shares it. */
+  access: AccessControl;
 }
 
 /** A started role: not yet listening; `close` stops what `listen` and the start function began. */

@@ -4,6 +4,7 @@ import { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, Servic
 import { DeployReply, ManualDeployRequest, Release, VersionParams, getDeploymentSchema, journalSchema, listDeploymentsSchema, rollbackSchema } from './release.js';
 import { ClusterUnit, Machine, MachineDrain, MachineDrainRequest, MachineParams } from './cluster.js';
 import { splitRouteKey, type RouteKey } from './route-key.js';
+import { bootstrapTokenSchema, createTokenSchema, listTokensSchema, revokeTokenSchema } from './token.js';
 
 // The orchestrator's API, one entry per route: the key is its method and path, the value its
 // schemas. The orchestrator registers its routes from this table (and the OpenAPI document follows
@@ -76,6 +77,10 @@ export const orchestratorApi = {
   'GET /deployments': listDeploymentsSchema,
   'GET /deployments/:id': getDeploymentSchema,
   'GET /journal': journalSchema,
+  'POST /tokens': createTokenSchema,
+  'GET /tokens': listTokensSchema,
+  'DELETE /tokens/:name': revokeTokenSchema,
+  'POST /tokens/bootstrap': bootstrapTokenSchema,
   'GET /events': {
     description:
       'Server-Sent Events for the dashboard: a `snapshot` first, then `service`, `deployment`, `journal`, `machine` and `unit` events, ' +
@@ -88,7 +93,23 @@ export type OrchestratorApi = typeof orchestratorApi;
 export type OrchestratorRoute = keyof OrchestratorApi;
 
 /** The options `server.route` takes for one entry of the table, to which the role adds its handler. */
-export const apiRoute = <K extends OrchestratorRoute>(key: K) => ({ ...splitRouteKey(key), schema: orchestratorApi[key] });
+/**
+ * What a route needs beyond the default (a GET needs a read token, any other method an admin
+ * token; see src/auth/access.ts): a deploy token whose services glob matches the route's service,
+ * an admin token to read tokens, none to bootstrap.
+ */
+const deployOnName = { access: 'deploy', service: { param: 'name' } } as const;
+const orchestratorAccess: Partial<Record<OrchestratorRoute, { access: 'read' | 'deploy' | 'admin' | 'open'; service?: { param: string } }>> = {
+  'PATCH /services/:name/config/next': deployOnName,
+  'POST /services/:name/deploy': deployOnName,
+  'POST /services/:name/rollback': deployOnName,
+  // Tokens are an admin's, reading them too; bootstrap needs none (it works once, while none exists).
+  'GET /tokens': { access: 'admin' },
+  'POST /tokens/bootstrap': { access: 'open' },
+};
+
+/** A route of the table as Fastify registers it: method, URL, schemas and the access it needs. */
+export const apiRoute = <K extends OrchestratorRoute>(key: K) => ({ ...splitRouteKey(key), schema: orchestratorApi[key], config: { ...orchestratorAccess[key] } });
 
 type Responses<K extends OrchestratorRoute> = OrchestratorApi[K]['response'];
 

@@ -72,3 +72,17 @@ export const lastSegment = (key: string): string => key.slice(key.lastIndexOf('/
  */
 export const webhookDeliveryPrefix = `${ROOT}webhook-deliveries/`;
 export const webhookDeliveryKey = (hook: string, idHash: string): string => `${webhookDeliveryPrefix}${hook}/${idHash}`;
+
+/**
+ * API tokens by name: the record holds the SHA-256 of the secret, never the secret. Written only
+ * through src/auth/tokens.ts.
+ */
+export const tokenPrefix = `${ROOT}tokens/`;
+export const tokenKey = (name: string): string => `${tokenPrefix}${name}`;
+
+/** When a token was last used (ISO time), written at most once a minute per token and process. */
+export const tokenUsePrefix = `${ROOT}token-use/`;
+export const tokenUseKey = (name: string): string => `${tokenUsePrefix}${name}`;
+
+/** Present once any token was issued: `platform token bootstrap` works only while it is absent. */
+export const tokensIssuedKey = `${ROOT}tokens-issued`;

@@ -71,11 +71,11 @@ export async function serveRole(role: string, port: number, flags: string[], env
   return Object.assign(started, { url });
 }
 
-/** JSON over HTTP for tests: returns status and parsed body. */
-export async function http(method: string, url: string, body?: unknown): Promise<{ status: number; body: any }> {
+/** JSON over HTTP for tests: returns status, parsed body and headers. */
+export async function http(method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any; headers: Headers }> {
   const response = await fetch(url, {
     method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
     body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
     signal: AbortSignal.timeout(60_000),
   });
@@ -86,5 +86,5 @@ export async function http(method: string, url: string, body?: unknown): Promise
   } catch {
     // not JSON: keep the text
   }
-  return { status: response.status, body: parsed };
+  return { status: response.status, body: parsed, headers: response.headers };
 }

@@ -104,7 +104,7 @@ interface RunningAgent {
 async function runAgent(overrides: Partial<AgentOptions> & { machineId: string }): Promise<RunningAgent> {
   const port = await freePort();
   const started: { agent?: Agent } = {};
-  const server = await createRoleServer({ role: 'agent', logger: false, readiness: () => started.agent!.readiness() });
+  const server = await createRoleServer({ role: 'agent', logger: false, access: { mode: 'none', listenerLoopback: true }, readiness: () => started.agent!.readiness() });
   const agent = await startAgent({
     store,
     server,

@@ -78,7 +78,7 @@ const etcd = await startEtcd();
 const store = new EtcdStore([etcd.url]);
 const log = pino({ level: 'silent' }) as unknown as FastifyBaseLogger;
 const hub = new EventHub(store, log, { heartbeatMs: 300, lingerMs: 100 });
-const server = await createRoleServer({ role: 'orchestrator', logger: log, readiness: async () => ({}) });
+const server = await createRoleServer({ role: 'orchestrator', logger: log, access: { mode: 'none', listenerLoopback: true }, readiness: async () => ({}) });
 eventsRoute(server, hub);
 const port = await freePort();
 await server.listen({ host: '127.0.0.1', port });

@@ -4,7 +4,8 @@ import { registryPushes } from '../../src/roles/scheduler/webhooks/registry-hook
 import { dockerHubPush } from '../../src/roles/scheduler/webhooks/dockerhub-hook.js';
 import { gitHubPush } from '../../src/roles/scheduler/webhooks/github-hook.js';
 import { describeImage, matchPush, pushedRepository, type Push } from '../../src/roles/scheduler/webhooks/matching.js';
-import { bearerToken, githubSignatureValid, isLoopback, secretMatches } from '../../src/roles/scheduler/webhooks/auth.js';
+import { githubSignatureValid, secretMatches } from '../../src/roles/scheduler/webhooks/auth.js';
+import { bearerToken, isLoopback } from '../../src/auth/caller.js';
 import { HttpError } from '../../src/http/errors.js';
 
 // Payload parsing, repository matching and secret checks of the registry webhooks: pure logic.

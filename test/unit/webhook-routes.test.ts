@@ -57,7 +57,7 @@ async function startHarness(secrets: WebhookSecrets, listenHost: string, extra: 
   let logText = '';
   const sink = new Writable({ write: (chunk, _encoding, done) => ((logText += String(chunk)), done()) });
   const log = pino({ level: 'debug' }, sink) as unknown as FastifyBaseLogger;
-  const server = await createRoleServer({ role: 'scheduler', logger: log, readiness: async () => ({}) });
+  const server = await createRoleServer({ role: 'scheduler', logger: log, access: { mode: 'none', listenerLoopback: true }, readiness: async () => ({}) });
   const triggers: DeployTrigger[] = [];
   let failure: string | undefined;
   const deployer = {

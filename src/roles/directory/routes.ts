@@ -151,6 +151,7 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
         body: ServiceConfigPatch,
         response: { 200: ServiceConfig, ...errorResponses },
       },
+      config: { access: 'deploy', service: { param: 'name' } },
     },
     async (request) =>
       (await update(request.params.name, (service) => ({ ...service, config: applyConfigPatch(service.config, request.body) }))).config,

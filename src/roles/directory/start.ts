@@ -4,8 +4,8 @@ import { PrefixCache } from '../../store/prefix-cache.js';
 import { fastifyRole, storeReadiness, type RoleContext, type StartedRole } from '../role.js';
 import { directoryRoutes } from './routes.js';
 
-export async function startDirectory({ store, log }: RoleContext): Promise<StartedRole> {
-  const server = await createRoleServer({ role: 'directory', logger: log, readiness: storeReadiness(store) });
+export async function startDirectory({ store, log, access }: RoleContext): Promise<StartedRole> {
+  const server = await createRoleServer({ role: 'directory', logger: log, access, readiness: storeReadiness(store) });
   const services = await PrefixCache.start(store, servicePrefix);
   directoryRoutes(server, store, services);
   return fastifyRole(server, () => services.close());

@@ -14,7 +14,7 @@ import { WebSocketTunnels } from './websocket-tunnel.js';
 /** On shutdown, in-flight requests get this long to finish before connections are cut. */
 const SHUTDOWN_GRACE_MS = 5_000;
 
-export async function startGateway({ config, store, log }: RoleContext): Promise<StartedRole> {
+export async function startGateway({ config, store, log, access }: RoleContext): Promise<StartedRole> {
   const settings = config.gateway;
   const domains = { domain: config.domain, internalDomain: settings.internalDomain };
   const table = await RouteTable.start(store, {
@@ -25,6 +25,7 @@ export async function startGateway({ config, store, log }: RoleContext): Promise
   });
   const own = await createRoleServer({
     role: 'gateway',
+    access,
     logger: log,
     readiness: async () => {
       await store.ping();

@@ -1,3 +1,4 @@
+import type { FastifyRequest } from 'fastify';
 import type { RoleServer } from '../../http/server.js';
 import type { PeerClient } from '../../http/peer-client.js';
 import { notFound } from '../../http/errors.js';
@@ -20,49 +21,51 @@ export interface OrchestratorPeers {
 }
 
 export function orchestratorRoutes(server: RoleServer, store: Store, peers: OrchestratorPeers): void {
-  const { directory, scheduler } = peers;
+  // Acting for the caller: peers see the caller's own token (and record its name), not the orchestrator's.
+  const directory = (request: FastifyRequest) => peers.directory.actingFor(request);
+  const scheduler = (request: FastifyRequest) => peers.scheduler.actingFor(request);
   const path = (name: string, rest = '') => `/services/${encodeURIComponent(name)}${rest}`;
 
   server.route({
     ...apiRoute('POST /services'),
     handler: async (request, reply) => {
       const { containerRepository, ...rest } = request.body;
-      const created = await directory.call<CreatedReply>('POST', '/services', { ...rest, containerImage: containerRepository });
+      const created = await directory(request).call<CreatedReply>('POST', '/services', { ...rest, containerImage: containerRepository });
       return reply.status(201).send(created.body);
     },
   });
 
-  server.route({ ...apiRoute('GET /services'), handler: async () => (await directory.call<Service[]>('GET', '/services')).body });
+  server.route({ ...apiRoute('GET /services'), handler: async (request) => (await directory(request).call<Service[]>('GET', '/services')).body });
 
   server.route({
     ...apiRoute('GET /services/:name'),
-    handler: async (request) => (await directory.call<Service>('GET', path(request.params.name))).body,
+    handler: async (request) => (await directory(request).call<Service>('GET', path(request.params.name))).body,
   });
 
   server.route({
     ...apiRoute('DELETE /services/:name'),
     handler: async (request, reply) => {
-      await directory.call('GET', path(request.params.name));
-      await scheduler.call('DELETE', path(request.params.name, '/units'), undefined, 90_000);
-      await directory.call('DELETE', path(request.params.name));
+      await directory(request).call('GET', path(request.params.name));
+      await scheduler(request).call('DELETE', path(request.params.name, '/units'), undefined, 90_000);
+      await directory(request).call('DELETE', path(request.params.name));
       return reply.status(204).send(null);
     },
   });
 
   server.route({
     ...apiRoute('GET /services/:name/config/next'),
-    handler: async (request) => (await directory.call<ServiceConfig>('GET', path(request.params.name, '/config'))).body,
+    handler: async (request) => (await directory(request).call<ServiceConfig>('GET', path(request.params.name, '/config'))).body,
   });
 
   server.route({
     ...apiRoute('PATCH /services/:name/config/next'),
-    handler: async (request) => (await directory.call<ServiceConfig>('PATCH', path(request.params.name, '/config'), request.body)).body,
+    handler: async (request) => (await directory(request).call<ServiceConfig>('PATCH', path(request.params.name, '/config'), request.body)).body,
   });
 
   server.route({
     ...apiRoute('GET /services/:name/config/last'),
     handler: async (request) => {
-      const releases = (await scheduler.call<Release[]>('GET', path(request.params.name, '/releases'))).body;
+      const releases = (await scheduler(request).call<Release[]>('GET', path(request.params.name, '/releases'))).body;
       const last = releases.at(-1);
       if (!last) throw notFound(`service ${request.params.name} has not been deployed yet`);
       return last;
@@ -71,27 +74,27 @@ export function orchestratorRoutes(server: RoleServer, store: Store, peers: Orch
 
   server.route({
     ...apiRoute('GET /services/:name/config/history'),
-    handler: async (request) => (await scheduler.call<Release[]>('GET', path(request.params.name, '/releases'))).body,
+    handler: async (request) => (await scheduler(request).call<Release[]>('GET', path(request.params.name, '/releases'))).body,
   });
 
   server.route({
     ...apiRoute('GET /services/:name/config/history/:version'),
-    handler: async (request) => (await scheduler.call<Release>('GET', path(request.params.name, `/releases/${request.params.version}`))).body,
+    handler: async (request) => (await scheduler(request).call<Release>('GET', path(request.params.name, `/releases/${request.params.version}`))).body,
   });
 
   server.route({
     ...apiRoute('POST /services/:name/deploy'),
     handler: async (request) => {
-      const service = (await directory.call<Service>('GET', path(request.params.name))).body;
+      const service = (await directory(request).call<Service>('GET', path(request.params.name))).body;
       const containerRepository = request.body?.containerRepository ?? service.containerImage;
-      return (await scheduler.call<DeployReply>('POST', '/hooks/deploy', { serviceName: service.name, containerRepository, pushedAt: 0 })).body;
+      return (await scheduler(request).call<DeployReply>('POST', '/hooks/deploy', { serviceName: service.name, containerRepository, pushedAt: 0 })).body;
     },
   });
 
   server.route({
     ...apiRoute('GET /services/:name/units'),
     handler: async (request) => {
-      await directory.call('GET', path(request.params.name));
+      await directory(request).call('GET', path(request.params.name));
       return (await listClusterUnits(store)).filter((unit) => unit.service === request.params.name);
     },
   });
@@ -124,5 +127,5 @@ export function orchestratorRoutes(server: RoleServer, store: Store, peers: Orch
     },
   });
 
-  schedulerViewRoutes(server, store, scheduler);
+  schedulerViewRoutes(server, store, peers.scheduler);
 }

@@ -17,22 +17,22 @@ import { listClusterUnits } from './cluster-view.js';
 export function schedulerViewRoutes(server: RoleServer, store: Store, scheduler: PeerClient): void {
   server.route({
     ...apiRoute('GET /deployments'),
-    handler: async (request) => (await scheduler.call<Deployment[]>('GET', `/deployments${queryString(request.query)}`)).body,
+    handler: async (request) => (await scheduler.actingFor(request).call<Deployment[]>('GET', `/deployments${queryString(request.query)}`)).body,
   });
 
   server.route({
     ...apiRoute('GET /deployments/:id'),
-    handler: async (request) => (await scheduler.call<Deployment>('GET', `/deployments/${request.params.id}`)).body,
+    handler: async (request) => (await scheduler.actingFor(request).call<Deployment>('GET', `/deployments/${request.params.id}`)).body,
   });
 
   server.route({
     ...apiRoute('GET /journal'),
-    handler: async (request) => (await scheduler.call<JournalEntry[]>('GET', `/journal${queryString(request.query)}`)).body,
+    handler: async (request) => (await scheduler.actingFor(request).call<JournalEntry[]>('GET', `/journal${queryString(request.query)}`)).body,
   });
 
   server.route({
     ...apiRoute('POST /services/:name/rollback'),
-    handler: async (request) => (await scheduler.call<DeployReply>('POST', `/services/${request.params.name}/rollback`, request.body)).body,
+    handler: async (request) => (await scheduler.actingFor(request).call<DeployReply>('POST', `/services/${request.params.name}/rollback`, request.body)).body,
   });
 
   server.route({
@@ -46,7 +46,9 @@ export function schedulerViewRoutes(server: RoleServer, store: Store, scheduler:
       const url = `http://${machine.record.address}/units/${unit}/logs${queryString(request.query)}`;
       let response;
       try {
-        response = await undiciRequest(url, { headersTimeout: 10_000, bodyTimeout: 0 });
+        // The agent checks the caller's token as every role does: pass it on.
+        const authorization = request.headers.authorization;
+        response = await undiciRequest(url, { headersTimeout: 10_000, bodyTimeout: 0, headers: authorization === undefined ? {} : { authorization } });
       } catch (error) {
         throw unavailable(`agent of machine ${found.machine} at ${machine.record.address} is not answering: ${(error as Error).message}`);
       }

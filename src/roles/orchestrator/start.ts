@@ -2,16 +2,18 @@ import { createRoleServer } from '../../http/server.js';
 import { PeerClient } from '../../http/peer-client.js';
 import { fastifyRole, type RoleContext, type StartedRole } from '../role.js';
 import { orchestratorRoutes } from './routes.js';
+import { tokenRoutes } from './token-routes.js';
 import { EventHub, eventsRoute } from './events.js';
 import { dashboardRoutes } from '../web/dashboard-assets.js';
 
-export async function startOrchestrator({ config, store, log }: RoleContext): Promise<StartedRole> {
+export async function startOrchestrator({ config, store, log, access }: RoleContext): Promise<StartedRole> {
   const peers = {
     directory: new PeerClient(store, 'service-directory', config.peers.directoryUrl),
     scheduler: new PeerClient(store, 'scheduler', config.peers.schedulerUrl),
   };
   const server = await createRoleServer({
     role: 'orchestrator',
+    access,
     logger: log,
     readiness: async () => {
       await store.ping();
@@ -20,6 +22,7 @@ export async function startOrchestrator({ config, store, log }: RoleContext): Pr
     },
   });
   orchestratorRoutes(server, store, peers);
+  tokenRoutes(server, store);
   const events = new EventHub(store, log);
   eventsRoute(server, events);
   // Serving the page warms the event watches, so the page's stream finds them open.

@@ -39,13 +39,14 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void 
         body: DeployRequest,
         response: { 200: DeployReply, ...errorResponses },
       },
+      config: { access: 'deploy', service: { body: 'serviceName' } },
     },
     async (request) => scheduler.deploy({ ...request.body, triggeredAt: triggerTime(request.body.pushedAt), trigger: 'manual' }),
   );
 
   server.post(
     '/services/:name/rollback',
-    { schema: { ...rollbackSchema, params: NameParams } },
+    { schema: { ...rollbackSchema, params: NameParams }, config: { access: 'deploy', service: { param: 'name' } } },
     async (request) => scheduler.rollback(request.params.name, versionNumber(request.body.version)),
   );
 

@@ -4,7 +4,7 @@ import { Scheduler } from './scheduler.js';
 import { schedulerRoutes } from './routes.js';
 import { registerWebhooks } from './webhooks/routes.js';
 
-export async function startScheduler({ config, store, log, advertised }: RoleContext): Promise<StartedRole> {
+export async function startScheduler({ config, store, log, advertised, access }: RoleContext): Promise<StartedRole> {
   const scheduler = new Scheduler({
     store,
     log,
@@ -16,6 +16,7 @@ export async function startScheduler({ config, store, log, advertised }: RoleCon
   });
   const server = await createRoleServer({
     role: 'scheduler',
+    access,
     logger: log,
     readiness: async () => {
       await store.ping();

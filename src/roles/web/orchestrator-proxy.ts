@@ -3,6 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { RoleServer } from '../../http/server.js';
 import type { PeerClient } from '../../http/peer-client.js';
 import { unavailable } from '../../http/errors.js';
+import { isLocalCall } from '../../auth/caller.js';
 
 // The standalone dashboard talks to the API on its own origin: these paths are passed through
 // to the orchestrator found in the store, byte for byte and streamed (GET /events and log tails
@@ -10,13 +11,17 @@ import { unavailable } from '../../http/errors.js';
 
 export const proxiedPaths = ['/services', '/services/*', '/cluster/*', '/deployments', '/deployments/*', '/journal', '/events'];
 
-const forwardedRequestHeaders = ['content-type', 'accept', 'last-event-id', 'if-none-match'];
+const forwardedRequestHeaders = ['content-type', 'accept', 'last-event-id', 'if-none-match', 'authorization'];
 const forwardedResponseHeaders = ['content-type', 'cache-control', 'etag', 'location', 'x-accel-buffering'];
 
 /** DELETE /services/:name waits until the units stopped; the orchestrator allows it 90 s. */
 const HEADERS_TIMEOUT_MS = 120_000;
 
-export function orchestratorProxy(orchestrator: PeerClient, bodyLimit = 1024 * 1024) {
+/**
+ * The orchestrator checks the caller's token (passed on); a call that is not local here is marked
+ * forwarded, so the orchestrator does not take it for a local one.
+ */
+export function orchestratorProxy(orchestrator: PeerClient, listenerLoopback: boolean, bodyLimit = 1024 * 1024) {
   return async (scope: RoleServer): Promise<void> => {
     // Bodies are passed on unparsed; the orchestrator validates them.
     scope.removeAllContentTypeParsers();
@@ -26,18 +31,23 @@ export function orchestratorProxy(orchestrator: PeerClient, bodyLimit = 1024 * 1
         method: ['GET', 'POST', 'PATCH', 'DELETE'],
         url,
         schema: { hide: true },
-        handler: (request, reply) => forward(orchestrator, request, reply),
+        config: { access: 'open' },
+        handler: (request, reply) => forward(orchestrator, request, reply, listenerLoopback),
       });
     }
   };
 }
 
-async function forward(orchestrator: PeerClient, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+async function forward(orchestrator: PeerClient, request: FastifyRequest, reply: FastifyReply, listenerLoopback: boolean): Promise<FastifyReply> {
   const base = await orchestrator.baseUrl();
   const headers: Record<string, string> = {};
   for (const name of forwardedRequestHeaders) {
     const value = request.headers[name];
     if (typeof value === 'string') headers[name] = value;
+  }
+  if (!isLocalCall(request, listenerLoopback)) {
+    const before = request.headers['x-forwarded-for'];
+    headers['x-forwarded-for'] = [before, request.socket.remoteAddress ?? 'unknown'].filter(Boolean).join(', ');
   }
   let upstream;
   try {

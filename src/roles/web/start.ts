@@ -9,10 +9,11 @@ import { orchestratorProxy } from './orchestrator-proxy.js';
  * the same page the orchestrator serves at `/`, with the API paths it calls passed through to the
  * orchestrator announced in the store (or --orchestrator-url).
  */
-export async function startWeb({ config, store, log }: RoleContext): Promise<StartedRole> {
+export async function startWeb({ config, store, log, access }: RoleContext): Promise<StartedRole> {
   const orchestrator = new PeerClient(store, 'orchestrator', config.peers.orchestratorUrl);
   const server = await createRoleServer({
     role: 'web',
+    access,
     logger: log,
     readiness: async () => {
       await store.ping();
@@ -21,6 +22,6 @@ export async function startWeb({ config, store, log }: RoleContext): Promise<Sta
     },
   });
   dashboardRoutes(server);
-  await server.register(orchestratorProxy(orchestrator));
+  await server.register(orchestratorProxy(orchestrator, access.listenerLoopback));
   return fastifyRole(server);
 }

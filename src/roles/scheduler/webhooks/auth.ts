@@ -1,6 +1,7 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { HttpError, unauthorized } from '../../../http/errors.js';
+import { isLocalCall } from '../../../auth/caller.js';
 import type { HookKind } from './matching.js';
 
 // Who may call a hook. With a secret configured, only callers that present it (a bearer token, a
@@ -21,12 +22,6 @@ const digestOf = (value: string | Buffer): Buffer => createHash('sha256').update
 /** Constant-time comparison of a presented secret with the configured one (hashed first, so lengths never leak). */
 export const secretMatches = (presented: string, expected: string): boolean => timingSafeEqual(digestOf(presented), digestOf(expected));
 
-/** The token of an `Authorization: Bearer <token>` header. */
-export function bearerToken(header: string | undefined): string | undefined {
-  const match = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
-  return match?.[1];
-}
-
 /** GitHub's `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>`, compared in constant time. */
 export function githubSignatureValid(secret: string, rawBody: Buffer, header: string | undefined): boolean {
   const match = /^sha256=([0-9a-f]{64})$/i.exec(header?.trim() ?? '');
@@ -34,15 +29,6 @@ export function githubSignatureValid(secret: string, rawBody: Buffer, header: st
   const expected = createHmac('sha256', secret).update(rawBody).digest();
   return timingSafeEqual(Buffer.from(match[1]!.toLowerCase(), 'hex'), expected);
 }
-
-const LOOPBACK = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|::ffff:127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost)$/i;
-
-/** A listen address or peer address that only this machine can reach. */
-export const isLoopback = (host: string | undefined): boolean => LOOPBACK.test((host ?? '').replace(/^\[|\]$/g, ''));
-
-/** A request made on this machine, not relayed by a proxy (the gateway adds X-Forwarded-For). */
-export const isLocalRequest = (request: FastifyRequest): boolean =>
-  isLoopback(request.socket.remoteAddress) && request.headers['x-forwarded-for'] === undefined && request.headers.forwarded === undefined;
 
 export const forbiddenWithoutSecret = (spec: HookSecret, route: string): HttpError =>
   new HttpError(403, `${route} accepts calls from other hosts only with a secret: set ${spec.setting}`);
@@ -54,7 +40,7 @@ export const forbiddenWithoutSecret = (spec: HookSecret, route: string): HttpErr
 export function hookAccess(spec: HookSecret, route: string, listenerLoopback: boolean, presented?: (request: FastifyRequest) => string | undefined) {
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     if (spec.secret === undefined) {
-      if (!listenerLoopback || !isLocalRequest(request)) throw forbiddenWithoutSecret(spec, route);
+      if (!isLocalCall(request, listenerLoopback)) throw forbiddenWithoutSecret(spec, route);
       return;
     }
     if (!presented) return;

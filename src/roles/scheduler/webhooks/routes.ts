@@ -2,7 +2,8 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { RoleServer } from '../../../http/server.js';
 import type { Store } from '../../../store/store.js';
 import type { WebhookSecrets } from '../../../config.js';
-import { isLoopback, openHookWarning, type HookSecret } from './auth.js';
+import { openHookWarning, type HookSecret } from './auth.js';
+import { isLoopback } from '../../../auth/caller.js';
 import { DeliveryLog, type DeliveryLogOptions } from './deliveries.js';
 import type { Deployer, HookContext } from './dispatch.js';
 import { registerRegistryHook } from './registry-hook.js';
@@ -39,7 +40,13 @@ export async function registerWebhooks(server: RoleServer, options: WebhookOptio
   ];
   const warnings: string[] = [];
   for (const [secret, register] of hooks) {
-    await server.register(async (scope) => register(scope, context, secret));
+    await server.register(async (scope) => {
+      // Each hook checks its own secret; API tokens do not apply to it.
+      scope.addHook('onRoute', (route) => {
+        route.config = { ...route.config, access: 'open' };
+      });
+      register(scope, context, secret);
+    });
     const warning = openHookWarning(secret, `POST /hooks/${secret.hook}`, listenerLoopback);
     if (warning) warnings.push(warning);
   }

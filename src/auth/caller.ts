@@ -1,0 +1,27 @@
+import type { FastifyRequest } from 'fastify';
+
+// Who is calling: the bearer token a request presents, and whether it was made on this machine.
+// The one rule of "a local call needs no credentials" lives here, for the API's tokens
+// (src/auth/guard.ts) and the registry webhooks' secrets (src/roles/scheduler/webhooks/auth.ts).
+
+/** The token of an `Authorization: Bearer <token>` header. */
+export function bearerToken(header: string | undefined): string | undefined {
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
+  return match?.[1];
+}
+
+const LOOPBACK = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|::ffff:127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost)$/i;
+
+/** A listen address or peer address that only this machine can reach. */
+export const isLoopback = (host: string | undefined): boolean => LOOPBACK.test((host ?? '').replace(/^\[|\]$/g, ''));
+
+/** A request made on this machine, not relayed by a proxy (the gateway and the web role add X-Forwarded-For). */
+export const isLocalRequest = (request: Pick<FastifyRequest, 'socket' | 'headers'>): boolean =>
+  isLoopback(request.socket.remoteAddress) && request.headers['x-forwarded-for'] === undefined && request.headers.forwarded === undefined;
+
+/**
+ * A call only this machine could have made: it arrived on a loopback listener, from a loopback
+ * peer, and no proxy forwarded it. Such calls need no credentials where the operator allows it.
+ */
+export const isLocalCall = (request: Pick<FastifyRequest, 'socket' | 'headers'>, listenerLoopback: boolean): boolean =>
+  listenerLoopback && isLocalRequest(request);

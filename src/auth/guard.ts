@@ -1,0 +1,63 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { HttpError, unauthorized } from '../http/errors.js';
+import type { TokenRecord } from '../schemas/token.js';
+import { decide, isExpired, routeAccess, serviceOf } from './access.js';
+import { bearerToken, isLocalCall } from './caller.js';
+import type { TokenCache } from './token-cache.js';
+
+// The check every role server runs on every call (installed once, in src/http/server.ts):
+// authentication on request (401), then the route's right on the service the call names (403),
+// after the body is parsed when the service is named in the body.
+
+export type AuthMode = 'auto' | 'token' | 'none';
+export const authModes: readonly AuthMode[] = ['auto', 'token', 'none'];
+
+export interface AccessControl {
+  /** auto: local calls need no token, others do; token: every call does; none: nothing is checked. */
+  mode: AuthMode;
+  /** The watched token records; needed unless the mode is none. */
+  tokens?: TokenCache;
+  /** Whether the role listens on a loopback address (a condition of a local call). */
+  listenerLoopback: boolean;
+}
+
+const callers = new WeakMap<FastifyRequest, TokenRecord>();
+
+/** The token a call was authenticated with; undefined for local calls under auto and under none. */
+export const callerToken = (request: FastifyRequest): TokenRecord | undefined => callers.get(request);
+
+function authenticate(control: AccessControl, request: FastifyRequest, reply: FastifyReply): TokenRecord {
+  const secret = bearerToken(request.headers.authorization);
+  const token = secret === undefined ? undefined : control.tokens?.find(secret);
+  if (token && !isExpired(token, Date.now())) {
+    control.tokens?.recordUse(token);
+    return token;
+  }
+  void reply.header('www-authenticate', 'Bearer realm="platform"');
+  if (secret === undefined) throw unauthorized('this call needs a token: send Authorization: Bearer <token> (the CLI takes --token or PLATFORM_TOKEN)');
+  throw unauthorized(token ? `token ${token.name} expired at ${token.expiresAt}` : 'the token is unknown or revoked');
+}
+
+function authorize(token: TokenRecord, request: FastifyRequest): void {
+  const need = routeAccess(request.method, request.routeOptions.config);
+  const decision = decide(token, need.access, serviceOf(need.service, request.params, request.body));
+  if (!decision.allowed) throw new HttpError(decision.status, decision.message);
+}
+
+export function installAccessControl(server: FastifyInstance, control: AccessControl): void {
+  if (control.mode === 'none') return;
+  server.addHook('onRequest', async (request, reply) => {
+    const need = routeAccess(request.method, request.routeOptions.config);
+    if (need.access === 'open') return;
+    // A local call that presents a token is checked anyway: the orchestrator forwards its caller's.
+    if (control.mode === 'auto' && request.headers.authorization === undefined && isLocalCall(request, control.listenerLoopback)) return;
+    const token = authenticate(control, request, reply);
+    callers.set(request, token);
+    if (!need.service || 'param' in need.service) authorize(token, request);
+  });
+  server.addHook('preValidation', async (request) => {
+    const token = callers.get(request);
+    const service = request.routeOptions.config.service;
+    if (token && service && 'body' in service) authorize(token, request);
+  });
+}

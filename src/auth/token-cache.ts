@@ -1,0 +1,61 @@
+import { timingSafeEqual } from 'node:crypto';
+import type { Store } from '../store/store.js';
+import { tokenKey, tokenPrefix, tokenUseKey } from '../store/keys.js';
+import { decodeCached, PrefixCache } from '../store/prefix-cache.js';
+import type { TokenRecord } from '../schemas/token.js';
+import { hashSecret } from './tokens.js';
+
+// The token records every role checks calls against: a watched in-memory copy (no store read per
+// request), indexed by the hash of the secret. A revoked token leaves the copy as soon as the
+// watch delivers its deletion. While the store is unreachable, lookups throw (503), never guess.
+
+const USE_RECORD_INTERVAL_MS = 60_000;
+
+export class TokenCache {
+  private byHash: Map<string, TokenRecord> | undefined;
+  private readonly lastRecorded = new Map<string, number>();
+
+  private constructor(
+    private readonly store: Store,
+    private readonly records: PrefixCache,
+  ) {
+    records.onChange(() => {
+      this.byHash = undefined;
+    });
+  }
+
+  static async start(store: Store): Promise<TokenCache> {
+    return new TokenCache(store, await PrefixCache.start(store, tokenPrefix));
+  }
+
+  /** The token whose secret this is, or undefined. */
+  find(secret: string): TokenRecord | undefined {
+    const hash = hashSecret(secret);
+    const record = this.index().get(hash);
+    if (!record || !timingSafeEqual(Buffer.from(record.hash, 'hex'), Buffer.from(hash, 'hex'))) return undefined;
+    // Throws while the store is unreachable: a token revoked meanwhile must not pass.
+    this.records.get(tokenKey(record.name));
+    return record;
+  }
+
+  /** Notes that the token was used: written to the store at most once a minute per token, never blocking the call. */
+  recordUse(token: TokenRecord, now = Date.now()): void {
+    if (now - (this.lastRecorded.get(token.name) ?? 0) < USE_RECORD_INTERVAL_MS) return;
+    this.lastRecorded.set(token.name, now);
+    const entry = this.records.get(tokenKey(token.name));
+    if (!entry) return;
+    // Only while the token still exists, so a revoked token leaves no last-use key behind.
+    void this.store
+      .txn([{ key: entry.key, target: 'modRevision', equals: entry.modRevision }], [{ op: 'put', key: tokenUseKey(token.name), value: new Date(now).toISOString() }])
+      .catch(() => undefined);
+  }
+
+  close(): Promise<void> {
+    return this.records.close();
+  }
+
+  private index(): Map<string, TokenRecord> {
+    this.byHash ??= new Map(this.records.values().map((entry) => decodeCached<TokenRecord>(entry)).map((record) => [record.hash, record]));
+    return this.byHash;
+  }
+}

@@ -1,0 +1,80 @@
+import t from 'tap';
+import { decide, isExpired, routeAccess, serviceOf } from '../../src/auth/access.js';
+import { parseDuration } from '../../src/auth/duration.js';
+import { bearerToken, isLocalCall } from '../../src/auth/caller.js';
+import { hashSecret, newSecret } from '../../src/auth/tokens.js';
+
+const read = { name: 'viewer', role: 'read' as const };
+const deployAll = { name: 'ci', role: 'deploy' as const };
+const deployWeb = { name: 'ci-web', role: 'deploy' as const, services: 'web-*' };
+const admin = { name: 'root', role: 'admin' as const };
+
+t.test('an undeclared route needs read for GET and HEAD and admin for every change', async (t) => {
+  t.same(routeAccess('GET', undefined), { access: 'read' });
+  t.same(routeAccess('HEAD', {}), { access: 'read' });
+  for (const method of ['POST', 'PUT', 'PATCH', 'DELETE']) t.same(routeAccess(method, {}), { access: 'admin' }, method);
+  t.same(routeAccess('PATCH', { access: 'deploy', service: { param: 'name' } }), { access: 'deploy', service: { param: 'name' } });
+  t.same(routeAccess('GET', { access: 'open' }), { access: 'open' });
+});
+
+t.test('roles are ordered read < deploy < admin, and a refusal names the role held and needed', async (t) => {
+  t.ok(decide(read, 'read', undefined).allowed);
+  t.same(decide(read, 'deploy', 'web-a'), { allowed: false, status: 403, message: 'token viewer has the read role; this call needs deploy' });
+  t.same(decide(deployAll, 'admin', undefined), { allowed: false, status: 403, message: 'token ci has the deploy role; this call needs admin' });
+  t.ok(decide(deployAll, 'deploy', 'db').allowed);
+  t.ok(decide(deployAll, 'read', undefined).allowed);
+  for (const access of ['read', 'deploy', 'admin', 'open'] as const) t.ok(decide(admin, access, 'anything').allowed, access);
+  t.ok(decide(read, 'open', undefined).allowed);
+});
+
+t.test('a scoped deploy token deploys only the services its glob matches, and still reads everything', async (t) => {
+  t.ok(decide(deployWeb, 'deploy', 'web-a').allowed);
+  t.ok(decide(deployWeb, 'deploy', 'web-').allowed);
+  t.same(decide(deployWeb, 'deploy', 'db'), { allowed: false, status: 403, message: 'token ci-web may deploy only services matching web-*, not db' });
+  t.notOk(decide(deployWeb, 'deploy', 'myweb-a').allowed);
+  t.notOk(decide(deployWeb, 'deploy', undefined).allowed, 'a deploy call naming no service is refused to a scoped token');
+  t.ok(decide(deployWeb, 'read', 'db').allowed);
+  t.notOk(decide({ ...deployWeb, services: 'db' }, 'deploy', 'db2').allowed, 'a literal glob matches only that name');
+});
+
+t.test('the service of a call is read from its path parameter or its body', async (t) => {
+  t.equal(serviceOf({ param: 'name' }, { name: 'web-a' }, undefined), 'web-a');
+  t.equal(serviceOf({ body: 'serviceName' }, {}, { serviceName: 'db' }), 'db');
+  t.equal(serviceOf({ body: 'serviceName' }, {}, { serviceName: 7 }), undefined);
+  t.equal(serviceOf({ body: 'serviceName' }, {}, null), undefined);
+  t.equal(serviceOf(undefined, { name: 'x' }, undefined), undefined);
+});
+
+t.test('a token expires at its expiry, not a moment later', async (t) => {
+  const at = Date.parse('2030-01-01T00:00:00Z');
+  t.notOk(isExpired({}, at));
+  t.notOk(isExpired({ expiresAt: '2030-01-01T00:00:00Z' }, at - 1));
+  t.ok(isExpired({ expiresAt: '2030-01-01T00:00:00Z' }, at));
+});
+
+t.test('durations are numbers with units, summed', async (t) => {
+  t.equal(parseDuration('90d'), 90 * 86_400_000);
+  t.equal(parseDuration('12h'), 12 * 3_600_000);
+  t.equal(parseDuration('1w2d'), 9 * 86_400_000);
+  t.equal(parseDuration('30m15s'), 30 * 60_000 + 15_000);
+  for (const bad of ['', '90', 'd', '1.5h', '-1d', '1y', '0s', '3651d', ' 1d']) t.throws(() => parseDuration(bad), { name: 'DurationError' }, JSON.stringify(bad));
+});
+
+t.test('a secret is plt_ and 256 random bits in URL-safe characters; its hash is hex SHA-256', async (t) => {
+  const secret = newSecret();
+  t.match(secret, /^plt_[A-Za-z0-9_-]{43}$/);
+  t.not(newSecret(), secret);
+  t.match(hashSecret(secret), /^[0-9a-f]{64}$/);
+  t.equal(hashSecret(secret), hashSecret(secret));
+  t.equal(bearerToken(`Bearer ${secret}`), secret);
+});
+
+t.test('a local call is one from loopback, on a loopback listener, not forwarded', async (t) => {
+  const call = (remoteAddress: string, headers: Record<string, string> = {}) => ({ socket: { remoteAddress }, headers }) as never;
+  t.ok(isLocalCall(call('127.0.0.1'), true));
+  t.ok(isLocalCall(call('::1'), true));
+  t.notOk(isLocalCall(call('127.0.0.1'), false), 'not on a public listener');
+  t.notOk(isLocalCall(call('10.0.0.5'), true));
+  t.notOk(isLocalCall(call('127.0.0.1', { 'x-forwarded-for': '203.0.113.9' }), true));
+  t.notOk(isLocalCall(call('127.0.0.1', { forwarded: 'for=203.0.113.9' }), true));
+});
