@@ -1,4 +1,4 @@
-import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Store } from '../store/store.js';
 import { bootstrapToken } from './tokens.js';
@@ -14,8 +14,11 @@ export async function bootstrapIntoFile(store: Store, dataDir: string): Promise<
   if (!issued) return undefined;
   await mkdir(dataDir, { recursive: true });
   const path = join(dataDir, FIRST_TOKEN_FILE);
-  await writeFile(path, `${issued.secret}\n`, { mode: 0o600 });
-  // A file left by an earlier store keeps its mode on overwrite.
-  await chmod(path, 0o600);
+  // A new file made 0600 from its first byte, then moved into place: a file an earlier store left
+  // (perhaps readable by others) is replaced, never written into.
+  const fresh = `${path}.${process.pid}.tmp`;
+  await rm(fresh, { force: true });
+  await writeFile(fresh, `${issued.secret}\n`, { mode: 0o600, flag: 'wx' });
+  await rename(fresh, path);
   return path;
 }

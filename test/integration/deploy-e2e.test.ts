@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -154,6 +154,14 @@ t.test('platform up: every role in one process on the embedded store', async (t)
   t.teardown(() => up.stop());
   await Promise.all([9000, 9001, 9002, 9003].map((port) => waitHealthy(`http://127.0.0.1:${port}`, up)));
   await waitFor(() => /orchestrator\s+http:\/\/127\.0\.0\.1:9000/.test(up.output()), 10_000, { what: 'the banner naming each API' });
+  // The first start makes the first admin token: in a file only its owner reads, never printed.
+  const tokenFile = join(dataDir, 'admin-token');
+  await waitFor(() => up.output().includes(`first admin token written to ${tokenFile}`), 10_000, { what: 'the banner naming the token file' });
+  t.equal(statSync(tokenFile).mode & 0o777, 0o600, 'the token file is 0600');
+  const secret = readFileSync(tokenFile, 'utf8').trim();
+  t.match(secret, /^plt_[A-Za-z0-9_-]{43}$/);
+  t.notOk(up.output().includes(secret), 'the secret is not printed');
+  t.equal((await http('POST', 'http://127.0.0.1:9000/tokens/bootstrap')).status, 409, 'bootstrap works once');
   await waitFor(async () => (await http('GET', 'http://127.0.0.1:9000/cluster/machines')).body.length === 1, 10_000);
   await deployFlow(t, { directory: 'http://127.0.0.1:9001', scheduler: 'http://127.0.0.1:9002', orchestrator: 'http://127.0.0.1:9000' });
 });
