@@ -171,9 +171,9 @@ class MachineAgent implements Agent {
   }
 
   private async reconcileOnce(): Promise<void> {
-    const assignments = await listRecords<Assignment>(this.options.store, assignmentPrefix(this.machineId));
+    // Independent round trips: the store's assignments and the engine's health, at once.
+    const [assignments, engine] = await Promise.all([listRecords<Assignment>(this.options.store, assignmentPrefix(this.machineId)), this.checkDocker()]);
     const wanted = new Set(assignments.map(slotOf));
-    const engine = await this.checkDocker();
     if (engine.reachable) await this.reconcileUnits(assignments, wanted);
     else await this.reportEngineDown(assignments, engine.error ?? 'no reason given');
     const keep = new Set([...wanted, ...this.units.retiringSlots()]);

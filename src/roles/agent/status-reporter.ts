@@ -14,19 +14,24 @@ export type UnitFailure = Required<Pick<UnitStatus, 'error' | 'errorKind'>>;
 
 export class UnitStatusReporter {
   private readonly current = new Map<string, { observed: string; status: UnitStatus }>();
+  /** The last write queued per slot: a slot's writes reach the store in the order they were made. */
+  private readonly writes = new Map<string, Promise<void>>();
 
   constructor(
     private readonly keys: LeasedWriter,
     private readonly machineId: string,
   ) {}
 
-  async report(observed: ObservedStatus): Promise<void> {
+  /** Writes the slot's status unless it is what was written last; after the slot's earlier writes. */
+  report(observed: ObservedStatus): Promise<void> {
     const slot = slotOf(observed);
-    const serialized = JSON.stringify(observed);
-    if (this.current.get(slot)?.observed === serialized) return;
-    const status: UnitStatus = { ...observed, updatedAt: new Date().toISOString() };
-    await this.keys.set(unitStatusKey(this.machineId, slot), JSON.stringify(status));
-    this.current.set(slot, { observed: serialized, status });
+    return this.inOrder(slot, async () => {
+      const serialized = JSON.stringify(observed);
+      if (this.current.get(slot)?.observed === serialized) return;
+      const status: UnitStatus = { ...observed, updatedAt: new Date().toISOString() };
+      await this.keys.set(unitStatusKey(this.machineId, slot), JSON.stringify(status));
+      this.current.set(slot, { observed: serialized, status });
+    });
   }
 
   /** The last status reported for a slot. */
@@ -34,10 +39,12 @@ export class UnitStatusReporter {
     return this.current.get(slot)?.status;
   }
 
-  async forget(slot: string): Promise<void> {
-    if (!this.current.has(slot)) return;
-    await this.keys.remove(unitStatusKey(this.machineId, slot));
-    this.current.delete(slot);
+  forget(slot: string): Promise<void> {
+    return this.inOrder(slot, async () => {
+      if (!this.current.has(slot)) return;
+      await this.keys.remove(unitStatusKey(this.machineId, slot));
+      this.current.delete(slot);
+    });
   }
 
   /** Slots with a reported status. */
@@ -47,5 +54,16 @@ export class UnitStatusReporter {
 
   statuses(): UnitStatus[] {
     return [...this.current.values()].map((entry) => entry.status).sort((a, b) => a.unit.localeCompare(b.unit));
+  }
+
+  private inOrder(slot: string, write: () => Promise<void>): Promise<void> {
+    const next = (this.writes.get(slot) ?? Promise.resolve()).catch(() => undefined).then(write);
+    this.writes.set(slot, next);
+    void next
+      .catch(() => undefined)
+      .finally(() => {
+        if (this.writes.get(slot) === next) this.writes.delete(slot);
+      });
+    return next;
   }
 }

@@ -44,6 +44,8 @@ interface SlotMemory {
 export type UnitState = Pick<ObservedStatus, 'active' | 'sub' | 'address' | 'containerId'>;
 
 const probeRetryMs = 500;
+/** How long a passed image check is trusted (an operator removing the image meanwhile makes the create fail, and the unit retry). */
+const IMAGE_CHECK_TTL_MS = 10_000;
 // A fresh process usually listens within tens of milliseconds: probe often at first, then back off.
 const probeDelayMs = (failedProbes: number): number => Math.min(20 * 1.5 ** failedProbes, 1000);
 
@@ -51,6 +53,8 @@ export class UnitReconciler {
   private readonly memory = new Map<string, SlotMemory>();
   /** Containers being drained and stopped, by container id, with their slot. */
   private readonly stopping = new Map<string, { slot: string; done: Promise<void> }>();
+  /** Image checks under way or passed in the last seconds, by image reference. */
+  private readonly images = new Map<string, Promise<void>>();
 
   constructor(private readonly options: UnitReconcilerOptions) {}
 
@@ -119,6 +123,22 @@ export class UnitReconciler {
     this.memory.delete(slot);
   }
 
+  /**
+   * Makes sure the image is on the engine, once for every unit that asks meanwhile: the units of a
+   * deploy share one check (and one pull), instead of ten. Images are pinned by digest, so a
+   * check that passed stays true for a while; a failed one is forgotten at once.
+   */
+  private imageOnce(image: string): Promise<void> {
+    let present = this.images.get(image);
+    if (!present) {
+      present = ensureImage(this.options.docker, image);
+      this.images.set(image, present);
+      const forget = () => this.images.get(image) === present && this.images.delete(image);
+      present.then(() => setTimeout(forget, IMAGE_CHECK_TTL_MS).unref(), forget);
+    }
+    return present;
+  }
+
   private memoryOf(slot: string): SlotMemory {
     let known = this.memory.get(slot);
     if (!known) {
@@ -132,10 +152,12 @@ export class UnitReconciler {
     const { docker } = this.options;
     if (await this.waitingForRetry(assignment, memory)) return;
     memory.backoff.retrying();
-    await this.report(assignment, memory, { active: 'activating', sub: 'start-pre' });
+    // Reported while the container is made (the reporter keeps the slot's writes in order).
+    const starting = this.report(assignment, memory, { active: 'activating', sub: 'start-pre' });
     try {
-      await ensureImage(docker, assignment.image);
+      await this.imageOnce(assignment.image);
     } catch (error) {
+      await starting;
       return this.fail(assignment, memory, { error: `image pull failed: ${dockerErrorMessage(error)}`, errorKind: 'image-pull' });
     }
     let containerId: string;
@@ -147,8 +169,10 @@ export class UnitReconciler {
       // With host networking the unit's port is known now: probe at once, not after the next pass.
       listening = this.options.network === 'host' ? ports.port : undefined;
     } catch (error) {
+      await starting;
       return this.fail(assignment, memory, { error: `container failed to start: ${dockerErrorMessage(error)}`, errorKind: 'container-start' });
     }
+    await starting;
     memory.readyContainer = undefined;
     if (listening !== undefined) this.probeUntilReady(assignment, memory, containerId, listening);
     await this.report(assignment, memory, { active: 'activating', sub: 'start-pre', containerId });
