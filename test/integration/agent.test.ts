@@ -179,6 +179,20 @@ t.test('two assigned units run as containers named after them and answer on thei
   t.equal(machine.unitCount, 2);
 });
 
+t.test('a unit runs unprivileged, without new privileges, host paths or host namespaces', async (t) => {
+  const status = (await runningStatus(machineId, unit(1), 1))!;
+  const { HostConfig: host } = await docker.getContainer(status.containerId!).inspect();
+  t.equal(host.Privileged, false);
+  t.ok(host.SecurityOpt?.includes('no-new-privileges'), `SecurityOpt ${JSON.stringify(host.SecurityOpt)}`);
+  t.same(host.CapDrop, ['ALL']);
+  t.notOk(host.CapAdd?.some((cap: string) => ['SYS_ADMIN', 'NET_RAW', 'NET_ADMIN', 'SYS_PTRACE', 'MKNOD'].includes(cap)), 'no dangerous capability');
+  t.notOk(host.Binds?.length, 'no host paths');
+  t.notOk(host.Mounts?.length, 'no mounts');
+  t.not(host.PidMode, 'host');
+  t.not(host.IpcMode, 'host');
+  t.equal((await httpGet(`http://${status.address}/`)).status, 200, 'and it serves');
+});
+
 t.test('GET /units lists this machine\'s unit statuses', async (t) => {
   const listed = await httpGet(`${main.url}/units`);
   t.equal(listed.status, 200);
