@@ -2,26 +2,12 @@ import t from 'tap';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Assignment } from '../../src/schemas/cluster.js';
 import { AssignmentCheck, refusalOf } from '../../src/roles/agent/assignment-check.js';
+import { sampleAssignment } from '../harness/assignment.js';
 
 // An agent runs only what a declaration could have asked for, whoever wrote the assignment.
 
-const assignment: Assignment = {
-  unit: 'web-1.service',
-  service: 'web',
-  instance: 1,
-  machine: 'm1',
-  release: 3,
-  spec: '3f2a9c01de',
-  image: 'registry.example/web@sha256:' + 'a'.repeat(64),
-  ports: [{ container: 8080 }],
-  env: { GREETING: 'hello' },
-  stopGraceSeconds: 10,
-  healthCheck: { path: '/healthz' },
-  deployment: 'd1',
-  assignedAt: '2026-01-01T00:00:00.000Z',
-};
+const assignment = sampleAssignment();
 
 t.test('an assignment as the scheduler writes it is accepted', async (t) => {
   t.equal(refusalOf(assignment), undefined);

@@ -1,23 +1,10 @@
 import t from 'tap';
-import type { Assignment } from '../../src/schemas/cluster.js';
 import { containerCreateOptions } from '../../src/roles/agent/container-spec.js';
+import { sampleAssignment } from '../harness/assignment.js';
 
 // Every unit's container is confined the same way, whatever its assignment and network mode.
 
-const assignment: Assignment = {
-  unit: 'web-1.service',
-  service: 'web',
-  instance: 1,
-  machine: 'm1',
-  release: 3,
-  spec: '3f2a9c01de',
-  image: 'registry.example/web@sha256:' + 'a'.repeat(64),
-  ports: [],
-  env: {},
-  stopGraceSeconds: 10,
-  deployment: 'd1',
-  assignedAt: '2026-01-01T00:00:00.000Z',
-};
+const assignment = sampleAssignment();
 
 t.test('every unit container is unprivileged, cannot gain privileges, and keeps only ordinary capabilities', async (t) => {
   for (const network of ['host', 'bridge'] as const) {
