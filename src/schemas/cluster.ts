@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { literalUnion } from './common.js';
-import { PortMapping } from './service.js';
+import { Env, PortMapping } from './service.js';
 import { unitActiveStates, unitSubStates } from './states.js';
 
 // Machines, assignments (intent, written by the scheduler) and unit status (observed, written by agents).
@@ -57,23 +57,34 @@ export const unitSlotFields = {
   image: Type.String(),
 };
 
-/** One unit the scheduler wants on one machine. */
-export const Assignment = Type.Object({
-  ...unitSlotFields,
-  ports: Type.Array(PortMapping),
-  env: Type.Record(Type.String(), Type.String()),
-  /** Seconds between SIGTERM and SIGKILL when the unit stops. */
-  stopGraceSeconds: Type.Integer(),
-  healthCheck: Type.Optional(Type.Object({ path: Type.String() })),
-  deployment: Type.String(),
-  assignedAt: Type.String(),
-});
+export const UnitSlot = Type.Object(unitSlotFields);
+export type UnitSlot = Static<typeof UnitSlot>;
+
+/**
+ * One unit the scheduler wants on one machine. Closed: the agent refuses one with any other field
+ * (src/roles/agent/assignment-check.ts), since whoever writes the store could ask for privileged
+ * mode or host paths that way, and no declaration can.
+ */
+export const Assignment = Type.Object(
+  {
+    ...unitSlotFields,
+    ports: Type.Array(PortMapping),
+    env: Env,
+    /** Seconds between SIGTERM and SIGKILL when the unit stops. */
+    stopGraceSeconds: Type.Integer(),
+    healthCheck: Type.Optional(Type.Object({ path: Type.String() }, { additionalProperties: false })),
+    deployment: Type.String(),
+    assignedAt: Type.String(),
+  },
+  { additionalProperties: false },
+);
 export type Assignment = Static<typeof Assignment>;
 
 /**
  * Why a unit is not running, for code to branch on (the agent writes it beside `error`, which is
- * for people): the scheduler fails a rollout on `image-pull` and `engine-unreachable` at once,
- * and on a unit that failed after 3 restarts whatever its kind; the others are waits.
+ * for people): the scheduler fails a rollout on `image-pull`, `engine-unreachable` and `refused`
+ * (the agent would not run the assignment: it asks for what no declaration can) at once, and on a
+ * unit that failed after 3 restarts whatever its kind; the others are waits.
  */
 export const UnitFailureKind = Type.Union([
   Type.Literal('image-pull'),
@@ -82,6 +93,7 @@ export const UnitFailureKind = Type.Union([
   Type.Literal('crash-loop'),
   Type.Literal('health-check'),
   Type.Literal('port-publish'),
+  Type.Literal('refused'),
 ]);
 export type UnitFailureKind = Static<typeof UnitFailureKind>;
 

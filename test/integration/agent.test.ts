@@ -179,6 +179,63 @@ t.test('two assigned units run as containers named after them and answer on thei
   t.equal(machine.unitCount, 2);
 });
 
+t.test('a unit runs unprivileged, without new privileges, host paths or host namespaces', async (t) => {
+  const status = (await runningStatus(machineId, unit(1), 1))!;
+  const { HostConfig: host } = await docker.getContainer(status.containerId!).inspect();
+  t.equal(host.Privileged, false);
+  t.ok(host.SecurityOpt?.includes('no-new-privileges'), `SecurityOpt ${JSON.stringify(host.SecurityOpt)}`);
+  t.same(host.CapDrop, ['ALL']);
+  t.notOk(host.CapAdd?.some((cap: string) => ['SYS_ADMIN', 'NET_RAW', 'NET_ADMIN', 'SYS_PTRACE', 'MKNOD'].includes(cap)), 'no dangerous capability');
+  t.notOk(host.Binds?.length, 'no host paths');
+  t.notOk(host.Mounts?.length, 'no mounts');
+  t.not(host.PidMode, 'host');
+  t.not(host.IpcMode, 'host');
+  t.equal((await httpGet(`http://${status.address}/`)).status, 200, 'and it serves');
+});
+
+t.test('assignments written into the store that ask for privileges are refused and say why', async (t) => {
+  const asks: [number, Record<string, unknown>, string][] = [
+    [6, { privileged: true }, 'privileged mode'],
+    [7, { binds: ['/:/host'] }, 'host paths'],
+    [8, { pidMode: 'host' }, "the host's PID namespace"],
+  ];
+  for (const [instance, extra] of asks) {
+    const plain = assignment(machineId, instance, 1, imageV1);
+    await store.put(assignmentKey(machineId, slotOf(plain)), JSON.stringify({ ...plain, ...extra }));
+  }
+  for (const [instance, , what] of asks) {
+    const status = await waitFor(async () => {
+      const s = await statusOf(machineId, unit(instance));
+      return s?.active === 'failed' ? s : undefined;
+    }, 30_000, { what: `${unit(instance)} refused` });
+    t.equal(status.sub, 'failed');
+    t.equal(status.errorKind, 'refused');
+    t.equal(status.error, `assignment refused: it asks for ${what}, which no declaration can`);
+    t.equal(status.containerId, undefined);
+  }
+  await main.agent.reconcile();
+  const names = (await containersOf(machineId)).map((info) => info.Labels['platform.unit']);
+  for (const [instance] of asks) t.notOk(names.includes(unit(instance)), `no container for ${unit(instance)}`);
+  for (const [instance] of asks) await unassign(machineId, unit(instance));
+  for (const [instance] of asks) await waitFor(async () => !(await statusOf(machineId, unit(instance))), 30_000, { what: `${unit(instance)} status gone` });
+});
+
+t.test('a running unit whose assignment is rewritten to ask for privileges is stopped, and says why', async (t) => {
+  const plain = assignment(machineId, 9, 1, imageV1);
+  await assign(plain);
+  await waitFor(() => runningStatus(machineId, plain.unit, 1), 30_000, { what: `${plain.unit} running` });
+  await store.put(assignmentKey(machineId, slotOf(plain)), JSON.stringify({ ...plain, privileged: true }));
+  await waitFor(async () => !(await containersOf(machineId)).some((info) => info.Labels['platform.unit'] === plain.unit), 30_000, { what: 'its container removed' });
+  const status = await waitFor(async () => {
+    const s = await statusOf(machineId, plain.unit);
+    return s?.errorKind === 'refused' ? s : undefined;
+  }, 10_000, { what: 'refusal reported' });
+  t.equal(status.active, 'failed');
+  t.equal(status.error, 'assignment refused: it asks for privileged mode, which no declaration can');
+  await unassign(machineId, plain.unit);
+  await waitFor(async () => !(await statusOf(machineId, plain.unit)), 30_000, { what: `${plain.unit} status gone` });
+});
+
 t.test('GET /units lists this machine\'s unit statuses', async (t) => {
   const listed = await httpGet(`${main.url}/units`);
   t.equal(listed.status, 200);

@@ -4,8 +4,8 @@ import type { Assignment, Machine, UnitStatus } from '../../schemas/cluster.js';
 import type { RoleServer } from '../../http/server.js';
 import type { Store, Watch } from '../../store/store.js';
 import { assignmentPrefix } from '../../store/keys.js';
-import { listRecords } from '../../store/json-records.js';
 import { LeasedKeys } from '../../store/leased-keys.js';
+import { AssignmentCheck, type RefusedAssignment } from './assignment-check.js';
 import { CoalescingRunner } from './coalescing-runner.js';
 import type { NetworkMode } from './container-spec.js';
 import { canonicalName, listUnitContainers, type UnitContainer } from './containers.js';
@@ -74,6 +74,7 @@ class MachineAgent implements Agent {
   private readonly reporter: UnitStatusReporter;
   private readonly registration: MachineRegistration;
   private readonly units: UnitReconciler;
+  private readonly assignmentCheck: AssignmentCheck;
   private assignmentWatch: Watch | undefined;
   private dockerEvents: DockerEventWatch | undefined;
   private resyncTimer: NodeJS.Timeout | undefined;
@@ -107,6 +108,7 @@ class MachineAgent implements Agent {
       wakeIn: (ms) => this.wakeIn(ms),
       log: options.log,
     });
+    this.assignmentCheck = new AssignmentCheck(options.log);
     this.runner = new CoalescingRunner(
       () => this.reconcileOnce(),
       (error) => options.log.warn({ err: error, machine: this.machineId }, 'reconcile failed; retrying at the next resync'),
@@ -172,11 +174,14 @@ class MachineAgent implements Agent {
 
   private async reconcileOnce(): Promise<void> {
     // Independent round trips: the store's assignments and the engine's health, at once.
-    const [assignments, engine] = await Promise.all([listRecords<Assignment>(this.options.store, assignmentPrefix(this.machineId)), this.checkDocker()]);
+    const [listed, engine] = await Promise.all([this.options.store.list(assignmentPrefix(this.machineId)), this.checkDocker()]);
+    const { accepted: assignments, refused } = this.assignmentCheck.check(listed);
     const wanted = new Set(assignments.map(slotOf));
+    // Reported first: a container an assignment had before it was refused is stopped at once, not drained.
+    const refusedSlots = await this.reportRefused(refused);
     if (engine.reachable) await this.reconcileUnits(assignments, wanted);
     else await this.reportEngineDown(assignments, engine.error ?? 'no reason given');
-    const keep = new Set([...wanted, ...this.units.retiringSlots()]);
+    const keep = new Set([...wanted, ...refusedSlots, ...this.units.retiringSlots()]);
     await Promise.all(this.reporter.slots().filter((slot) => !keep.has(slot)).map((slot) => this.reporter.forget(slot)));
     this.units.forgetExcept(keep);
     await this.registration.update(engine, assignments.length);
@@ -207,6 +212,17 @@ class MachineAgent implements Agent {
     const holders = new Set(containers.filter((c) => c.name === c.unit).map((c) => c.unit));
     const renamable = containers.filter((c) => c.name !== c.unit && !holders.has(c.unit) && wanted.has(slotOf(c)) && !this.units.isStopping(c));
     for (const container of renamable) await canonicalName(this.docker, container);
+  }
+
+  /** Refused assignments create nothing; each one that names its slot says why in its status. Returns those slots. */
+  private async reportRefused(refused: RefusedAssignment[]): Promise<string[]> {
+    const named = refused.filter((entry): entry is Required<RefusedAssignment> => entry.slot !== undefined);
+    await Promise.all(
+      named.map(({ slot, refusal }) =>
+        this.reporter.report(observedStatus(slot, this.machineId, 0, { active: 'failed', sub: 'failed' }, { error: refusal, errorKind: 'refused' })),
+      ),
+    );
+    return named.map(({ slot }) => slotOf(slot));
   }
 
   private async reportEngineDown(assignments: Assignment[], reason: string): Promise<void> {

@@ -1,9 +1,10 @@
-import type { ContainerCreateOptions } from 'dockerode';
+import type { ContainerCreateOptions, HostConfig } from 'dockerode';
 import type { Assignment } from '../../schemas/cluster.js';
 
 // What a unit's container looks like: named after the unit, labelled so any agent (this one after
 // a restart included) can tell whose it is and what it runs (its slot: unit and spec), and given
-// the unit's environment.
+// the unit's environment. Nothing else: no host paths, no host PID or IPC namespace, no device,
+// never privileged, and no way to gain privileges (setuid binaries, file capabilities) once started.
 
 export type NetworkMode = 'bridge' | 'host';
 
@@ -48,6 +49,24 @@ export function unitEnvironment(assignment: Assignment, port: number): string[] 
   return Object.entries(env).map(([name, value]) => `${name}=${value}`);
 }
 
+/**
+ * The capabilities a unit keeps: Docker's default set without NET_RAW (forged packets to its
+ * neighbours), MKNOD (device nodes), AUDIT_WRITE and SETFCAP (granting file capabilities). Everything
+ * else is dropped, so an engine whose defaults are wider gives no more. What remains lets ordinary
+ * images work as they do elsewhere: bind port 80 in their own network, chown their files at
+ * start, and drop from root to their own user.
+ */
+export const unitCapabilities: readonly string[] = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'SETGID', 'SETUID', 'SETPCAP', 'NET_BIND_SERVICE', 'SYS_CHROOT'];
+
+/** What confines every unit, whatever its assignment says (PID namespace: its own, Docker's default). */
+const unitConfinement = (): HostConfig => ({
+  Privileged: false,
+  SecurityOpt: ['no-new-privileges'],
+  CapDrop: ['ALL'],
+  CapAdd: [...unitCapabilities],
+  IpcMode: 'private',
+});
+
 export function containerCreateOptions(spec: UnitContainerSpec): ContainerCreateOptions & { name: string } {
   const { assignment, port } = spec;
   const portKey = `${port}/tcp`;
@@ -69,9 +88,11 @@ export function containerCreateOptions(spec: UnitContainerSpec): ContainerCreate
       [labels.image]: assignment.image,
     },
     ...(spec.network === 'bridge' ? { ExposedPorts: { [portKey]: {} } } : {}),
-    HostConfig:
-      spec.network === 'host'
+    HostConfig: {
+      ...unitConfinement(),
+      ...(spec.network === 'host'
         ? { NetworkMode: 'host' }
-        : { NetworkMode: 'bridge', PortBindings: { [portKey]: [{ HostIp: '', HostPort: spec.hostPort ? String(spec.hostPort) : '' }] } },
+        : { NetworkMode: 'bridge', PortBindings: { [portKey]: [{ HostIp: '', HostPort: spec.hostPort ? String(spec.hostPort) : '' }] } }),
+    },
   };
 }

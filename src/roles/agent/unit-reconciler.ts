@@ -1,6 +1,6 @@
 import type Docker from 'dockerode';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Assignment } from '../../schemas/cluster.js';
+import type { Assignment, UnitSlot } from '../../schemas/cluster.js';
 import { isRunning, slotOf } from '../../units.js';
 import { RestartBackoff } from './backoff.js';
 import { containerCreateOptions, type NetworkMode } from './container-spec.js';
@@ -257,7 +257,7 @@ export class UnitReconciler {
 }
 
 export function observedStatus(
-  assignment: Assignment,
+  assignment: UnitSlot,
   machineId: string,
   restarts: number,
   state: UnitState,

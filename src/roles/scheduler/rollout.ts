@@ -32,7 +32,7 @@ const IDLE_WAKE_MS = 1000;
 
 /** Failures no waiting will cure: the deployment fails at once with the agent's reason. */
 const isPermanentFailure = (status: UnitStatus): boolean =>
-  status.errorKind === 'image-pull' || status.errorKind === 'engine-unreachable' || (status.active === 'failed' && status.restarts >= CRASH_LOOP_RESTARTS);
+  status.errorKind === 'image-pull' || status.errorKind === 'engine-unreachable' || status.errorKind === 'refused' || (status.active === 'failed' && status.restarts >= CRASH_LOOP_RESTARTS);
 
 export const releaseSpec = (release: Release): string =>
   specHash({ image: release.image, env: release.config.env, ports: release.config.ports });

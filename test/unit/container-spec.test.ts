@@ -1,0 +1,22 @@
+import t from 'tap';
+import { containerCreateOptions } from '../../src/roles/agent/container-spec.js';
+import { sampleAssignment } from '../harness/assignment.js';
+
+// Every unit's container is confined the same way, whatever its assignment and network mode.
+
+const assignment = sampleAssignment();
+
+t.test('every unit container is unprivileged, cannot gain privileges, and keeps only ordinary capabilities', async (t) => {
+  for (const network of ['host', 'bridge'] as const) {
+    const { HostConfig: host } = containerCreateOptions({ assignment, machineId: 'm1', network, port: 8080 });
+    t.equal(host?.Privileged, false, network);
+    t.same(host?.SecurityOpt, ['no-new-privileges']);
+    t.same(host?.CapDrop, ['ALL']);
+    t.notOk(host?.CapAdd?.some((cap: string) => ['SYS_ADMIN', 'NET_RAW', 'MKNOD', 'SYS_PTRACE', 'NET_ADMIN'].includes(cap)));
+    t.equal(host?.IpcMode, 'private');
+    t.equal(host?.PidMode, undefined, 'its own PID namespace');
+    t.equal(host?.Binds, undefined);
+    t.equal(host?.Mounts, undefined);
+    t.equal(host?.Devices, undefined);
+  }
+});
