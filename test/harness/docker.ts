@@ -85,7 +85,12 @@ export async function startDockerd(): Promise<DockerEngine> {
   );
   child.stdout?.pipe(log);
   child.stderr?.pipe(log);
-  const killOnExit = () => child.kill('SIGKILL');
+  // A test process that dies takes its engine along, and the containers' shims, which outlive a
+  // killed dockerd (they belong to its exec root, which names no other engine).
+  const killOnExit = () => {
+    child.kill('SIGKILL');
+    spawnSync('pkill', ['-KILL', '-f', `containerd-shim.*${dir}/`], { stdio: 'ignore' });
+  };
   process.once('exit', killOnExit);
 
   const docker = new Docker({ socketPath: socket });
