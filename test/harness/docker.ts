@@ -85,9 +85,13 @@ export async function startDockerd(): Promise<DockerEngine> {
   );
   child.stdout?.pipe(log);
   child.stderr?.pipe(log);
-  // A test process that dies takes its engine along, and the containers' shims, which outlive a
-  // killed dockerd (they belong to its exec root, which names no other engine).
+  // A test process that dies takes its engine along with the containers on it: they outlive a
+  // killed dockerd (their shims and processes are not its children). Bounded: a hung engine is
+  // killed all the same, and its shims (found by its exec root, which names no other engine) too.
   const killOnExit = () => {
+    const cli = (args: string[]) => spawnSync('docker', ['-H', `unix://${socket}`, ...args], { encoding: 'utf8', timeout: 10_000 });
+    const ids = (cli(['ps', '-aq']).stdout ?? '').split('\n').filter(Boolean);
+    if (ids.length > 0) cli(['rm', '-f', ...ids]);
     child.kill('SIGKILL');
     spawnSync('pkill', ['-KILL', '-f', `containerd-shim.*${dir}/`], { stdio: 'ignore' });
   };
