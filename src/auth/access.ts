@@ -2,7 +2,8 @@ import picomatch from 'picomatch';
 import type { TokenRecord, TokenRole } from '../schemas/token.js';
 
 // The pure decision: may this token do what this route needs, on this service? Routes declare
-// what they need in their Fastify config (`config: { access: 'deploy', service: { param: 'name' } }`);
+// what they need in their Fastify config (`config: { access: 'deploy', service: { param: 'name' } }`,
+// typed in guard.ts; the orchestrator's come from its API table, src/schemas/api.ts);
 // a route that declares nothing needs `read` for GET and HEAD and `admin` for anything else.
 
 /** `open`: no token is ever needed (health, readiness, API documentation, the registry webhooks, bootstrap). */
@@ -14,13 +15,6 @@ export type ServiceSource = { param: string } | { body: string };
 export interface RouteAccess {
   access: Access;
   service?: ServiceSource;
-}
-
-declare module 'fastify' {
-  interface FastifyContextConfig {
-    access?: Access;
-    service?: ServiceSource;
-  }
 }
 
 const rank: Record<TokenRole, number> = { read: 0, deploy: 1, admin: 2 };

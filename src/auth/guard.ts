@@ -1,13 +1,20 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { HttpError, unauthorized } from '../http/errors.js';
 import type { TokenRecord } from '../schemas/token.js';
-import { decide, isExpired, routeAccess, serviceOf } from './access.js';
+import { decide, isExpired, routeAccess, serviceOf, type Access, type ServiceSource } from './access.js';
 import { bearerToken, isLocalCall } from './caller.js';
 import type { TokenCache } from './token-cache.js';
 
 // The check every role server runs on every call (installed once, in src/http/server.ts):
 // authentication on request (401), then the route's right on the service the call names (403),
 // after the body is parsed when the service is named in the body.
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    access?: Access;
+    service?: ServiceSource;
+  }
+}
 
 export type AuthMode = 'auto' | 'token' | 'none';
 export const authModes: readonly AuthMode[] = ['auto', 'token', 'none'];

@@ -5,11 +5,12 @@ import { DeployReply, ManualDeployRequest, Release, VersionParams, getDeployment
 import { ClusterUnit, Machine, MachineDrain, MachineDrainRequest, MachineParams } from './cluster.js';
 import { splitRouteKey, type RouteKey } from './route-key.js';
 import { bootstrapTokenSchema, createTokenSchema, listTokensSchema, revokeTokenSchema } from './token.js';
+import type { Access, ServiceSource } from '../auth/access.js';
 
 // The orchestrator's API, one entry per route: the key is its method and path, the value its
 // schemas. The orchestrator registers its routes from this table (and the OpenAPI document follows
 // from them); the CLI client and the dashboard name the key of each call they make and take its
-// types from here. Each route is written down once.
+// types from here. Each route is written down once, with the right a call of it needs.
 
 interface RouteSchema {
   description?: string;
@@ -17,7 +18,15 @@ interface RouteSchema {
   querystring?: TSchema;
   body?: TSchema;
   response: Record<number, TSchema>;
+  /**
+   * What the route needs beyond the default (a GET needs a read token, any other method an admin
+   * token; see src/auth/access.ts), and where it finds the service a deploy token must match.
+   */
+  access?: Access;
+  service?: ServiceSource;
 }
+
+const deployOnName = { access: 'deploy', service: { param: 'name' } } as const;
 
 export const orchestratorApi = {
   'POST /services': {
@@ -38,6 +47,7 @@ export const orchestratorApi = {
     params: NameParams,
     body: ServiceConfigPatch,
     response: { 200: ServiceConfig, ...errorResponses },
+    ...deployOnName,
   },
   'GET /services/:name/config/last': { description: 'The config of the latest release.', params: NameParams, response: { 200: Release, ...errorResponses } },
   'GET /services/:name/config/history': { description: 'Every release, oldest first.', params: NameParams, response: { 200: Type.Array(Release), ...errorResponses } },
@@ -47,8 +57,9 @@ export const orchestratorApi = {
     params: NameParams,
     body: Type.Optional(ManualDeployRequest),
     response: { 200: DeployReply, ...errorResponses },
+    ...deployOnName,
   },
-  'POST /services/:name/rollback': { ...rollbackSchema, params: NameParams },
+  'POST /services/:name/rollback': { ...rollbackSchema, params: NameParams, ...deployOnName },
   'GET /services/:name/units': { params: NameParams, response: { 200: Type.Array(ClusterUnit), ...errorResponses } },
   'GET /services/:name/units/:unit/logs': {
     description: "A unit's container output as text, from the agent of its machine; `follow` streams.",
@@ -78,9 +89,10 @@ export const orchestratorApi = {
   'GET /deployments/:id': getDeploymentSchema,
   'GET /journal': journalSchema,
   'POST /tokens': createTokenSchema,
-  'GET /tokens': listTokensSchema,
+  // Tokens are an admin's, reading them too; bootstrap needs none (it works once, while none exists).
+  'GET /tokens': { ...listTokensSchema, access: 'admin' },
   'DELETE /tokens/:name': revokeTokenSchema,
-  'POST /tokens/bootstrap': bootstrapTokenSchema,
+  'POST /tokens/bootstrap': { ...bootstrapTokenSchema, access: 'open' },
   'GET /events': {
     description:
       'Server-Sent Events for the dashboard: a `snapshot` first, then `service`, `deployment`, `journal`, `machine` and `unit` events, ' +
@@ -92,24 +104,11 @@ export const orchestratorApi = {
 export type OrchestratorApi = typeof orchestratorApi;
 export type OrchestratorRoute = keyof OrchestratorApi;
 
-/** The options `server.route` takes for one entry of the table, to which the role adds its handler. */
-/**
- * What a route needs beyond the default (a GET needs a read token, any other method an admin
- * token; see src/auth/access.ts): a deploy token whose services glob matches the route's service,
- * an admin token to read tokens, none to bootstrap.
- */
-const deployOnName = { access: 'deploy', service: { param: 'name' } } as const;
-const orchestratorAccess: Partial<Record<OrchestratorRoute, { access: 'read' | 'deploy' | 'admin' | 'open'; service?: { param: string } }>> = {
-  'PATCH /services/:name/config/next': deployOnName,
-  'POST /services/:name/deploy': deployOnName,
-  'POST /services/:name/rollback': deployOnName,
-  // Tokens are an admin's, reading them too; bootstrap needs none (it works once, while none exists).
-  'GET /tokens': { access: 'admin' },
-  'POST /tokens/bootstrap': { access: 'open' },
-};
-
-/** A route of the table as Fastify registers it: method, URL, schemas and the access it needs. */
-export const apiRoute = <K extends OrchestratorRoute>(key: K) => ({ ...splitRouteKey(key), schema: orchestratorApi[key], config: { ...orchestratorAccess[key] } });
+/** A route of the table as Fastify registers it: method, URL, schemas and, in its config, the access it needs. */
+export function apiRoute<K extends OrchestratorRoute>(key: K) {
+  const { access, service, ...schema }: RouteSchema = orchestratorApi[key];
+  return { ...splitRouteKey(key), schema: schema as Omit<OrchestratorApi[K], 'access' | 'service'>, config: { access, service } };
+}
 
 type Responses<K extends OrchestratorRoute> = OrchestratorApi[K]['response'];
 

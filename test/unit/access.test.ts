@@ -3,6 +3,7 @@ import { decide, isExpired, routeAccess, serviceOf } from '../../src/auth/access
 import { parseDuration } from '../../src/auth/duration.js';
 import { bearerToken, isLocalCall } from '../../src/auth/caller.js';
 import { hashSecret, newSecret } from '../../src/auth/tokens.js';
+import { apiRoute, orchestratorApi, type OrchestratorRoute } from '../../src/schemas/api.js';
 
 const read = { name: 'viewer', role: 'read' as const };
 const deployAll = { name: 'ci', role: 'deploy' as const };
@@ -77,4 +78,22 @@ t.test('a local call is one from loopback, on a loopback listener, not forwarded
   t.notOk(isLocalCall(call('10.0.0.5'), true));
   t.notOk(isLocalCall(call('127.0.0.1', { 'x-forwarded-for': '203.0.113.9' }), true));
   t.notOk(isLocalCall(call('127.0.0.1', { forwarded: 'for=203.0.113.9' }), true));
+});
+
+t.test("an orchestrator route's access comes from its API table entry into its config, not its schema", async (t) => {
+  const need = (key: OrchestratorRoute) => {
+    const route = apiRoute(key);
+    t.notOk('access' in route.schema || 'service' in route.schema, `${key}: the schema carries no access`);
+    return routeAccess(route.method, route.config);
+  };
+  for (const key of ['PATCH /services/:name/config/next', 'POST /services/:name/deploy', 'POST /services/:name/rollback'] as const) {
+    t.same(need(key), { access: 'deploy', service: { param: 'name' } }, key);
+  }
+  t.same(need('GET /tokens'), { access: 'admin' });
+  t.same(need('POST /tokens/bootstrap'), { access: 'open' });
+  t.same(need('POST /tokens'), { access: 'admin' });
+  t.same(need('DELETE /services/:name'), { access: 'admin' });
+  t.same(need('GET /services'), { access: 'read' });
+  const declared = Object.keys(orchestratorApi).filter((key) => 'access' in orchestratorApi[key as OrchestratorRoute]);
+  t.same(declared.sort(), ['GET /tokens', 'PATCH /services/:name/config/next', 'POST /services/:name/deploy', 'POST /services/:name/rollback', 'POST /tokens/bootstrap']);
 });

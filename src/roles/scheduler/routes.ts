@@ -75,6 +75,7 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void 
         params: NameParams,
         response: { 204: Type.Null(), 503: ErrorReply },
       },
+      config: { access: 'admin' },
     },
     async (request, reply) => {
       const remaining = await scheduler.stopService(request.params.name);
