@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { HttpError, unauthorized } from '../http/errors.js';
-import type { TokenRecord } from '../schemas/token.js';
+import type { TokenRecord, TokenRole } from '../schemas/token.js';
 import { decide, isExpired, routeAccess, serviceOf } from './access.js';
 import { bearerToken, isLocalCall } from './caller.js';
 import type { TokenCache } from './token-cache.js';
@@ -28,6 +28,14 @@ const callers = new WeakMap<FastifyRequest, TokenRecord>();
 
 /** The token a call was authenticated with; undefined for local calls under auto and under none. */
 export const callerToken = (request: FastifyRequest): TokenRecord | undefined => callers.get(request);
+
+const localCalls = new WeakSet<FastifyRequest>();
+
+/** The role of the caller's token; undefined when the call needed none (local under auto, --auth none, open routes). */
+export const callerRole = (request: FastifyRequest): TokenRole | undefined => callers.get(request)?.role;
+
+/** Who made the call, as the journal names it: the token's name, `local` for a local call under auto, else undefined. */
+export const callerName = (request: FastifyRequest): string | undefined => callers.get(request)?.name ?? (localCalls.has(request) ? 'local' : undefined);
 
 function authenticate(control: AccessControl, request: FastifyRequest, reply: FastifyReply): TokenRecord {
   const secret = bearerToken(request.headers.authorization);
@@ -63,7 +71,10 @@ export function installAccessControl(server: FastifyInstance, control: AccessCon
     const need = routeAccess(request.method, request.routeOptions.config);
     if (need.access === 'open') return;
     // A local call that presents a token is checked anyway: the orchestrator forwards its caller's.
-    if (control.mode === 'auto' && request.headers.authorization === undefined && isLocalCall(request, control.listenerLoopback)) return;
+    if (control.mode === 'auto' && request.headers.authorization === undefined && isLocalCall(request, control.listenerLoopback)) {
+      localCalls.add(request);
+      return;
+    }
     refuseWhileLimited(control, request, reply);
     const token = authenticate(control, request, reply);
     callers.set(request, token);

@@ -108,8 +108,24 @@ const orchestratorAccess: Partial<Record<OrchestratorRoute, { access: 'read' | '
   'POST /tokens/bootstrap': { access: 'open' },
 };
 
-/** A route of the table as Fastify registers it: method, URL, schemas and the access it needs. */
-export const apiRoute = <K extends OrchestratorRoute>(key: K) => ({ ...splitRouteKey(key), schema: orchestratorApi[key], config: { ...orchestratorAccess[key] } });
+/**
+ * Changes the orchestrator passes on to the directory or the scheduler, which journal them
+ * (src/auth/audit.ts): journaled there, once, not here too.
+ */
+const passedOn: ReadonlySet<OrchestratorRoute> = new Set<OrchestratorRoute>([
+  'POST /services',
+  'DELETE /services/:name',
+  'PATCH /services/:name/config/next',
+  'POST /services/:name/deploy',
+  'POST /services/:name/rollback',
+]);
+
+/** A route of the table as Fastify registers it: method, URL, schemas, the access it needs and whether it is journaled here. */
+export const apiRoute = <K extends OrchestratorRoute>(key: K) => ({
+  ...splitRouteKey(key),
+  schema: orchestratorApi[key],
+  config: { ...orchestratorAccess[key], ...(passedOn.has(key) ? { audit: false as const } : {}) },
+});
 
 type Responses<K extends OrchestratorRoute> = OrchestratorApi[K]['response'];
 
