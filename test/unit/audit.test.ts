@@ -1,5 +1,6 @@
 import t from 'tap';
 import { auditLine, describeBody } from '../../src/auth/audit.js';
+import { REDACTED, redactEnv } from '../../src/auth/env-redaction.js';
 
 const call = (method: string, route: string, url: string, params: object, body: unknown, config: object = {}) =>
   ({ method, url, params, body, routeOptions: { url: route, config } }) as unknown as Parameters<typeof auditLine>[0];
@@ -36,4 +37,8 @@ t.test("an unlisted change gets a kind from its route and the service its access
   });
   t.equal(describeBody({ env: {} }), 'env unchanged');
   t.equal(describeBody('text'), '');
+});
+
+t.test('redacted env keeps the names', async (t) => {
+  t.same(redactEnv({ A: '1', B: '' }), { A: REDACTED, B: REDACTED });
 });
