@@ -1,9 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { HttpError, unauthorized } from '../http/errors.js';
-import type { TokenRecord } from '../schemas/token.js';
+import type { TokenRecord, TokenRole } from '../schemas/token.js';
 import { decide, isExpired, routeAccess, serviceOf, type Access, type ServiceSource } from './access.js';
 import { bearerToken, isLocalCall } from './caller.js';
 import type { TokenCache } from './token-cache.js';
+import type { FailureLimiter } from './failure-limiter.js';
 
 // The check every role server runs on every call (installed once, in src/http/server.ts):
 // authentication on request (401), then the route's right on the service the call names (403),
@@ -26,12 +27,22 @@ export interface AccessControl {
   tokens?: TokenCache;
   /** Whether the role listens on a loopback address (a condition of a local call). */
   listenerLoopback: boolean;
+  /** Addresses that failed to authenticate too often are refused with 429; absent: never. */
+  failures?: FailureLimiter;
 }
 
 const callers = new WeakMap<FastifyRequest, TokenRecord>();
 
 /** The token a call was authenticated with; undefined for local calls under auto and under none. */
 export const callerToken = (request: FastifyRequest): TokenRecord | undefined => callers.get(request);
+
+const localCalls = new WeakSet<FastifyRequest>();
+
+/** The role of the caller's token; undefined when the call needed none (local under auto, --auth none, open routes). */
+export const callerRole = (request: FastifyRequest): TokenRole | undefined => callers.get(request)?.role;
+
+/** Who made the call, as the journal names it: the token's name, `local` for a local call under auto, else undefined. */
+export const callerName = (request: FastifyRequest): string | undefined => callers.get(request)?.name ?? (localCalls.has(request) ? 'local' : undefined);
 
 function authenticate(control: AccessControl, request: FastifyRequest, reply: FastifyReply): TokenRecord {
   const secret = bearerToken(request.headers.authorization);
@@ -40,9 +51,19 @@ function authenticate(control: AccessControl, request: FastifyRequest, reply: Fa
     control.tokens?.recordUse(token);
     return token;
   }
+  control.failures?.recordFailure(request.ip);
   void reply.header('www-authenticate', 'Bearer realm="platform"');
   if (secret === undefined) throw unauthorized('this call needs a token: send Authorization: Bearer <token> (the CLI takes --token or PLATFORM_TOKEN)');
   throw unauthorized(token ? `token ${token.name} expired at ${token.expiresAt}` : 'the token is unknown or revoked');
+}
+
+/** 429 while the caller's address is limited, before its token is looked up. */
+function refuseWhileLimited(control: AccessControl, request: FastifyRequest, reply: FastifyReply): void {
+  const waitMs = control.failures?.retryAfterMs(request.ip) ?? 0;
+  if (waitMs <= 0) return;
+  const seconds = Math.ceil(waitMs / 1000);
+  void reply.header('retry-after', String(seconds));
+  throw new HttpError(429, `too many failed authentications from ${request.ip}: try again in ${seconds} s`);
 }
 
 function authorize(token: TokenRecord, request: FastifyRequest): void {
@@ -57,7 +78,11 @@ export function installAccessControl(server: FastifyInstance, control: AccessCon
     const need = routeAccess(request.method, request.routeOptions.config);
     if (need.access === 'open') return;
     // A local call that presents a token is checked anyway: the orchestrator forwards its caller's.
-    if (control.mode === 'auto' && request.headers.authorization === undefined && isLocalCall(request, control.listenerLoopback)) return;
+    if (control.mode === 'auto' && request.headers.authorization === undefined && isLocalCall(request, control.listenerLoopback)) {
+      localCalls.add(request);
+      return;
+    }
+    refuseWhileLimited(control, request, reply);
     const token = authenticate(control, request, reply);
     callers.set(request, token);
     if (!need.service || 'param' in need.service) authorize(token, request);

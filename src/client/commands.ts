@@ -134,7 +134,7 @@ export function addClientCommands(program: Command): void {
     .option('--limit <n>', 'entries (at most 500)', wholeNumber, 50)
     .action(async (service: string | undefined, options: { limit: number }, command: Command) => {
       const entries = await client(command).journal(options.limit, service);
-      print(table(['AT', 'SERVICE', 'KIND', 'MESSAGE'], entries.map((e) => [e.at, e.service ?? '-', e.kind, e.message])));
+      print(table(['AT', 'SERVICE', 'KIND', 'BY', 'MESSAGE'], entries.map((e) => [e.at, e.service ?? '-', e.kind, e.actor?.token ?? '-', e.message])));
     });
 
   program

@@ -35,18 +35,26 @@ export class PeerClient {
 
   /**
    * Calls made for the caller of `request`: its Authorization header goes along, so the peer
-   * checks (and records) the caller's own token; a role holds no credentials of its own.
+   * checks (and records) the caller's own token; a role holds no credentials of its own. With a
+   * token, the caller's address goes along in X-Forwarded-For for the peer's journal; a call
+   * without one stays unmarked, or the peer would not take it for the local call it is.
    */
-  actingFor(request: { headers: IncomingHttpHeaders }): PeerCaller {
+  actingFor(request: { headers: IncomingHttpHeaders; ip: string }): PeerCaller {
     const authorization = request.headers.authorization;
-    return { call: (method, path, body, timeoutMs) => this.call(method, path, body, timeoutMs, authorization) };
+    const headers: Record<string, string> = {};
+    if (authorization !== undefined) {
+      headers.authorization = authorization;
+      const before = request.headers['x-forwarded-for'];
+      headers['x-forwarded-for'] = [typeof before === 'string' ? before : undefined, request.ip].filter(Boolean).join(', ');
+    }
+    return { call: (method, path, body, timeoutMs) => this.call(method, path, body, timeoutMs, headers) };
   }
 
-  async call<T>(method: JsonMethod, path: string, body?: unknown, timeoutMs = 15_000, authorization?: string): Promise<PeerReply<T>> {
+  async call<T>(method: JsonMethod, path: string, body?: unknown, timeoutMs = 15_000, headers: Record<string, string> = {}): Promise<PeerReply<T>> {
     const base = await this.baseUrl();
     let reply;
     try {
-      reply = await requestJson(`${base}${path}`, method, body, timeoutMs, authorization === undefined ? {} : { authorization });
+      reply = await requestJson(`${base}${path}`, method, body, timeoutMs, headers);
     } catch (error) {
       throw unavailable(`${this.component} at ${base} is not answering: ${(error as Error).message}`);
     }

@@ -7,6 +7,7 @@ import { componentKey } from '../store/keys.js';
 import type { Store } from '../store/store.js';
 import { TokenCache } from '../auth/token-cache.js';
 import { isLoopback } from '../auth/caller.js';
+import { FailureLimiter } from '../auth/failure-limiter.js';
 import type { RoleContext, StartedRole } from './role.js';
 import { startDirectory } from './directory/start.js';
 import { startScheduler } from './scheduler/start.js';
@@ -49,7 +50,8 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
   try {
     const tokens = config.auth === 'none' ? undefined : await TokenCache.start(store);
     if (tokens) closers.unshift(() => tokens.close());
-    const access = { mode: config.auth, listenerLoopback: isLoopback(config.host), ...(tokens ? { tokens } : {}) };
+    // One limiter per process: an address refused by one role is refused by the others it serves.
+    const access = { mode: config.auth, listenerLoopback: isLoopback(config.host), failures: new FailureLimiter(), ...(tokens ? { tokens } : {}) };
     for (const role of config.roles) {
       const port = portOf(config, role);
       const advertised = `${config.advertiseHost}:${config.advertisePort ?? port}`;

@@ -104,10 +104,22 @@ export const orchestratorApi = {
 export type OrchestratorApi = typeof orchestratorApi;
 export type OrchestratorRoute = keyof OrchestratorApi;
 
-/** A route of the table as Fastify registers it: method, URL, schemas and, in its config, the access it needs. */
+/**
+ * Changes the orchestrator passes on to the directory or the scheduler, which journal them
+ * (src/auth/audit.ts): journaled there, once, not here too.
+ */
+const passedOn: ReadonlySet<OrchestratorRoute> = new Set<OrchestratorRoute>([
+  'POST /services',
+  'DELETE /services/:name',
+  'PATCH /services/:name/config/next',
+  'POST /services/:name/deploy',
+  'POST /services/:name/rollback',
+]);
+
+/** A route of the table as Fastify registers it: method, URL, schemas and, in its config, the access it needs and whether it is journaled here. */
 export function apiRoute<K extends OrchestratorRoute>(key: K) {
   const { access, service, ...schema }: RouteSchema = orchestratorApi[key];
-  return { ...splitRouteKey(key), schema: schema as Omit<OrchestratorApi[K], 'access' | 'service'>, config: { access, service } };
+  return { ...splitRouteKey(key), schema: schema as Omit<OrchestratorApi[K], 'access' | 'service'>, config: { access, service, ...(passedOn.has(key) ? { audit: false as const } : {}) } };
 }
 
 type Responses<K extends OrchestratorRoute> = OrchestratorApi[K]['response'];

@@ -111,6 +111,17 @@ export type RollbackRequest = Static<typeof RollbackRequest>;
 
 export const versionNumber = (version: number | string): number => (typeof version === 'number' ? version : Number(version.replace(/^v/, '')));
 
+/** Who made an API call that changed something (src/auth/audit.ts). */
+export const JournalActor = Type.Object({
+  /** The token's name; `local` for a call from this machine without one under --auth auto; absent under --auth none and on open routes. */
+  token: Type.Optional(Type.String()),
+  /** The socket address the call came from. */
+  address: Type.Optional(Type.String()),
+  /** The X-Forwarded-For the call carried (set by the orchestrator and the web role when they pass a call on), as claimed, unverified. */
+  forwardedFor: Type.Optional(Type.String()),
+});
+export type JournalActor = Static<typeof JournalActor>;
+
 export const JournalEntry = Type.Object({
   id: Type.String(),
   at: Type.String(),
@@ -118,6 +129,7 @@ export const JournalEntry = Type.Object({
   deployment: Type.Optional(Type.String()),
   kind: Type.String(),
   message: Type.String(),
+  actor: Type.Optional(JournalActor),
 });
 export type JournalEntry = Static<typeof JournalEntry>;
 

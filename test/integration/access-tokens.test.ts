@@ -194,3 +194,19 @@ t.test('under --auth none nothing is checked and readyz says so', async (t) => {
   const bad = await serveRole('directory', await freePort(), [...flags, '--auth', 'sometimes']).catch((error: Error) => error);
   t.match(String(bad), /--auth must be auto, token or none/);
 });
+
+t.test('an address that failed to authenticate 20 times in a minute gets 429 with Retry-After, even with a good token', async (t) => {
+  // A role of its own: each process counts the failures it saw.
+  const limited = await serveRole('scheduler', await freePort(), [...flags, '--auth', 'token']);
+  extra.push(limited);
+  const url = `${limited.url}/deployments`;
+  for (let i = 1; i <= 20; i++) t.equal((await call('GET', url, `plt_guess-${i}`)).status, 401, `guess ${i}`);
+  const refused = await call('GET', url, 'plt_guess-21');
+  t.equal(refused.status, 429);
+  t.match(refused.body, { statusCode: 429, error: 'Too Many Requests', message: /too many failed authentications from 127\.0\.0\.1: try again in \d+ s/ });
+  const retryAfter = Number(refused.headers.get('retry-after'));
+  t.ok(retryAfter >= 1 && retryAfter <= 60, `Retry-After ${retryAfter} is within the minute`);
+  t.equal((await call('GET', url, admin)).status, 429, 'the address is limited, whatever token it presents');
+  t.equal((await call('GET', `${limited.url}/healthz`)).status, 200, 'open routes stay open');
+  t.equal((await call('GET', `${roles.scheduler.url}/deployments`, admin)).status, 200, 'another process keeps its own count');
+});

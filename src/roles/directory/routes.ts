@@ -20,6 +20,7 @@ import {
 import { sameRepository } from '../../image-reference.js';
 import { applyConfigPatch } from './config-patch.js';
 import { reservedNames } from './reserved-names.js';
+import { configFor, withConfigFor } from '../../auth/env-redaction.js';
 
 // The service directory owns service declarations and their next config.
 
@@ -102,14 +103,15 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
     async (request) => {
       const all = services.values().map((entry) => decodeCached<Service>(entry));
       const image = request.query.containerImage;
-      return image ? all.filter((service) => sameRepository(service.containerImage, image)) : all;
+      const listed = image ? all.filter((service) => sameRepository(service.containerImage, image)) : all;
+      return listed.map((service) => withConfigFor(request, service));
     },
   );
 
   server.get(
     '/services/:name',
     { schema: { params: NameParams, response: { 200: Service, ...errorResponses } } },
-    async (request) => find(request.params.name),
+    async (request) => withConfigFor(request, find(request.params.name)),
   );
 
   server.patch(
@@ -139,7 +141,7 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
   server.get(
     '/services/:name/config',
     { schema: { description: 'The next config.', params: NameParams, response: { 200: ServiceConfig, ...errorResponses } } },
-    async (request) => find(request.params.name).config,
+    async (request) => configFor(request, find(request.params.name).config),
   );
 
   server.patch(

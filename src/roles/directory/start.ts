@@ -3,10 +3,12 @@ import { servicePrefix } from '../../store/keys.js';
 import { PrefixCache } from '../../store/prefix-cache.js';
 import { fastifyRole, storeReadiness, type RoleContext, type StartedRole } from '../role.js';
 import { directoryRoutes } from './routes.js';
+import { installAudit } from '../../auth/audit.js';
 
 export async function startDirectory({ store, log, access }: RoleContext): Promise<StartedRole> {
   const server = await createRoleServer({ role: 'directory', logger: log, access, readiness: storeReadiness(store) });
   const services = await PrefixCache.start(store, servicePrefix);
+  installAudit(server, store);
   directoryRoutes(server, store, services);
   return fastifyRole(server, () => services.close());
 }

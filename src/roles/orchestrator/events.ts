@@ -13,6 +13,7 @@ import { PrefixCache, decodeCached, type CachedValue } from '../../store/prefix-
 import type { Store, WatchEvent } from '../../store/store.js';
 import { assignmentRoot, deploymentPrefix, journalPrefix, machineDrainPrefix, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
 import { joinMachine, joinUnit } from './cluster-view.js';
+import { redactEnv, seesEnvValues } from '../../auth/env-redaction.js';
 
 // GET /events: Server-Sent Events of the cluster for the dashboard. One watched copy of each key
 // prefix per process (started by the first client, closed shortly after the last one leaves) is
@@ -74,12 +75,16 @@ const STREAM_HEADERS = {
 };
 
 
+const redactService = (service: Service): Service => ({ ...service, config: { ...service.config, env: redactEnv(service.config.env) } });
+
 const frame = (kind: string, revision: number, data: unknown): string => `event: ${kind}\nid: ${revision}\ndata: ${JSON.stringify(data)}\n\n`;
 
 export class EventHub {
   private copies: Copies | undefined;
   private starting: Promise<Copies> | undefined;
   private readonly clients = new Set<ServerResponse>();
+  /** Clients holding a read token: services reach them with env values redacted. */
+  private readonly redacted = new WeakSet<ServerResponse>();
   private revision = 0;
   private lingerTimer: NodeJS.Timeout | undefined;
   private tickTimer: NodeJS.Timeout | undefined;
@@ -113,19 +118,21 @@ export class EventHub {
   /**
    * Starts the watches if needed, then (synchronously, so no change falls in between) writes the
    * stream's headers and snapshot and joins the response to the fan-out. Rejects with the store's
-   * error while the store is unreachable, before anything is written.
+   * error while the store is unreachable, before anything is written. A `redacted` client gets
+   * services with env values redacted (src/auth/env-redaction.ts).
    */
-  async attach(response: ServerResponse, beforeWrite: () => void): Promise<void> {
+  async attach(response: ServerResponse, beforeWrite: () => void, redacted = false): Promise<void> {
     if (this.closed) throw new Error('the event hub is closed');
     clearTimeout(this.lingerTimer);
     this.lingerTimer = undefined;
     const copies = await this.start();
     if (response.destroyed) return this.scheduleLinger();
-    const snapshot = frame('snapshot', this.revision, this.snapshot(copies));
+    const snapshot = frame('snapshot', this.revision, this.snapshot(copies, redacted));
     beforeWrite();
     response.writeHead(200, STREAM_HEADERS);
     response.write(`retry: 2000\n\n${snapshot}`);
     this.clients.add(response);
+    if (redacted) this.redacted.add(response);
     clientsGauge.inc();
     response.once('close', () => this.detach(response));
   }
@@ -245,7 +252,9 @@ export class EventHub {
     } catch {
       return; // the store is unreachable: the next tick ends every stream
     }
-    this.broadcast(frame(kind, event.modRevision, value === undefined ? { key, deleted: true } : { key, value }));
+    const data = value === undefined ? { key, deleted: true } : { key, value };
+    const text = frame(kind, event.modRevision, data);
+    this.broadcast(text, kind === 'service' && value ? frame(kind, event.modRevision, { key, value: redactService(value as Service) }) : text);
   }
 
   private unitAt(copies: Copies, key: string): ClusterUnit | undefined {
@@ -261,18 +270,18 @@ export class EventHub {
     return joinMachine(machine && decodeCached<Machine>(machine), drain && decodeCached<MachineDrain>(drain));
   }
 
-  private broadcast(text: string): void {
+  private broadcast(text: string, redactedText = text): void {
     for (const client of this.clients) {
       if (client.writableLength > this.maxBufferedBytes) {
         this.log.warn({ buffered: client.writableLength }, 'event stream client is too slow: disconnecting it');
         client.destroy();
         continue;
       }
-      client.write(text);
+      client.write(this.redacted.has(client) ? redactedText : text);
     }
   }
 
-  private snapshot(copies: Copies): Snapshot {
+  private snapshot(copies: Copies, redacted: boolean): Snapshot {
     const byKey = <T>(copy: PrefixCache, entries: CachedValue[] = copy.values()): Record<string, T> =>
       Object.fromEntries(entries.map((entry) => [entry.key.slice(copy.prefix.length), decodeCached<T>(entry)]));
     const units: Record<string, ClusterUnit> = {};
@@ -291,7 +300,7 @@ export class EventHub {
     );
     return {
       revision: this.revision,
-      services: byKey<Service>(copies.service),
+      services: redacted ? Object.fromEntries(Object.entries(byKey<Service>(copies.service)).map(([key, service]) => [key, redactService(service)])) : byKey<Service>(copies.service),
       units,
       machines: Object.fromEntries(copies.machine.values().map((entry) => {
         const id = entry.key.slice(machinePrefix.length);
@@ -307,8 +316,8 @@ export class EventHub {
 export function eventsRoute(server: RoleServer, hub: EventHub): void {
   server.route({
     ...apiRoute('GET /events'),
-    handler: async (_request, reply) => {
-      await hub.attach(reply.raw, () => reply.hijack());
+    handler: async (request, reply) => {
+      await hub.attach(reply.raw, () => reply.hijack(), !seesEnvValues(request));
       // A client that left while the watches started got no stream: there is nothing to send.
       if (!reply.sent) reply.hijack();
     },

@@ -5,6 +5,7 @@ import { orchestratorRoutes } from './routes.js';
 import { tokenRoutes } from './token-routes.js';
 import { EventHub, eventsRoute } from './events.js';
 import { dashboardRoutes } from '../web/dashboard-assets.js';
+import { installAudit } from '../../auth/audit.js';
 
 export async function startOrchestrator({ config, store, log, access }: RoleContext): Promise<StartedRole> {
   const peers = {
@@ -21,6 +22,7 @@ export async function startOrchestrator({ config, store, log, access }: RoleCont
       return { store: store.description, peers: { 'service-directory': 'ok', scheduler: 'ok' } };
     },
   });
+  installAudit(server, store);
   orchestratorRoutes(server, store, peers);
   tokenRoutes(server, store);
   const events = new EventHub(store, log);

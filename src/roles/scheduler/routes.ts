@@ -21,6 +21,7 @@ import { serviceKey } from '../../store/keys.js';
 import type { Service } from '../../schemas/service.js';
 import { triggerTime } from './deploy.js';
 import { readJournal } from './journal.js';
+import { withConfigFor } from '../../auth/env-redaction.js';
 
 export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void {
   const { store } = scheduler;
@@ -53,7 +54,7 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void 
   server.get(
     '/services/:name/releases',
     { schema: { params: NameParams, response: { 200: Type.Array(Release), ...errorResponses } } },
-    async (request) => listReleases(store, await declared(request.params.name)),
+    async (request) => (await listReleases(store, await declared(request.params.name))).map((release) => withConfigFor(request, release)),
   );
 
   server.get(
@@ -63,7 +64,7 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void 
       const version = Number(request.params.version.replace(/^v/, ''));
       const release = await getRelease(store, await declared(request.params.name), version);
       if (!release) throw notFound(`service ${request.params.name} has no release v${version}`);
-      return release;
+      return withConfigFor(request, release);
     },
   );
 

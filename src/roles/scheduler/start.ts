@@ -3,6 +3,7 @@ import { fastifyRole, type RoleContext, type StartedRole } from '../role.js';
 import { Scheduler } from './scheduler.js';
 import { schedulerRoutes } from './routes.js';
 import { registerWebhooks } from './webhooks/routes.js';
+import { installAudit } from '../../auth/audit.js';
 
 export async function startScheduler({ config, store, log, advertised, access }: RoleContext): Promise<StartedRole> {
   const scheduler = new Scheduler({
@@ -23,6 +24,8 @@ export async function startScheduler({ config, store, log, advertised, access }:
       return { store: store.description, leader: scheduler.isLeader() };
     },
   });
+  // The unfenced store: a follower journals the calls it takes too.
+  installAudit(server, store);
   schedulerRoutes(server, scheduler);
   await registerWebhooks(server, { deployer: scheduler, store, log, secrets: config.scheduler.webhooks, listenHost: config.host });
   // The leader announces itself (src/roles/scheduler/leadership.ts); followers stay unannounced.

@@ -1,0 +1,106 @@
+import type { FastifyRequest } from 'fastify';
+import type { RoleServer } from '../http/server.js';
+import type { Store } from '../store/store.js';
+import type { JournalActor } from '../schemas/release.js';
+import { appendJournal } from '../roles/scheduler/journal.js';
+import { serviceOf, type ServiceSource } from './access.js';
+import { callerName } from './guard.js';
+
+// Every API call that changed something is journaled, with who made it: the token's name and the
+// client's address. The line is written where the change is made (the directory, the scheduler,
+// the orchestrator for its own drains and tokens) before the reply goes out; a route that only
+// passes a call on to another role declares `audit: false` (the orchestrator's facade), as do the
+// registry webhooks, which journal their deliveries themselves. Environment values and secrets
+// never reach a line: a body's env is told by its variable names only.
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** false: not journaled here (the call is passed on, or journals itself). */
+    audit?: false;
+  }
+}
+
+interface AuditedRoute {
+  kind: string;
+  service?: ServiceSource;
+  /** What the body says, for people; never a value of env or a secret. */
+  describe?: (body: Record<string, unknown>) => string;
+}
+
+const tokenSpec = (body: Record<string, unknown>): string =>
+  `token ${String(body.name)} (${String(body.role)}${body.services ? `, services ${String(body.services)}` : ''}${body.expiresIn ? `, expires in ${String(body.expiresIn)}` : ''})`;
+
+/** Known changes by `METHOD /route`; any other change is journaled as `api.<METHOD> <route>`. */
+const auditedRoutes: Record<string, AuditedRoute> = {
+  'POST /services': { kind: 'service.declared', service: { body: 'name' } },
+  'PATCH /services/:name': { kind: 'service.changed', service: { param: 'name' } },
+  'DELETE /services/:name': { kind: 'service.deleted', service: { param: 'name' } },
+  'PATCH /services/:name/config': { kind: 'config.changed', service: { param: 'name' } },
+  'POST /hooks/deploy': { kind: 'deploy.requested', service: { body: 'serviceName' } },
+  'POST /services/:name/rollback': { kind: 'rollback.requested', service: { param: 'name' } },
+  'DELETE /services/:name/units': { kind: 'units.stop-requested', service: { param: 'name' } },
+  'PUT /cluster/machines/:id/drain': { kind: 'machine.drain-started' },
+  'DELETE /cluster/machines/:id/drain': { kind: 'machine.drain-stopped' },
+  'POST /tokens': { kind: 'token.created', describe: tokenSpec },
+  'DELETE /tokens/:name': { kind: 'token.revoked' },
+  'POST /tokens/bootstrap': { kind: 'token.bootstrapped' },
+};
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** The env of a body by variable names: `env A, B set, C removed` (null removes a variable in a merge patch). */
+function envNames(env: Record<string, unknown>): string {
+  const set = Object.keys(env).filter((name) => env[name] !== null);
+  const removed = Object.keys(env).filter((name) => env[name] === null);
+  const parts = [set.length > 0 ? `${set.join(', ')} set` : '', removed.length > 0 ? `${removed.join(', ')} removed` : ''].filter(Boolean);
+  return `env ${parts.length > 0 ? parts.join(', ') : 'unchanged'}`;
+}
+
+/** The fields a body sets, by name, and its env by variable names: `numInstances; env A set`. */
+export function describeBody(body: unknown): string {
+  if (!isObject(body)) return '';
+  return Object.keys(body)
+    .map((field) => (field === 'env' && isObject(body.env) ? envNames(body.env) : field))
+    .join('; ');
+}
+
+/** The journal line of a call that changed something. */
+export function auditLine(request: Pick<FastifyRequest, 'method' | 'url' | 'params' | 'body' | 'routeOptions'>, actor: JournalActor) {
+  const route = `${request.method} ${request.routeOptions.url ?? ''}`;
+  const known = auditedRoutes[route];
+  const service = serviceOf(known?.service ?? request.routeOptions.config.service, request.params, request.body);
+  const path = request.url.split('?')[0]!;
+  const detail = known?.describe && isObject(request.body) ? known.describe(request.body) : describeBody(request.body);
+  return {
+    kind: known?.kind ?? `api.${route}`,
+    ...(service === undefined ? {} : { service }),
+    message: `${request.method} ${path}${detail ? `: ${detail}` : ''}`,
+    actor,
+  };
+}
+
+const MAX_FORWARDED_FOR = 200;
+
+export function actorOf(request: FastifyRequest): JournalActor {
+  const token = callerName(request);
+  const forwarded = request.headers['x-forwarded-for'];
+  return {
+    ...(token === undefined ? {} : { token }),
+    address: request.ip,
+    ...(typeof forwarded === 'string' ? { forwardedFor: forwarded.slice(0, MAX_FORWARDED_FOR) } : {}),
+  };
+}
+
+const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** Journals each successful change made through this role server. */
+export function installAudit(server: RoleServer, store: Store): void {
+  server.addHook('onSend', async (request, reply, payload) => {
+    if (READS.has(request.method) || reply.statusCode < 200 || reply.statusCode >= 300 || request.routeOptions.config.audit === false) return payload;
+    // The change is made: a journal that cannot be written is logged, and the reply still tells the truth.
+    await appendJournal(store, auditLine(request, actorOf(request))).catch((error: unknown) =>
+      request.log.error({ err: error, route: request.routeOptions.url }, 'could not journal a change'),
+    );
+    return payload;
+  });
+}

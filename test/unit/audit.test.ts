@@ -1,0 +1,44 @@
+import t from 'tap';
+import { auditLine, describeBody } from '../../src/auth/audit.js';
+import { REDACTED, redactEnv } from '../../src/auth/env-redaction.js';
+
+const call = (method: string, route: string, url: string, params: object, body: unknown, config: object = {}) =>
+  ({ method, url, params, body, routeOptions: { url: route, config } }) as unknown as Parameters<typeof auditLine>[0];
+
+const actor = { token: 'ci', address: '203.0.113.7' };
+
+t.test('a config change is journaled with the names of the variables it sets and removes, never their values', async (t) => {
+  const line = auditLine(call('PATCH', '/services/:name/config', '/services/web-a/config', { name: 'web-a' }, { env: { API_KEY: 's3cret-value', OLD: null }, numInstances: 2 }), actor);
+  t.same(line, { kind: 'config.changed', service: 'web-a', message: 'PATCH /services/web-a/config: env API_KEY set, OLD removed; numInstances', actor });
+  t.notMatch(JSON.stringify(line), /s3cret/);
+});
+
+t.test('a declaration names its service from the body; its env by names only', async (t) => {
+  const line = auditLine(call('POST', '/services', '/services', {}, { name: 'db', containerImage: 'img', env: { PASSWORD: 'hunter2' } }), actor);
+  t.match(line, { kind: 'service.declared', service: 'db', message: 'POST /services: name; containerImage; env PASSWORD set' });
+  t.notMatch(JSON.stringify(line), /hunter2/);
+});
+
+t.test('a token creation names the token, its role and scope; a revocation names it by its path', async (t) => {
+  t.match(auditLine(call('POST', '/tokens', '/tokens', {}, { name: 'ci', role: 'deploy', services: 'web-*', expiresIn: '30d' }), actor), {
+    kind: 'token.created',
+    message: 'POST /tokens: token ci (deploy, services web-*, expires in 30d)',
+  });
+  const revoked = auditLine(call('DELETE', '/tokens/:name', '/tokens/ci', { name: 'ci' }, undefined), actor);
+  t.same(revoked, { kind: 'token.revoked', message: 'DELETE /tokens/ci', actor }, 'a token name is no service');
+});
+
+t.test("an unlisted change gets a kind from its route and the service its access names; a query string is left out", async (t) => {
+  t.same(auditLine(call('POST', '/services/:name/restart', '/services/web-a/restart?x=secret', { name: 'web-a' }, undefined, { service: { param: 'name' } }), actor), {
+    kind: 'api.POST /services/:name/restart',
+    service: 'web-a',
+    message: 'POST /services/web-a/restart',
+    actor,
+  });
+  t.equal(describeBody({ env: {} }), 'env unchanged');
+  t.equal(describeBody('text'), '');
+});
+
+t.test('redacted env keeps the names', async (t) => {
+  t.same(redactEnv({ A: '1', B: '' }), { A: REDACTED, B: REDACTED });
+});
