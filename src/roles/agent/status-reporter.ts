@@ -1,6 +1,7 @@
 import type { UnitStatus } from '../../schemas/cluster.js';
 import { unitStatusKey } from '../../store/keys.js';
 import { slotOf } from '../../units.js';
+import { KeyedQueue } from '../../keyed-queue.js';
 import type { LeasedWriter } from './leased-writer.js';
 
 // Unit statuses as this agent observes them, one per slot (unit@spec), written under its lease.
@@ -14,8 +15,8 @@ export type UnitFailure = Required<Pick<UnitStatus, 'error' | 'errorKind'>>;
 
 export class UnitStatusReporter {
   private readonly current = new Map<string, { observed: string; status: UnitStatus }>();
-  /** The last write queued per slot: a slot's writes reach the store in the order they were made. */
-  private readonly writes = new Map<string, Promise<void>>();
+  /** A slot's writes reach the store in the order they were made. */
+  private readonly writes = new KeyedQueue();
 
   constructor(
     private readonly keys: LeasedWriter,
@@ -25,7 +26,7 @@ export class UnitStatusReporter {
   /** Writes the slot's status unless it is what was written last; after the slot's earlier writes. */
   report(observed: ObservedStatus): Promise<void> {
     const slot = slotOf(observed);
-    return this.inOrder(slot, async () => {
+    return this.writes.run(slot, async () => {
       const serialized = JSON.stringify(observed);
       if (this.current.get(slot)?.observed === serialized) return;
       const status: UnitStatus = { ...observed, updatedAt: new Date().toISOString() };
@@ -40,7 +41,7 @@ export class UnitStatusReporter {
   }
 
   forget(slot: string): Promise<void> {
-    return this.inOrder(slot, async () => {
+    return this.writes.run(slot, async () => {
       if (!this.current.has(slot)) return;
       await this.keys.remove(unitStatusKey(this.machineId, slot));
       this.current.delete(slot);
@@ -54,16 +55,5 @@ export class UnitStatusReporter {
 
   statuses(): UnitStatus[] {
     return [...this.current.values()].map((entry) => entry.status).sort((a, b) => a.unit.localeCompare(b.unit));
-  }
-
-  private inOrder(slot: string, write: () => Promise<void>): Promise<void> {
-    const next = (this.writes.get(slot) ?? Promise.resolve()).catch(() => undefined).then(write);
-    this.writes.set(slot, next);
-    void next
-      .catch(() => undefined)
-      .finally(() => {
-        if (this.writes.get(slot) === next) this.writes.delete(slot);
-      });
-    return next;
   }
 }

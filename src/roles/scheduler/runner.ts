@@ -11,34 +11,13 @@ import { getRelease } from './releases.js';
 import { isInFlight, listDeployments, recordOutcome, recordPhase, recordStop, startDeployment } from './deployment-records.js';
 import { rollOut, type RolloutOutcome } from './rollout.js';
 import type { ClusterWatch } from './cluster-snapshot.js';
+import { KeyedQueue } from '../../keyed-queue.js';
 
 // The leader's deployment work, per service: accepting triggers one at a time, running the
 // accepted deployments (and stops) one after another, and the rules between them. The newest
 // accepted work of a service supersedes anything older still queued or rolling out; a failed
 // deployment reverts to the last good release; deployments a previous leader left in flight are
 // resumed. The records of it all are written through deployment-records.ts.
-
-/** Runs tasks one at a time per key, in the order they were queued. */
-class KeyedQueue {
-  private readonly tails = new Map<string, Promise<unknown>>();
-  run<T>(key: string, task: () => Promise<T>): Promise<T> {
-    const next = (this.tails.get(key) ?? Promise.resolve()).catch(() => undefined).then(task);
-    this.tails.set(key, next);
-    void next
-      .catch(() => undefined)
-      .finally(() => {
-        if (this.tails.get(key) === next) this.tails.delete(key);
-      });
-    return next;
-  }
-  idle(): Promise<unknown> {
-    return Promise.allSettled([...this.tails.values()]);
-  }
-  /** Work for `key` is queued or running. */
-  busy(key: string): boolean {
-    return this.tails.has(key);
-  }
-}
 
 export interface RunnerOptions {
   /** The leader-fenced store. */
