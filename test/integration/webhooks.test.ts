@@ -242,7 +242,7 @@ t.test('Docker Hub: the URL token is required; a push to an autoDeploy never ser
   const accepted = await post(`/hooks/dockerhub?token=${HUB_TOKEN}`, payload, json);
   t.match(accepted, { status: 200, body: { pushes: [{ image: `docker.io/whtest/hub-${suffix}:latest`, services: [{ service: hubApp, action: 'recorded' }] }] } });
   const journal = (await http('GET', sched(`/journal?service=${hubApp}`))).body as { kind: string }[];
-  t.same(journal.map((entry) => entry.kind), ['webhook.push-recorded']);
+  t.same(journal.map((entry) => entry.kind), ['webhook.push-recorded', 'service.declared'], 'the push is journaled (after the declaration, now journaled too), and nothing deployed');
   t.same(await deploymentsOf(hubApp), []);
 });
 
