@@ -23,6 +23,13 @@ export function sessionCredential(headers: IncomingHttpHeaders): { value: string
   return cookie ? { value: cookie, from: 'cookie' } : undefined;
 }
 
+/** What a role passes on for its caller: the caller's Authorization header, or its session cookie as `Session <value>`. */
+export function passedOnAuthorization(headers: IncomingHttpHeaders): string | undefined {
+  if (headers.authorization !== undefined) return headers.authorization;
+  const session = sessionCredential(headers);
+  return session ? `Session ${session.value}` : undefined;
+}
+
 /** Whether the caller reached us over HTTPS, itself or through a proxy that ends TLS (the gateway). */
 export const cameOverHttps = (request: Pick<FastifyRequest, 'protocol' | 'headers'>): boolean =>
   request.protocol === 'https' || request.headers['x-forwarded-proto'] === 'https';

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Store } from '../store/store.js';
 import { componentKey, type Component } from '../store/keys.js';
-import { sessionCredential } from '../auth/caller.js';
+import { passedOnAuthorization } from '../auth/caller.js';
 import { HttpError, badGateway, unavailable } from './errors.js';
 import { messageOf, requestJson, type JsonMethod } from './json-request.js';
 
@@ -42,8 +42,7 @@ export class PeerClient {
    * not take it for the local call it is.
    */
   actingFor(request: { headers: IncomingHttpHeaders; ip: string }): PeerCaller {
-    const session = sessionCredential(request.headers);
-    const authorization = request.headers.authorization ?? (session ? `Session ${session.value}` : undefined);
+    const authorization = passedOnAuthorization(request.headers);
     const headers: Record<string, string> = {};
     if (authorization !== undefined) {
       headers.authorization = authorization;
