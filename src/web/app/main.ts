@@ -118,7 +118,7 @@ function linkChanged(state: LinkState): void {
   link.className = `link ${state}`;
   setText(link, state === 'live' ? 'Live' : state === 'connecting' ? 'Connecting…' : 'Reconnecting…');
   // A stream refused because the session ended (its token revoked or expired): sign in again.
-  if (state === 'reconnecting' && session.via === 'session') void whoAmI().then((now) => typeof now === 'string' && location.reload());
+  if (state === 'reconnecting' && session.via === 'session') void whoAmI().then((now) => typeof now === 'string' && signInAgain(now));
   app.requestRender();
 }
 
@@ -131,6 +131,21 @@ async function whoAmI(): Promise<SessionInfo | string> {
     // Unreachable or failing: the dashboard starts as before and the API decides each call.
     return { via: 'none' };
   }
+}
+
+/** Starts the page again at the sign-in form, which says why the session ended (the guard cleared its cookie). */
+function signInAgain(reason: string): void {
+  sessionStorage.setItem(ENDED_KEY, reason);
+  location.reload();
+}
+
+const ENDED_KEY = 'platform.sessionEnded';
+
+/** What the sign-in page says: why the last session ended, or that a token is needed. */
+function signInReason(refusal: string): string {
+  const ended = sessionStorage.getItem(ENDED_KEY) ?? refusal;
+  sessionStorage.removeItem(ENDED_KEY);
+  return ended.startsWith('the session') ? `${ended[0]!.toUpperCase()}${ended.slice(1)}.` : 'This platform shows its services only to callers with an access token. Sign in with one.';
 }
 
 function sessionControls(): HTMLElement[] {
@@ -169,9 +184,9 @@ function startDashboard(): void {
 
 const found = await whoAmI();
 if (typeof found === 'string') {
-  // The guard's refusal of a session says why it ended; any other 401 just wants a token.
-  showSignIn(found.startsWith('the session') ? `${found[0]!.toUpperCase()}${found.slice(1)}.` : 'This platform shows its services only to callers with an access token. Sign in with one.');
+  showSignIn(signInReason(found));
 } else {
+  sessionStorage.removeItem(ENDED_KEY);
   session = found;
   startDashboard();
 }
