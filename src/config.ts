@@ -41,6 +41,8 @@ export interface PlatformConfig {
   logLevel: string;
   /** Who may call the roles' APIs (README "Access tokens"). */
   auth: AuthMode;
+  /** Origins whose pages may call the APIs from a browser (--cors-origin); none by default. */
+  corsOrigins: string[];
   agent: AgentConfig;
   scheduler: SchedulerConfig;
   gateway: GatewayConfig;
@@ -117,6 +119,7 @@ export interface RawFlags {
   announceTtl?: string;
   logLevel?: string;
   auth?: string;
+  corsOrigin?: string;
   insecureRegistry?: string[];
   registryWebhookToken?: string;
   dockerhubWebhookToken?: string;
@@ -197,6 +200,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
     announceTtlSeconds: integer('--announce-ttl', flags.announceTtl, 2, 600) ?? 10,
     logLevel: flags.logLevel ?? env.PLATFORM_LOG_LEVEL ?? 'info',
     auth: authMode(flags.auth ?? (env.PLATFORM_AUTH || undefined) ?? 'auto'),
+    corsOrigins: corsOrigins(flags.corsOrigin ?? env.PLATFORM_CORS_ORIGIN ?? ''),
     agent: {
       machineId,
       network,
@@ -227,6 +231,26 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
 function authMode(text: string): AuthMode {
   if (!(authModes as readonly string[]).includes(text)) throw new ConfigError(`--auth must be auto, token or none, got ${text}`);
   return text as AuthMode;
+}
+
+/** `https://ops.example.com,http://localhost:3000` → each as the browser's Origin header spells it. */
+function corsOrigins(text: string): string[] {
+  return text
+    .split(',')
+    .map((origin) => origin.trim())
+    .filter(Boolean)
+    .map((origin) => {
+      let url: URL | undefined;
+      try {
+        url = new URL(origin);
+      } catch {
+        // reported below
+      }
+      if (!url || !/^https?:$/.test(url.protocol) || url.origin !== origin.replace(/\/$/, '')) {
+        throw new ConfigError(`--cors-origin takes origins such as https://ops.example.com (scheme, host and port only), got ${origin}`);
+      }
+      return url.origin;
+    });
 }
 
 function domainName(flag: string, text: string): string {

@@ -1,6 +1,8 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyRequest } from 'fastify';
+import { cookieValue, SESSION_COOKIE } from './session.js';
 
-// Who is calling: the bearer token a request presents, and whether it was made on this machine.
+// Who is calling: the bearer token or dashboard session a request presents, and whether it was made on this machine.
 // The one rule of "a local call needs no credentials" lives here, for the API's tokens
 // (src/auth/guard.ts) and the registry webhooks' secrets (src/roles/scheduler/webhooks/auth.ts).
 
@@ -9,6 +11,28 @@ export function bearerToken(header: string | undefined): string | undefined {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
   return match?.[1];
 }
+
+/**
+ * A dashboard session: the browser's cookie, or `Authorization: Session <value>` where a role
+ * passes its caller's session on to another (the orchestrator, the web role).
+ */
+export function sessionCredential(headers: IncomingHttpHeaders): { value: string; from: 'cookie' | 'header' } | undefined {
+  const passedOn = /^Session\s+(\S+)\s*$/i.exec(headers.authorization ?? '')?.[1];
+  if (passedOn !== undefined) return { value: passedOn, from: 'header' };
+  const cookie = cookieValue(headers.cookie, SESSION_COOKIE);
+  return cookie ? { value: cookie, from: 'cookie' } : undefined;
+}
+
+/** What a role passes on for its caller: the caller's Authorization header, or its session cookie as `Session <value>`. */
+export function passedOnAuthorization(headers: IncomingHttpHeaders): string | undefined {
+  if (headers.authorization !== undefined) return headers.authorization;
+  const session = sessionCredential(headers);
+  return session ? `Session ${session.value}` : undefined;
+}
+
+/** Whether the caller reached us over HTTPS, itself or through a proxy that ends TLS (the gateway). */
+export const cameOverHttps = (request: Pick<FastifyRequest, 'protocol' | 'headers'>): boolean =>
+  request.protocol === 'https' || request.headers['x-forwarded-proto'] === 'https';
 
 const LOOPBACK = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|::ffff:127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost)$/i;
 

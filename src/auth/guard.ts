@@ -2,7 +2,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { HttpError, unauthorized } from '../http/errors.js';
 import type { TokenRecord, TokenRole } from '../schemas/token.js';
 import { decide, isExpired, routeAccess, serviceOf, type Access, type ServiceSource } from './access.js';
-import { bearerToken, isLocalCall } from './caller.js';
+import { bearerToken, cameOverHttps, isLocalCall, sessionCredential } from './caller.js';
+import { checkSession, sessionCookie } from './session.js';
 import type { TokenCache } from './token-cache.js';
 import type { FailureLimiter } from './failure-limiter.js';
 
@@ -29,6 +30,10 @@ export interface AccessControl {
   listenerLoopback: boolean;
   /** Addresses that failed to authenticate too often are refused with 429; absent: never. */
   failures?: FailureLimiter;
+  /** The key dashboard sessions are signed with (src/auth/session.ts); absent: sessions are refused. */
+  sessionKey?: Buffer;
+  /** Other origins whose pages may call with the caller's session (--cors-origin; src/http/cors.ts). */
+  corsOrigins?: readonly string[];
 }
 
 const callers = new WeakMap<FastifyRequest, TokenRecord>();
@@ -46,6 +51,8 @@ export const callerName = (request: FastifyRequest): string | undefined => calle
 
 function authenticate(control: AccessControl, request: FastifyRequest, reply: FastifyReply): TokenRecord {
   const secret = bearerToken(request.headers.authorization);
+  const session = secret === undefined ? sessionCredential(request.headers) : undefined;
+  if (session) return authenticateSession(control, session, request, reply);
   const token = secret === undefined ? undefined : control.tokens?.find(secret);
   if (token && !isExpired(token, Date.now())) {
     control.tokens?.recordUse(token);
@@ -57,8 +64,21 @@ function authenticate(control: AccessControl, request: FastifyRequest, reply: Fa
   throw unauthorized(token ? `token ${token.name} expired at ${token.expiresAt}` : 'the token is unknown or revoked');
 }
 
+/** A session stands for its token while both last; a refused session cookie is cleared. */
+function authenticateSession(control: AccessControl, session: { value: string; from: 'cookie' | 'header' }, request: FastifyRequest, reply: FastifyReply): TokenRecord {
+  const { sessionKey, tokens } = control;
+  const check = sessionKey && tokens ? checkSession(sessionKey, session.value, (name) => tokens.named(name), Date.now()) : { refused: 'this role accepts no sessions' };
+  if ('token' in check) {
+    tokens?.recordUse(check.token);
+    return check.token;
+  }
+  control.failures?.recordFailure(request.ip);
+  if (session.from === 'cookie') void reply.header('set-cookie', sessionCookie('', 0, cameOverHttps(request)));
+  throw unauthorized(check.refused);
+}
+
 /** 429 while the caller's address is limited, before its token is looked up. */
-function refuseWhileLimited(control: AccessControl, request: FastifyRequest, reply: FastifyReply): void {
+export function refuseWhileLimited(control: AccessControl, request: FastifyRequest, reply: FastifyReply): void {
   const waitMs = control.failures?.retryAfterMs(request.ip) ?? 0;
   if (waitMs <= 0) return;
   const seconds = Math.ceil(waitMs / 1000);
@@ -77,8 +97,9 @@ export function installAccessControl(server: FastifyInstance, control: AccessCon
   server.addHook('onRequest', async (request, reply) => {
     const need = routeAccess(request.method, request.routeOptions.config);
     if (need.access === 'open') return;
-    // A local call that presents a token is checked anyway: the orchestrator forwards its caller's.
-    if (control.mode === 'auto' && request.headers.authorization === undefined && isLocalCall(request, control.listenerLoopback)) {
+    // A local call that presents a token or a session is checked anyway: the orchestrator forwards its caller's.
+    const presents = request.headers.authorization !== undefined || sessionCredential(request.headers) !== undefined;
+    if (control.mode === 'auto' && !presents && isLocalCall(request, control.listenerLoopback)) {
       localCalls.add(request);
       return;
     }

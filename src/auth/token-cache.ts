@@ -38,6 +38,17 @@ export class TokenCache {
     return record;
   }
 
+  /** The token of this name, or undefined; throws while the store is unreachable. A session names its token (src/auth/session.ts). */
+  named(name: string): TokenRecord | undefined {
+    const entry = this.records.get(tokenKey(name));
+    return entry ? decodeCached<TokenRecord>(entry) : undefined;
+  }
+
+  /** Calls `listener` whenever a token is issued or revoked; returns what stops it. */
+  onChange(listener: () => void): () => void {
+    return this.records.onChange(() => listener());
+  }
+
   /** Notes that the token was used: written to the store at most once a minute per token, never blocking the call. */
   recordUse(token: TokenRecord, now = Date.now()): void {
     if (now - (this.lastRecorded.get(token.name) ?? 0) < USE_RECORD_INTERVAL_MS) return;

@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Store } from '../store/store.js';
 import { componentKey, type Component } from '../store/keys.js';
+import { passedOnAuthorization } from '../auth/caller.js';
 import { HttpError, badGateway, unavailable } from './errors.js';
 import { messageOf, requestJson, type JsonMethod } from './json-request.js';
 
@@ -34,13 +35,14 @@ export class PeerClient {
   }
 
   /**
-   * Calls made for the caller of `request`: its Authorization header goes along, so the peer
-   * checks (and records) the caller's own token; a role holds no credentials of its own. With a
-   * token, the caller's address goes along in X-Forwarded-For for the peer's journal; a call
-   * without one stays unmarked, or the peer would not take it for the local call it is.
+   * Calls made for the caller of `request`: its Authorization header (or its dashboard session, as
+   * `Authorization: Session`) goes along, so the peer checks (and records) the caller's own token;
+   * a role holds no credentials of its own. With a token, the caller's address goes along in
+   * X-Forwarded-For for the peer's journal; a call without one stays unmarked, or the peer would
+   * not take it for the local call it is.
    */
   actingFor(request: { headers: IncomingHttpHeaders; ip: string }): PeerCaller {
-    const authorization = request.headers.authorization;
+    const authorization = passedOnAuthorization(request.headers);
     const headers: Record<string, string> = {};
     if (authorization !== undefined) {
       headers.authorization = authorization;

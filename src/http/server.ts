@@ -10,6 +10,8 @@ import { notFound, renderError, statusName } from './errors.js';
 import { metricsRegistry, observeRequests } from './metrics.js';
 import { discardBody } from './oversized-body.js';
 import { installAccessControl, type AccessControl } from '../auth/guard.js';
+import { installCsrfCheck } from '../auth/csrf.js';
+import { installCors } from './cors.js';
 
 export type RoleServer = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -56,6 +58,8 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
     throw notFound(`no route ${request.method} ${request.url.split('?')[0]}`);
   });
   observeRequests(server, options.role);
+  installCors(server, options.access.corsOrigins ?? []);
+  installCsrfCheck(server, options.access.corsOrigins);
   installAccessControl(server, options.access);
   if (options.access.mode === 'none') server.log.warn(NO_AUTH_WARNING);
   // The API's description is no secret; the swagger-ui plugin's routes cannot be given a config otherwise.

@@ -8,6 +8,7 @@ import type { Store } from '../store/store.js';
 import { TokenCache } from '../auth/token-cache.js';
 import { isLoopback } from '../auth/caller.js';
 import { FailureLimiter } from '../auth/failure-limiter.js';
+import { loadSessionKey } from '../auth/session-key.js';
 import type { RoleContext, StartedRole } from './role.js';
 import { startDirectory } from './directory/start.js';
 import { startScheduler } from './scheduler/start.js';
@@ -51,7 +52,15 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
     const tokens = config.auth === 'none' ? undefined : await TokenCache.start(store);
     if (tokens) closers.unshift(() => tokens.close());
     // One limiter per process: an address refused by one role is refused by the others it serves.
-    const access = { mode: config.auth, listenerLoopback: isLoopback(config.host), failures: new FailureLimiter(), ...(tokens ? { tokens } : {}) };
+    const sessionKey = tokens ? await loadSessionKey(store) : undefined;
+    const access = {
+      mode: config.auth,
+      listenerLoopback: isLoopback(config.host),
+      failures: new FailureLimiter(),
+      corsOrigins: config.corsOrigins,
+      ...(tokens ? { tokens } : {}),
+      ...(sessionKey ? { sessionKey } : {}),
+    };
     for (const role of config.roles) {
       const port = portOf(config, role);
       const advertised = `${config.advertiseHost}:${config.advertisePort ?? port}`;

@@ -5,6 +5,7 @@ import { DeployReply, ManualDeployRequest, Release, VersionParams, getDeployment
 import { ClusterUnit, Machine, MachineDrain, MachineDrainRequest, MachineParams } from './cluster.js';
 import { splitRouteKey, type RouteKey } from './route-key.js';
 import { bootstrapTokenSchema, createTokenSchema, listTokensSchema, revokeTokenSchema } from './token.js';
+import { endSessionSchema, sessionSchema, startSessionSchema } from './session.js';
 import type { Access, ServiceSource } from '../auth/access.js';
 
 // The orchestrator's API, one entry per route: the key is its method and path, the value its
@@ -93,6 +94,10 @@ export const orchestratorApi = {
   'GET /tokens': { ...listTokensSchema, access: 'admin' },
   'DELETE /tokens/:name': revokeTokenSchema,
   'POST /tokens/bootstrap': { ...bootstrapTokenSchema, access: 'open' },
+  // Signing in and out needs no token (signing in takes one); who one is needs the read right.
+  'POST /session': { ...startSessionSchema, access: 'open' },
+  'GET /session': sessionSchema,
+  'DELETE /session': { ...endSessionSchema, access: 'open' },
   'GET /events': {
     description:
       'Server-Sent Events for the dashboard: a `snapshot` first, then `service`, `deployment`, `journal`, `machine` and `unit` events, ' +

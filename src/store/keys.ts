@@ -86,3 +86,10 @@ export const tokenUseKey = (name: string): string => `${tokenUsePrefix}${name}`;
 
 /** Present once any token was issued: `platform token bootstrap` works only while it is absent. */
 export const tokensIssuedKey = `${ROOT}tokens-issued`;
+
+/**
+ * The key that signs dashboard sessions (32 random bytes, base64url): made by the first process
+ * that needs it and shared by every role, so a session cookie one orchestrator or web instance
+ * signed is good at all of them. Written only through src/auth/session-key.ts.
+ */
+export const sessionKeyKey = `${ROOT}session-key`;

@@ -48,8 +48,13 @@ export class PrefixCache {
   }
 
   /** Called after every change the watch delivers (after the cache applied it). */
-  onChange(listener: (event: WatchEvent) => void): void {
+  /** Calls `listener` on every change; returns what stops it. */
+  onChange(listener: (event: WatchEvent) => void): () => void {
     this.listeners.push(listener);
+    return () => {
+      const at = this.listeners.indexOf(listener);
+      if (at >= 0) this.listeners.splice(at, 1);
+    };
   }
 
   get(key: string): CachedValue | undefined {

@@ -68,6 +68,7 @@ const acceptedBodies: Record<string, Record<string, unknown>> = {
   'POST /services/:name/rollback': { version: 1 },
   'PUT /cluster/machines/:id/drain': {},
   'POST /tokens': { name: 'ci', role: 'read' },
+  'POST /session': { token: 'plt_x' },
 };
 
 t.test('every body the orchestrator accepts refuses a field that asks for privileges', async (t) => {

@@ -14,6 +14,8 @@ import type { Store, WatchEvent } from '../../store/store.js';
 import { assignmentRoot, deploymentPrefix, journalPrefix, machineDrainPrefix, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
 import { joinMachine, joinUnit } from './cluster-view.js';
 import { redactEnv, seesEnvValues } from '../../auth/env-redaction.js';
+import { untilCredentialsEnd } from '../../auth/credential-lifetime.js';
+import type { AccessControl } from '../../auth/guard.js';
 
 // GET /events: Server-Sent Events of the cluster for the dashboard. One watched copy of each key
 // prefix per process (started by the first client, closed shortly after the last one leaves) is
@@ -313,11 +315,13 @@ export class EventHub {
 }
 
 /** Registers GET /events on a role server. */
-export function eventsRoute(server: RoleServer, hub: EventHub): void {
+export function eventsRoute(server: RoleServer, hub: EventHub, access: AccessControl): void {
   server.route({
     ...apiRoute('GET /events'),
     handler: async (request, reply) => {
       await hub.attach(reply.raw, () => reply.hijack(), !seesEnvValues(request));
+      // The stream ends with the token or session that opened it; the page then finds out why.
+      reply.raw.once('close', untilCredentialsEnd(request, access, () => reply.raw.end()));
       // A client that left while the watches started got no stream: there is nothing to send.
       if (!reply.sent) reply.hijack();
     },

@@ -10,6 +10,7 @@ import { apiRoute } from '../../schemas/api.js';
 import { queryString } from '../../schemas/route-key.js';
 import type { Machine } from '../../schemas/cluster.js';
 import { listClusterUnits } from './cluster-view.js';
+import { passedOnAuthorization } from '../../auth/caller.js';
 
 // The orchestrator's view of deployments, the journal, rollbacks and unit logs: forwarded to the
 // scheduler, or to the agent of the machine a unit runs on.
@@ -46,8 +47,8 @@ export function schedulerViewRoutes(server: RoleServer, store: Store, scheduler:
       const url = `http://${machine.record.address}/units/${unit}/logs${queryString(request.query)}`;
       let response;
       try {
-        // The agent checks the caller's token as every role does: pass it on.
-        const authorization = request.headers.authorization;
+        // The agent checks the caller's token or session as every role does: pass it on.
+        const authorization = passedOnAuthorization(request.headers);
         response = await undiciRequest(url, { headersTimeout: 10_000, bodyTimeout: 0, headers: authorization === undefined ? {} : { authorization } });
       } catch (error) {
         throw unavailable(`agent of machine ${found.machine} at ${machine.record.address} is not answering: ${(error as Error).message}`);

@@ -5,6 +5,7 @@ import { orchestratorRoutes } from './routes.js';
 import { tokenRoutes } from './token-routes.js';
 import { EventHub, eventsRoute } from './events.js';
 import { dashboardRoutes } from '../web/dashboard-assets.js';
+import { sessionRoutes } from '../web/session-routes.js';
 import { installAudit } from '../../auth/audit.js';
 
 export async function startOrchestrator({ config, store, log, access }: RoleContext): Promise<StartedRole> {
@@ -25,8 +26,9 @@ export async function startOrchestrator({ config, store, log, access }: RoleCont
   installAudit(server, store);
   orchestratorRoutes(server, store, peers);
   tokenRoutes(server, store);
+  sessionRoutes(server, access);
   const events = new EventHub(store, log);
-  eventsRoute(server, events);
+  eventsRoute(server, events, access);
   // Serving the page warms the event watches, so the page's stream finds them open.
   dashboardRoutes(server, { pageServed: () => events.warm() });
   return fastifyRole(server, () => events.close());

@@ -9,6 +9,7 @@ import { notFound, unavailable } from '../../http/errors.js';
 // The dashboard's static files, built by `npm run build` into dist/src/web (src/web/ holds the
 // sources). They are read once at start and served from memory; nothing is built at run time.
 // The content security policy allows only this origin, so the page can make no outside request.
+// The page and its assets need no token: without a session it shows the sign-in form, and no data.
 
 /** dist/src/web, seen from this module's compiled place in dist/src/roles/web. */
 export const defaultAssetsDir = fileURLToPath(new URL('../../web/', import.meta.url));
@@ -65,9 +66,10 @@ export function dashboardRoutes(server: RoleServer, options: { dir?: string; pag
     if (request.headers['if-none-match'] === asset.etag) return reply.status(304).send();
     return reply.send(asset.body);
   };
-  server.get('/', { schema: { hide: true } }, (request, reply) => {
+  const open = { schema: { hide: true }, config: { access: 'open' as const } };
+  server.get('/', open, (request, reply) => {
     options.pageServed?.();
     return serve('/index.html', request, reply);
   });
-  server.get('/assets/*', { schema: { hide: true } }, (request, reply) => serve(`/assets/${(request.params as { '*': string })['*']}`, request, reply));
+  server.get('/assets/*', open, (request, reply) => serve(`/assets/${(request.params as { '*': string })['*']}`, request, reply));
 }

@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { RoleServer } from '../../http/server.js';
 import type { PeerClient } from '../../http/peer-client.js';
 import { unavailable } from '../../http/errors.js';
-import { isLocalCall } from '../../auth/caller.js';
+import { isLocalCall, passedOnAuthorization } from '../../auth/caller.js';
 
 // The standalone dashboard talks to the API on its own origin: these paths are passed through
 // to the orchestrator found in the store, byte for byte and streamed (GET /events and log tails
@@ -11,15 +11,16 @@ import { isLocalCall } from '../../auth/caller.js';
 
 export const proxiedPaths = ['/services', '/services/*', '/cluster/*', '/deployments', '/deployments/*', '/journal', '/events'];
 
-const forwardedRequestHeaders = ['content-type', 'accept', 'last-event-id', 'if-none-match', 'authorization'];
+const forwardedRequestHeaders = ['content-type', 'accept', 'last-event-id', 'if-none-match'];
 const forwardedResponseHeaders = ['content-type', 'cache-control', 'etag', 'location', 'x-accel-buffering'];
 
 /** DELETE /services/:name waits until the units stopped; the orchestrator allows it 90 s. */
 const HEADERS_TIMEOUT_MS = 120_000;
 
 /**
- * The orchestrator checks the caller's token (passed on); a call that is not local here is marked
- * forwarded, so the orchestrator does not take it for a local one.
+ * The orchestrator checks the caller's token or session (passed on; the session cookie, which the
+ * CSRF rule has let through here, as `Authorization: Session`); a call that is not local here is
+ * marked forwarded, so the orchestrator does not take it for a local one.
  */
 export function orchestratorProxy(orchestrator: PeerClient, listenerLoopback: boolean, bodyLimit = 1024 * 1024) {
   return async (scope: RoleServer): Promise<void> => {
@@ -45,6 +46,8 @@ async function forward(orchestrator: PeerClient, request: FastifyRequest, reply:
     const value = request.headers[name];
     if (typeof value === 'string') headers[name] = value;
   }
+  const authorization = passedOnAuthorization(request.headers);
+  if (authorization !== undefined) headers.authorization = authorization;
   if (!isLocalCall(request, listenerLoopback)) {
     const before = request.headers['x-forwarded-for'];
     headers['x-forwarded-for'] = [before, request.socket.remoteAddress ?? 'unknown'].filter(Boolean).join(', ');

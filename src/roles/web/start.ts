@@ -3,6 +3,7 @@ import { PeerClient } from '../../http/peer-client.js';
 import { fastifyRole, type RoleContext, type StartedRole } from '../role.js';
 import { dashboardRoutes } from './dashboard-assets.js';
 import { orchestratorProxy } from './orchestrator-proxy.js';
+import { sessionRoutes } from './session-routes.js';
 
 /**
  * The standalone dashboard (`platform serve --role web`, announced at /platform/services/web):
@@ -22,6 +23,7 @@ export async function startWeb({ config, store, log, access }: RoleContext): Pro
     },
   });
   dashboardRoutes(server);
+  sessionRoutes(server, access);
   await server.register(orchestratorProxy(orchestrator, access.listenerLoopback));
   return fastifyRole(server);
 }

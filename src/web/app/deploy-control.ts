@@ -3,6 +3,7 @@ import type { App } from './app.js';
 import { h, setAttribute, setText } from './element.js';
 import { formatTime } from './format.js';
 import { isFinished, isRunning, type Deployment } from './model.js';
+import { allowWhen } from './permissions.js';
 
 // The Deploy button of a service and what its latest deployment is doing: progress while it
 // rolls (from deployment events, or polled while the stream is down), then its outcome.
@@ -38,6 +39,7 @@ export class DeployControl {
     const rolling = latest !== undefined && !isFinished(latest);
     const busy = this.requesting || rolling;
     setAttribute(this.button, 'aria-disabled', busy ? 'true' : undefined);
+    allowWhen(this.button, this.app.refusal('deploy', this.service));
     setText(this.button, busy ? 'Deploying…' : 'Deploy');
     this.element.classList.toggle('failed', Boolean(this.error) || latest?.state === 'failed');
     this.progress.hidden = !rolling || !latest || latest.units.length === 0;

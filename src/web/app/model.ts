@@ -7,3 +7,4 @@ export type { Deployment, DeploymentState, JournalEntry, Release } from '../../s
 export type { ClusterUnit as Unit, Machine } from '../../schemas/cluster.js';
 export type { Change, Snapshot } from '../../schemas/events.js';
 export { isFinished, isRunning } from '../../schemas/states.js';
+export type { SessionInfo } from '../../schemas/session.js';

@@ -4,6 +4,7 @@ import { describeChanges } from './config-diff.js';
 import { h, setText } from './element.js';
 import { formatTime, shortDigest } from './format.js';
 import type { Release, ServiceConfig } from './model.js';
+import { allowWhen } from './permissions.js';
 
 // The releases of a service, newest first, each with what changed against the one before, and a
 // Roll back button (POST /services/:name/rollback) on every release its units do not run.
@@ -95,9 +96,7 @@ export class ReleasesView {
       runs ? h('span', { class: 'badge green' }, 'running') : null,
       release.rollbackOf ? h('span', { class: 'badge' }, `rollback of v${release.rollbackOf}`) : null,
       h('span', { class: 'muted' }, `${release.tag ? `:${release.tag} ` : ''}${shortDigest(release.digest)} · ${release.config.numInstances} units · ${formatTime(release.createdAt)}`),
-      current.includes(release.version)
-        ? null
-        : h('button', { type: 'button', class: 'button', 'aria-label': `Roll back ${this.service} to v${release.version}`, onclick: (event: Event) => void this.rollback(release.version, event.currentTarget as HTMLButtonElement) }, `Roll back to v${release.version}`),
+      current.includes(release.version) ? null : this.rollbackButton(release.version),
     );
     const body = previous
       ? changes.length
@@ -105,6 +104,12 @@ export class ReleasesView {
         : h('p', { class: 'muted' }, `No changes against v${previous.version}.`)
       : h('p', { class: 'muted' }, 'First release.');
     return h('li', { class: 'release', 'data-version': release.version }, heading, body);
+  }
+
+  private rollbackButton(version: number): HTMLButtonElement {
+    const button = h('button', { type: 'button', class: 'button', 'aria-label': `Roll back ${this.service} to v${version}`, onclick: () => void this.rollback(version, button) }, `Roll back to v${version}`);
+    allowWhen(button, this.app.refusal('deploy', this.service));
+    return button;
   }
 
   private async rollback(version: number, button: HTMLButtonElement): Promise<void> {

@@ -8,6 +8,7 @@ import { formatTime, shortImage } from './format.js';
 import { LogTail } from './log-tail.js';
 import { isRunning, type Service, type Unit } from './model.js';
 import { ReleasesView } from './releases-view.js';
+import { allowWhen } from './permissions.js';
 import { countUnits } from './services-view.js';
 import { renderSquares, serviceSquares, toneOf } from './unit-square.js';
 
@@ -61,7 +62,7 @@ export class ServicePage implements View {
         'div',
         { class: 'view-head' },
         h('div', {}, this.heading, this.description),
-        h('div', { class: 'head-actions' }, this.deploy.element, h('button', { type: 'button', class: 'button danger', onclick: () => this.askDelete() }, 'Delete service')),
+        h('div', { class: 'head-actions' }, this.deploy.element, this.deleteButton()),
       ),
       this.deleteStatus,
       this.facts,
@@ -180,6 +181,12 @@ export class ServicePage implements View {
       if (dialog.returnValue === 'delete') void this.delete();
     });
     return dialog;
+  }
+
+  private deleteButton(): HTMLButtonElement {
+    const button = h('button', { type: 'button', class: 'button danger', onclick: () => this.askDelete() }, 'Delete service');
+    allowWhen(button, this.app.refusal('admin'));
+    return button;
   }
 
   private askDelete(): void {

@@ -5,6 +5,7 @@ import { h, setText } from './element.js';
 import { plural } from './format.js';
 import { isRunning, type Service, type Unit } from './model.js';
 import { CreateServiceDialog } from './service-form.js';
+import { allowWhen } from './permissions.js';
 import { legend, renderSquares, serviceSquares } from './unit-square.js';
 
 // The Services tab: every service with its units as squares, desired and running counts, the
@@ -38,7 +39,7 @@ export class ServicesView implements View {
         'div',
         { class: 'view-head' },
         h('h1', { tabindex: -1 }, 'Services'),
-        h('button', { type: 'button', class: 'button primary', onclick: () => this.dialog.open() }, 'New service'),
+        this.newServiceButton(),
       ),
       h('div', { class: 'toolbar' }, this.filter, legend()),
       this.summary,
@@ -46,6 +47,12 @@ export class ServicesView implements View {
       this.empty,
       this.dialog.element,
     );
+  }
+
+  private newServiceButton(): HTMLButtonElement {
+    const button = h('button', { type: 'button', class: 'button primary', onclick: () => this.dialog.open() }, 'New service');
+    allowWhen(button, this.app.refusal('admin'));
+    return button;
   }
 
   update(changes: Changes): void {

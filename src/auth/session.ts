@@ -1,0 +1,80 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { TokenRecord } from '../schemas/token.js';
+import { isExpired } from './access.js';
+
+// A dashboard session: the cookie a sign-in (POST /session) sets in exchange for a token. It is
+// stateless and signed with the key every role shares (src/auth/session-key.ts): it names the
+// token, a prefix of its hash and when it ends, and carries no secret. Each call looks the token
+// up again, so a revoked, expired or reissued token ends its sessions at once.
+
+export const SESSION_COOKIE = 'platform_session';
+/** A session lasts 12 hours, or until its token expires if that is sooner. */
+export const SESSION_MAX_AGE_MS = 12 * 3_600_000;
+/** Enough of the token's hash to tell a token from a later one of the same name. */
+const HASH_PREFIX_LENGTH = 16;
+
+export interface SessionClaims {
+  token: string;
+  hash: string;
+  /** Milliseconds since the epoch. */
+  expiresAt: number;
+}
+
+const mac = (key: Buffer, payload: string): Buffer => createHmac('sha256', key).update(payload).digest();
+
+/** The claims of a session of `token` starting `now`. */
+export function sessionClaims(token: Pick<TokenRecord, 'name' | 'hash' | 'expiresAt'>, now: number): SessionClaims {
+  const tokenEnds = token.expiresAt === undefined ? Infinity : Date.parse(token.expiresAt);
+  return { token: token.name, hash: token.hash.slice(0, HASH_PREFIX_LENGTH), expiresAt: Math.min(now + SESSION_MAX_AGE_MS, tokenEnds) };
+}
+
+/** The cookie's value: `<claims, base64url JSON>.<HMAC-SHA256 of them, base64url>`. */
+export function sealSession(key: Buffer, claims: SessionClaims): string {
+  const payload = Buffer.from(JSON.stringify({ t: claims.token, h: claims.hash, e: claims.expiresAt })).toString('base64url');
+  return `${payload}.${mac(key, payload).toString('base64url')}`;
+}
+
+/** The claims of a value this key signed, or undefined for anything else. Expiry is not checked here. */
+export function openSession(key: Buffer, value: string): SessionClaims | undefined {
+  const [payload, signature, extra] = value.split('.');
+  if (!payload || !signature || extra !== undefined) return undefined;
+  const given = Buffer.from(signature, 'base64url');
+  const expected = mac(key, payload);
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
+  try {
+    const { t, h, e } = JSON.parse(Buffer.from(payload, 'base64url').toString()) as Record<string, unknown>;
+    return typeof t === 'string' && typeof h === 'string' && typeof e === 'number' ? { token: t, hash: h, expiresAt: e } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export type SessionCheck = { token: TokenRecord } | { refused: string };
+
+/** The token a session stands for, or why it stands for none now. `find` looks a token up by name. */
+export function checkSession(key: Buffer, value: string, find: (name: string) => TokenRecord | undefined, now: number): SessionCheck {
+  const claims = openSession(key, value);
+  if (!claims) return { refused: 'the session is not one this platform signed: sign in again' };
+  if (claims.expiresAt <= now) return { refused: `the session ended at ${new Date(claims.expiresAt).toISOString()}: sign in again` };
+  const token = find(claims.token);
+  if (!token || !token.hash.startsWith(claims.hash)) return { refused: `the session ended: token ${claims.token} was revoked` };
+  if (isExpired(token, now)) return { refused: `the session ended: token ${token.name} expired at ${token.expiresAt}` };
+  return { token };
+}
+
+/** One cookie's value from a Cookie header. */
+export function cookieValue(header: string | undefined, name: string): string | undefined {
+  for (const part of (header ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+/**
+ * The Set-Cookie header of a session: HttpOnly (no script reads it), SameSite=Strict (no other
+ * site's page sends it), Secure over HTTPS, gone after `maxAgeMs` (0 clears it).
+ */
+export function sessionCookie(value: string, maxAgeMs: number, secure: boolean): string {
+  return [`${SESSION_COOKIE}=${value}`, 'Path=/', `Max-Age=${Math.max(0, Math.floor(maxAgeMs / 1000))}`, 'HttpOnly', 'SameSite=Strict', ...(secure ? ['Secure'] : [])].join('; ');
+}

@@ -1,0 +1,25 @@
+import type { FastifyInstance } from 'fastify';
+
+// Cross-origin calls from browsers: none by default, so no other site's page can read this API's
+// replies. `--cors-origin` names the origins whose pages may, with the caller's session; the CSRF
+// rule (src/auth/csrf.ts) accepts their changes too.
+
+const ALLOWED_METHODS = 'GET, POST, PUT, PATCH, DELETE';
+const ALLOWED_HEADERS = 'authorization, content-type, last-event-id';
+
+export function installCors(server: FastifyInstance, origins: readonly string[]): void {
+  if (origins.length === 0) return;
+  server.addHook('onRequest', async (request, reply) => {
+    const origin = request.headers.origin;
+    void reply.header('vary', 'Origin');
+    if (origin === undefined || !origins.includes(origin)) return;
+    void reply.headers({ 'access-control-allow-origin': origin, 'access-control-allow-credentials': 'true' });
+  });
+  // The preflight a browser sends before a call with a JSON body or an Authorization header.
+  server.options('/*', { schema: { hide: true }, config: { access: 'open' } }, async (_request, reply) =>
+    reply
+      .headers({ 'access-control-allow-methods': ALLOWED_METHODS, 'access-control-allow-headers': ALLOWED_HEADERS, 'access-control-max-age': '600' })
+      .status(204)
+      .send(),
+  );
+}

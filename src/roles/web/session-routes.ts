@@ -1,0 +1,61 @@
+import type { FastifyRequest } from 'fastify';
+import type { RoleServer } from '../../http/server.js';
+import { conflict, unauthorized } from '../../http/errors.js';
+import { apiRoute } from '../../schemas/api.js';
+import type { SessionInfo } from '../../schemas/session.js';
+import type { TokenRecord } from '../../schemas/token.js';
+import { callerToken, refuseWhileLimited, type AccessControl } from '../../auth/guard.js';
+import { isExpired } from '../../auth/access.js';
+import { bearerToken, cameOverHttps, sessionCredential } from '../../auth/caller.js';
+import { openSession, sealSession, sessionClaims, sessionCookie } from '../../auth/session.js';
+
+// Signing in to the dashboard, on both servers that serve it (the orchestrator and the web role):
+// POST /session takes a token and sets the session cookie, GET /session says who the page acts
+// as, DELETE /session clears the cookie. Sign-ins and sign-outs change nothing in the store, so
+// they are not journaled.
+
+const shown = ({ name, role, services, expiresAt }: TokenRecord): NonNullable<SessionInfo['token']> => ({
+  name,
+  role,
+  ...(services === undefined ? {} : { services }),
+  ...(expiresAt === undefined ? {} : { expiresAt }),
+});
+
+export function sessionRoutes(server: RoleServer, access: AccessControl): void {
+  const unaudited = <R extends { config: object }>(route: R) => ({ ...route, config: { ...route.config, audit: false as const } });
+
+  server.route({
+    ...unaudited(apiRoute('POST /session')),
+    handler: async (request, reply) => {
+      const { tokens, sessionKey } = access;
+      if (!tokens || !sessionKey) throw conflict('access control is off (--auth none): the dashboard needs no sign-in');
+      refuseWhileLimited(access, request, reply);
+      const now = Date.now();
+      const token = tokens.find(request.body.token);
+      if (!token || isExpired(token, now)) {
+        access.failures?.recordFailure(request.ip);
+        throw unauthorized(token ? `token ${token.name} expired at ${token.expiresAt}` : 'the token is unknown or revoked');
+      }
+      tokens.recordUse(token, now);
+      const claims = sessionClaims(token, now);
+      void reply.header('set-cookie', sessionCookie(sealSession(sessionKey, claims), claims.expiresAt - now, cameOverHttps(request)));
+      return { via: 'session' as const, token: shown(token), expiresAt: new Date(claims.expiresAt).toISOString() };
+    },
+  });
+
+  server.route({ ...unaudited(apiRoute('GET /session')), handler: async (request) => sessionInfo(request, access) });
+
+  server.route({
+    ...unaudited(apiRoute('DELETE /session')),
+    handler: async (request, reply) => reply.header('set-cookie', sessionCookie('', 0, cameOverHttps(request))).status(204).send(null),
+  });
+}
+
+function sessionInfo(request: FastifyRequest, access: AccessControl): SessionInfo {
+  const token = callerToken(request);
+  if (!token) return { via: 'none' };
+  const session = bearerToken(request.headers.authorization) === undefined ? sessionCredential(request.headers) : undefined;
+  const claims = session && access.sessionKey ? openSession(access.sessionKey, session.value) : undefined;
+  if (!claims) return { via: 'token', token: shown(token) };
+  return { via: 'session', token: shown(token), expiresAt: new Date(claims.expiresAt).toISOString() };
+}

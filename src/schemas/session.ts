@@ -1,0 +1,43 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { ErrorReply, errorResponses } from './common.js';
+import { ServiceGlob, TokenName, TokenRole } from './token.js';
+
+// Dashboard sessions (README "Access tokens", docs/dashboard.md): a token exchanged for a signed,
+// HttpOnly cookie, the page's view of who it acts as, and signing out.
+
+export const SessionStart = Type.Object(
+  { token: Type.String({ minLength: 1, maxLength: 256, description: 'a token secret (plt_ and 43 characters)' }) },
+  { additionalProperties: false },
+);
+
+export const SessionInfo = Type.Object({
+  via: Type.Union([Type.Literal('session'), Type.Literal('token'), Type.Literal('none')], {
+    description: 'how this call was let in: a session cookie, an Authorization header, or no token needed (a local call under --auth auto, or --auth none)',
+  }),
+  token: Type.Optional(
+    Type.Object({
+      name: TokenName,
+      role: TokenRole,
+      services: Type.Optional(ServiceGlob),
+      expiresAt: Type.Optional(Type.String({ format: 'date-time' })),
+    }),
+  ),
+  expiresAt: Type.Optional(Type.String({ format: 'date-time', description: 'when the session ends' })),
+});
+export type SessionInfo = Static<typeof SessionInfo>;
+
+export const startSessionSchema = {
+  description: 'Sign in: exchange a token for a session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS) lasting 12 h or until the token expires.',
+  body: SessionStart,
+  response: { 200: SessionInfo, 401: ErrorReply, 403: ErrorReply, 429: ErrorReply, ...errorResponses },
+};
+
+export const sessionSchema = {
+  description: 'Who the caller acts as: the token of its session or Authorization header, or none needed. 401 when a token is needed and none is given.',
+  response: { 200: SessionInfo, 401: ErrorReply, ...errorResponses },
+};
+
+export const endSessionSchema = {
+  description: 'Sign out: the session cookie is cleared.',
+  response: { 204: Type.Null(), 403: ErrorReply },
+};

@@ -1,0 +1,72 @@
+import t from 'tap';
+import { randomBytes } from 'node:crypto';
+import { checkSession, cookieValue, openSession, sealSession, sessionClaims, sessionCookie, SESSION_MAX_AGE_MS } from '../../src/auth/session.js';
+import { csrfRefusal } from '../../src/auth/csrf.js';
+import { sessionCredential } from '../../src/auth/caller.js';
+import { hashSecret, newSecret } from '../../src/auth/tokens.js';
+import type { TokenRecord } from '../../src/schemas/token.js';
+
+const key = randomBytes(32);
+const now = Date.parse('2030-01-01T00:00:00Z');
+const viewer: TokenRecord = { name: 'viewer', role: 'read', createdAt: '2029-01-01T00:00:00Z', hash: hashSecret(newSecret()) };
+const find = (name: string) => (name === viewer.name ? viewer : undefined);
+
+t.test('a session lasts 12 hours, or until its token expires when that is sooner', async (t) => {
+  t.equal(sessionClaims(viewer, now).expiresAt, now + SESSION_MAX_AGE_MS);
+  t.equal(sessionClaims({ ...viewer, expiresAt: '2030-01-01T01:00:00Z' }, now).expiresAt, now + 3_600_000);
+});
+
+t.test('a sealed session opens with its key only, and any change to it breaks the seal', async (t) => {
+  const claims = sessionClaims(viewer, now);
+  const sealed = sealSession(key, claims);
+  t.same(openSession(key, sealed), claims);
+  t.notOk(sealed.includes(viewer.hash), 'the cookie carries a prefix of the hash, not the hash');
+  t.equal(openSession(randomBytes(32), sealed), undefined, 'another key');
+  const [payload, signature] = sealed.split('.');
+  const forged = Buffer.from(JSON.stringify({ t: 'root', h: claims.hash, e: claims.expiresAt })).toString('base64url');
+  t.equal(openSession(key, `${forged}.${signature}`), undefined, 'another payload under the same signature');
+  t.equal(openSession(key, `${payload}.`), undefined);
+  t.equal(openSession(key, `${sealed}.x`), undefined);
+  t.equal(openSession(key, 'garbage'), undefined);
+});
+
+t.test('a session stands for its token until it ends, the token is revoked, reissued or expires', async (t) => {
+  const sealed = sealSession(key, sessionClaims(viewer, now));
+  t.same(checkSession(key, sealed, find, now + 1000), { token: viewer });
+  t.match(checkSession(key, sealed, find, now + SESSION_MAX_AGE_MS), { refused: /^the session ended at 2030-01-01T12:00:00.000Z/ });
+  t.same(checkSession(key, sealed, () => undefined, now), { refused: 'the session ended: token viewer was revoked' });
+  t.same(checkSession(key, sealed, () => ({ ...viewer, hash: hashSecret(newSecret()) }), now), { refused: 'the session ended: token viewer was revoked' }, 'a new token of the same name is another token');
+  const expiring = { ...viewer, expiresAt: '2030-01-01T00:00:10Z' };
+  t.match(checkSession(key, sealSession(key, sessionClaims(viewer, now)), () => expiring, now + 20_000), { refused: /token viewer expired/ });
+  t.match(checkSession(key, 'x.y', find, now), { refused: /not one this platform signed/ });
+});
+
+t.test('the cookie is HttpOnly, SameSite=Strict, for the whole site, Secure only over HTTPS; 0 clears it', async (t) => {
+  t.equal(sessionCookie('abc', 3_600_000, false), 'platform_session=abc; Path=/; Max-Age=3600; HttpOnly; SameSite=Strict');
+  t.equal(sessionCookie('', 0, true), 'platform_session=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict; Secure');
+  t.equal(cookieValue('a=1; platform_session=xyz.sig; b=2', 'platform_session'), 'xyz.sig');
+  t.equal(cookieValue('platform_session_other=1', 'platform_session'), undefined);
+  t.same(sessionCredential({ cookie: 'platform_session=v' }), { value: 'v', from: 'cookie' });
+  t.same(sessionCredential({ authorization: 'Session v', cookie: 'platform_session=w' }), { value: 'v', from: 'header' }, 'a role passes a session on as a header');
+  t.equal(sessionCredential({ authorization: 'Bearer plt_x' }), undefined);
+});
+
+t.test('a change from a browser must come from this origin and send JSON; the CLI and webhooks are not held to it', async (t) => {
+  const host = '127.0.0.1:9000';
+  const own = 'http://127.0.0.1:9000';
+  const json = 'application/json';
+  const cookie = 'platform_session=v';
+  const refusal = (method: string, headers: Record<string, string>, allowed: string[] = []) => csrfRefusal({ method, headers: { host, ...headers } }, allowed);
+  t.equal(refusal('POST', { origin: own, 'content-type': json, cookie }), undefined);
+  t.equal(refusal('DELETE', { origin: own, cookie }), undefined, 'no body, no content type needed');
+  t.equal(refusal('GET', { origin: 'http://evil.example', cookie }), undefined, 'reads are not changes');
+  t.equal(refusal('POST', { 'content-type': 'text/plain' }), undefined, 'no Origin, no cookie: no browser (a webhook, a script)');
+  t.equal(refusal('POST', { origin: 'http://evil.example', authorization: 'Bearer plt_x', 'content-type': 'text/plain' }), undefined, 'a bearer token is no ambient credential');
+  t.match(refusal('POST', { origin: 'http://127.0.0.1:9999', 'content-type': json, cookie }), /must come from a page of this server \(127.0.0.1:9000\), not http:\/\/127.0.0.1:9999/);
+  t.match(refusal('POST', { origin: 'null', 'content-type': json }), /not null/, 'a sandboxed page, even without a cookie');
+  t.match(refusal('POST', { 'content-type': json, cookie }), /must carry an Origin header/);
+  t.match(refusal('POST', { origin: own, 'content-type': 'application/x-www-form-urlencoded', cookie }), /must send Content-Type: application\/json, not application\/x-www-form-urlencoded/);
+  t.match(refusal('POST', { origin: own, 'content-type': 'text/plain;charset=UTF-8' }), /application\/json/, 'a same-origin form is no JSON call either');
+  t.match(refusal('PATCH', { origin: own, 'content-length': '12', cookie }), /must send Content-Type: application\/json$/);
+  t.equal(refusal('POST', { origin: 'https://ops.example.com', 'content-type': 'application/json; charset=utf-8', cookie }, ['https://ops.example.com']), undefined, '--cors-origin');
+});
