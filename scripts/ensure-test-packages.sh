@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the real components the test suite runs (etcd, Docker Engine, the Distribution registry,
-# a static busybox for test images, Chromium for browser tests) when they are missing.
+# a static busybox for test images, Chromium for browser tests, openssl for etcd's test certificates)
+# when they are missing.
 set -euo pipefail
 declare -A packages=(
   [etcd]=etcd-server
   [dockerd]=docker.io
   [docker-registry]=docker-registry
   [chromium]=chromium
+  [openssl]=openssl
 )
 missing=()
 for command in "${!packages[@]}"; do

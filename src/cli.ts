@@ -2,18 +2,29 @@ import { Command, Option } from 'commander';
 import { pino } from 'pino';
 import { ConfigError, resolveConfig, type RawFlags } from './config.js';
 import { launchRoles } from './roles/launch.js';
-import { runAnnounce } from './announce.js';
+import { runAnnounce, type AnnounceFlags } from './announce.js';
 import { addClientCommands } from './client/commands.js';
 import { bootstrapIntoFile } from './auth/first-token.js';
 
 // The one `platform` binary: serve roles, run everything (`up`), announce, and the API client.
 
-function addServeFlags(command: Command): Command {
+/** How a process reaches etcd; every role and `platform announce` take these (README "Securing etcd"). */
+function addEtcdFlags(command: Command): Command {
   return command
+    .option('--etcd <urls>', 'etcd client URLs, comma-separated (env PLATFORM_ETCD); roles without it use the embedded store')
+    .option('--etcd-ca <file>', 'PEM CA that signed etcd\'s certificate, for https:// URLs (env PLATFORM_ETCD_CA; default: the system\'s CAs)')
+    .option('--etcd-cert <file>', 'PEM client certificate for an etcd with --client-cert-auth (env PLATFORM_ETCD_CERT)')
+    .option('--etcd-key <file>', 'PEM private key of --etcd-cert (env PLATFORM_ETCD_KEY)')
+    .option('--etcd-user <name>', 'etcd user, when etcd has authentication enabled (env PLATFORM_ETCD_USER)')
+    .option('--etcd-password-file <file>', 'file holding the etcd user\'s password (env PLATFORM_ETCD_PASSWORD_FILE)')
+    .option('--etcd-password <password>', 'the etcd user\'s password; prefer env PLATFORM_ETCD_PASSWORD or --etcd-password-file: flags show in ps');
+}
+
+function addServeFlags(command: Command): Command {
+  return addEtcdFlags(command)
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--port <port>', 'port to listen on (a single role only; defaults: orchestrator 9000, directory 9001, scheduler 9002, agent 9003, gateway 8080, web 9004)')
     .option('--advertise <host[:port]>', 'address other roles reach this one at (default: --host)')
-    .option('--etcd <urls>', 'etcd client URLs, comma-separated (env PLATFORM_ETCD); without it the embedded store is used')
     .option('--data-dir <dir>', 'embedded store directory (env PLATFORM_DATA_DIR)', undefined)
     .option('--domain <domain>', 'domain services are reached under (env PLATFORM_DOMAIN)', undefined)
     .option('--announce-ttl <seconds>', 'TTL of announcement and machine leases', undefined)
@@ -79,14 +90,11 @@ addServeFlags(program.command('serve').description('Run one or more roles in thi
 addServeFlags(program.command('up').description('Run every role in one process on the default ports, with the embedded store (or --etcd) and the local Docker engine.'))
   .action((flags: RawFlags) => serve({ ...flags, role: undefined }, true));
 
-program
-  .command('announce')
-  .description('Keep host:port announced for a role under a TTL lease (a <component>-announce.service sidekick).')
+addEtcdFlags(program.command('announce').description('Keep host:port announced for a role under a TTL lease (a <component>-announce.service sidekick).'))
   .requiredOption('--role <component>', 'service-directory, scheduler, orchestrator, gateway or web')
   .requiredOption('--address <host:port>', 'the address to announce')
-  .option('--etcd <urls>', 'etcd client URLs (env PLATFORM_ETCD)')
   .option('--announce-ttl <seconds>', 'lease TTL', '10')
-  .action((flags: { role: string; address: string; etcd?: string; announceTtl: string }) => runAnnounce(flags));
+  .action((flags: AnnounceFlags) => runAnnounce(flags));
 
 addClientCommands(program);
 

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import type { Component } from './store/keys.js';
+import type { EtcdSecurity } from './store/etcd-store.js';
 import { machineIdPattern } from './schemas/cluster.js';
 import { authModes, type AuthMode } from './auth/guard.js';
 
@@ -35,6 +36,8 @@ export interface PlatformConfig {
   advertiseHost: string;
   advertisePort?: number;
   etcd?: string[];
+  /** TLS material and user for etcd (README "Securing etcd"); empty without them. */
+  etcdSecurity: EtcdSecurity;
   dataDir: string;
   domain: string;
   announceTtlSeconds: number;
@@ -108,6 +111,12 @@ export interface RawFlags {
   port?: string;
   advertise?: string;
   etcd?: string;
+  etcdCa?: string;
+  etcdCert?: string;
+  etcdKey?: string;
+  etcdUser?: string;
+  etcdPassword?: string;
+  etcdPasswordFile?: string;
   dataDir?: string;
   domain?: string;
   network?: string;
@@ -182,7 +191,6 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
   if (port !== undefined && chosenRoles.length > 1) throw new ConfigError('--port needs a single --role; several roles listen on their default ports');
   const host = flags.host ?? '127.0.0.1';
   const [advertiseHost, advertisePortText] = (flags.advertise ?? '').split(/:(?=\d+$)/);
-  const etcdText = flags.etcd ?? env.PLATFORM_ETCD;
   const network = flags.network ?? 'bridge';
   if (network !== 'bridge' && network !== 'host') throw new ConfigError(`--network must be bridge or host, got ${network}`);
   const machineId = flags.machineId ?? defaultMachineId();
@@ -194,7 +202,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
     ...(port === undefined ? {} : { port }),
     advertiseHost: advertiseHost || (host === '0.0.0.0' || host === '::' ? hostname() : host),
     ...(advertisePortText ? { advertisePort: integer('--advertise port', advertisePortText, 1, 65535) } : {}),
-    ...(etcdText ? { etcd: etcdText.split(',').map((url) => url.trim()).filter(Boolean) } : {}),
+    ...resolveEtcd(flags, env),
     dataDir: resolve(flags.dataDir ?? env.PLATFORM_DATA_DIR ?? '.platform-data'),
     domain,
     announceTtlSeconds: integer('--announce-ttl', flags.announceTtl, 2, 600) ?? 10,
@@ -226,6 +234,61 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
       ...(flags.orchestratorUrl ? { orchestratorUrl: flags.orchestratorUrl } : {}),
     },
   };
+}
+
+export type EtcdFlags = Pick<RawFlags, 'etcd' | 'etcdCa' | 'etcdCert' | 'etcdKey' | 'etcdUser' | 'etcdPassword' | 'etcdPasswordFile'>;
+
+type Setting = (flag: string | undefined, name: string) => string | undefined;
+
+/** etcd's URLs and how to reach it securely, from `--etcd*` flags or `PLATFORM_ETCD*` variables (empty ones count as unset). */
+export function resolveEtcd(flags: EtcdFlags, env: NodeJS.ProcessEnv): { etcd?: string[]; etcdSecurity: EtcdSecurity } {
+  const setting: Setting = (flag, name) => flag || env[name] || undefined;
+  const urls = (setting(flags.etcd, 'PLATFORM_ETCD') ?? '').split(',').map((url) => url.trim()).filter(Boolean);
+  const pem = (flag: string, value: string | undefined, name: string): Buffer | undefined => {
+    const path = setting(value, name);
+    return path === undefined ? undefined : readFileFor(flag, path);
+  };
+  const ca = pem('--etcd-ca', flags.etcdCa, 'PLATFORM_ETCD_CA');
+  const cert = pem('--etcd-cert', flags.etcdCert, 'PLATFORM_ETCD_CERT');
+  const key = pem('--etcd-key', flags.etcdKey, 'PLATFORM_ETCD_KEY');
+  if (Boolean(cert) !== Boolean(key)) throw new ConfigError('--etcd-cert and --etcd-key go together: the client certificate and its private key');
+  const user = etcdUser(flags, env, setting);
+  if ((ca || cert || user) && urls.length === 0) throw new ConfigError('--etcd-ca, --etcd-cert, --etcd-key and --etcd-user need --etcd (or PLATFORM_ETCD)');
+  const plain = urls.find((url) => !url.startsWith('https://'));
+  if ((ca || cert) && plain) throw new ConfigError(`--etcd-ca, --etcd-cert and --etcd-key need https:// etcd URLs, got ${plain}`);
+  return {
+    ...(urls.length > 0 ? { etcd: urls } : {}),
+    etcdSecurity: { ...(ca ? { ca } : {}), ...(cert && key ? { cert, key } : {}), ...(user ? { user } : {}) },
+  };
+}
+
+/** The password comes from --etcd-password, else the password file, else PLATFORM_ETCD_PASSWORD; no message ever shows it. */
+function etcdUser(flags: EtcdFlags, env: NodeJS.ProcessEnv, setting: Setting): EtcdSecurity['user'] {
+  if (flags.etcdPassword && flags.etcdPasswordFile) throw new ConfigError('give --etcd-password or --etcd-password-file, not both');
+  const name = setting(flags.etcdUser, 'PLATFORM_ETCD_USER');
+  const file = setting(flags.etcdPasswordFile, 'PLATFORM_ETCD_PASSWORD_FILE');
+  const password = flags.etcdPassword || (file === undefined ? undefined : passwordFromFile(file)) || env.PLATFORM_ETCD_PASSWORD || undefined;
+  if (name === undefined && password === undefined) return undefined;
+  if (name === undefined) throw new ConfigError('an etcd password needs --etcd-user (or PLATFORM_ETCD_USER)');
+  if (password === undefined) throw new ConfigError('--etcd-user needs a password: PLATFORM_ETCD_PASSWORD, --etcd-password-file or --etcd-password');
+  return { name, password };
+}
+
+function passwordFromFile(path: string): string {
+  const password = readFileFor('--etcd-password-file', path).toString('utf8').replace(/\r?\n$/, '');
+  if (password === '') throw new ConfigError(`--etcd-password-file: ${path} holds an empty password`);
+  return password;
+}
+
+function readFileFor(flag: string, path: string): Buffer {
+  let content: Buffer;
+  try {
+    content = readFileSync(path);
+  } catch (error) {
+    throw new ConfigError(`${flag}: cannot read ${path}: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  if (content.length === 0) throw new ConfigError(`${flag}: ${path} is empty`);
+  return content;
 }
 
 function authMode(text: string): AuthMode {

@@ -44,7 +44,12 @@ type Closer = () => Promise<void>;
 
 export async function launchRoles(config: PlatformConfig, logger?: Logger): Promise<RunningPlatform> {
   const log = logger ?? pino({ level: config.logLevel });
-  const store = await openStore({ ...(config.etcd ? { etcd: config.etcd } : {}), dataDir: config.dataDir });
+  const store = await openStore({
+    ...(config.etcd ? { etcd: config.etcd } : {}),
+    etcdSecurity: config.etcdSecurity,
+    dataDir: config.dataDir,
+    warn: (message) => log.warn(message),
+  });
   const announcements = await LeasedKeys.start(store, config.announceTtlSeconds, log);
   const closers: Closer[] = [];
   const running: RunningRole[] = [];

@@ -9,6 +9,7 @@
 // - one error type, StoreUnavailableError, for every failure;
 // - numbers for revisions and strings for values.
 
+import { rootCertificates } from 'node:tls';
 import { countRead } from './store-metrics.js';
 import { ConsecutiveBreaker, ExponentialBackoff, circuitBreaker, handleWhen, retry } from 'cockatiel';
 import {
@@ -40,6 +41,18 @@ import {
 export interface EtcdStoreOptions {
   /** Deadline of one unary call attempt (default 1500 ms). */
   callTimeoutMs?: number;
+  security?: EtcdSecurity;
+}
+
+/** How this process proves itself to etcd and checks etcd's certificate (README "Securing etcd"). */
+export interface EtcdSecurity {
+  /** PEM of the CA that signed etcd's server certificate; without it, the system's CAs (https:// URLs only). */
+  ca?: Buffer;
+  /** PEM client certificate and its key, for an etcd started with --client-cert-auth. */
+  cert?: Buffer;
+  key?: Buffer;
+  /** A user of etcd's own authentication (`etcdctl auth enable`). Never logged or shown. */
+  user?: { name: string; password: string };
 }
 
 /** Streams (watch creation, a single keep-alive) have no gRPC deadline; they get this bound instead. */
@@ -55,7 +68,7 @@ export class EtcdStore implements Store {
   constructor(hosts: string[], options: EtcdStoreOptions = {}) {
     if (hosts.length === 0) throw new Error('EtcdStore needs at least one etcd URL');
     this.description = `etcd ${hosts.join(',')}`;
-    this.client = new Etcd3(clientOptions(hosts, options.callTimeoutMs ?? 1500));
+    this.client = new Etcd3(clientOptions(hosts, options.callTimeoutMs ?? 1500, options.security ?? {}));
   }
 
   async get(key: string): Promise<KeyValue | undefined> {
@@ -194,9 +207,13 @@ export class EtcdStore implements Store {
   }
 }
 
-function clientOptions(hosts: string[], callTimeoutMs: number): IOptions {
+function clientOptions(hosts: string[], callTimeoutMs: number, security: EtcdSecurity): IOptions {
+  const { ca, cert, key, user } = security;
   return {
     hosts,
+    // Without credentials etcd3 still speaks TLS (with the system's CAs) to https:// URLs.
+    ...(ca || cert ? { credentials: { rootCertificate: ca ?? Buffer.from(rootCertificates.join('\n')), ...(cert && key ? { certChain: cert, privateKey: key } : {}) } } : {}),
+    ...(user ? { auth: { username: user.name, password: user.password } } : {}),
     defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + callTimeoutMs }),
     grpcOptions: {
       // Reconnect quickly after etcd restarts (gRPC's default backoff grows to 120 s).

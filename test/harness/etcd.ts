@@ -1,17 +1,23 @@
 // A real etcd server for integration tests: its own loopback ports and temporary data directory,
-// killed when the test process exits.
+// killed when the test process exits. With `tls`, it serves https:// and asks every client for a
+// certificate signed by its CA (certificates made by openssl, tls-certificates.ts).
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { get as httpsGet } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Etcd3, type IOptions } from 'etcd3';
 import { freePort } from './free-port.js';
+import { makeTlsCertificates, type TlsCertificates } from './tls-certificates.js';
 
 export interface EtcdProcess {
-  /** Client URL, e.g. http://127.0.0.1:41234. */
+  /** Client URL, e.g. http://127.0.0.1:41234 (https:// with `tls`). */
   readonly url: string;
   readonly dataDir: string;
+  /** With `tls`: the files of etcd's CA, a client certificate it accepts, and an unrelated CA. */
+  readonly tls?: TlsCertificates;
   /** Graceful stop (SIGTERM); the data directory is kept so `restart()` can follow. */
   stop(): Promise<void>;
   /** SIGKILL: a crash, nothing flushed or closed. */
@@ -51,13 +57,20 @@ function assertEtcdInstalled(): void {
   }
 }
 
-export async function startEtcd(): Promise<EtcdProcess> {
+export interface EtcdOptions {
+  /** Serve clients over TLS with --client-cert-auth (peers stay on plain loopback HTTP). */
+  tls?: boolean;
+}
+
+export async function startEtcd(options: EtcdOptions = {}): Promise<EtcdProcess> {
   assertEtcdInstalled();
   installExitHooks();
   const [clientPort, peerPort] = [await freePort(), await freePort()];
   const dataDir = mkdtempSync(join(tmpdir(), 'platform-etcd-'));
   tempDirs.add(dataDir);
-  const url = `http://127.0.0.1:${clientPort}`;
+  // Beside the data directory, so deleting the data (a test of lost state) keeps the certificates.
+  const tls = options.tls ? certificatesIn(`${dataDir}-tls`) : undefined;
+  const url = `${tls ? 'https' : 'http'}://127.0.0.1:${clientPort}`;
   const peerUrl = `http://127.0.0.1:${peerPort}`;
   const args = [
     '--name', 'test',
@@ -70,6 +83,7 @@ export async function startEtcd(): Promise<EtcdProcess> {
     '--initial-cluster-state', 'new',
     '--logger', 'zap',
     '--log-level', 'error',
+    ...(tls ? ['--cert-file', tls.serverCert, '--key-file', tls.serverKey, '--trusted-ca-file', tls.ca, '--client-cert-auth'] : []),
   ];
 
   let child: ChildProcess | undefined;
@@ -88,7 +102,7 @@ export async function startEtcd(): Promise<EtcdProcess> {
     proc.stdout?.on('data', remember);
     proc.stderr?.on('data', remember);
     proc.once('exit', () => children.delete(proc));
-    await waitHealthy(url, proc, () => output);
+    await waitHealthy(url, tls, proc, () => output);
   };
 
   const terminate = async (signal: NodeJS.Signals): Promise<void> => {
@@ -106,6 +120,7 @@ export async function startEtcd(): Promise<EtcdProcess> {
   return {
     url,
     dataDir,
+    ...(tls ? { tls } : {}),
     stop: () => terminate('SIGTERM'),
     kill: () => terminate('SIGKILL'),
     restart: async () => {
@@ -115,16 +130,60 @@ export async function startEtcd(): Promise<EtcdProcess> {
   };
 }
 
-async function waitHealthy(url: string, proc: ChildProcess, output: () => string[]): Promise<void> {
+function certificatesIn(dir: string): TlsCertificates {
+  mkdirSync(dir);
+  tempDirs.add(dir);
+  return makeTlsCertificates(dir);
+}
+
+/** The etcd3 client options that reach `etcd`, with its client certificate when it has TLS. */
+export function etcdClientOptions(etcd: EtcdProcess, auth?: { username: string; password: string }): IOptions {
+  const { tls } = etcd;
+  return {
+    hosts: etcd.url,
+    ...(tls ? { credentials: { rootCertificate: readFileSync(tls.ca), certChain: readFileSync(tls.clientCert), privateKey: readFileSync(tls.clientKey) } } : {}),
+    ...(auth ? { auth } : {}),
+  };
+}
+
+/** Turns on etcd's own authentication with a `root` user (and role) holding `password`. */
+export async function enableEtcdAuth(etcd: EtcdProcess, password: string): Promise<void> {
+  const client = new Etcd3(etcdClientOptions(etcd));
+  try {
+    await client.role('root').create();
+    await client.user('root').create(password);
+    await client.user('root').addRole('root');
+    await client.auth.authEnable();
+  } finally {
+    client.close();
+  }
+}
+
+async function healthy(url: string, tls: TlsCertificates | undefined): Promise<boolean> {
+  if (!tls) {
+    const response = await fetch(`${url}/health`, { signal: AbortSignal.timeout(1000) });
+    return response.ok && ((await response.json()) as { health?: string }).health === 'true';
+  }
+  const body = await new Promise<string>((resolve, reject) => {
+    const request = httpsGet(`${url}/health`, { ca: readFileSync(tls.ca), cert: readFileSync(tls.clientCert), key: readFileSync(tls.clientKey), timeout: 1000 }, (response) => {
+      let text = '';
+      response.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      response.on('end', () => resolve(text));
+    });
+    request.on('timeout', () => request.destroy(new Error('timed out')));
+    request.on('error', reject);
+  });
+  return (JSON.parse(body) as { health?: string }).health === 'true';
+}
+
+async function waitHealthy(url: string, tls: TlsCertificates | undefined, proc: ChildProcess, output: () => string[]): Promise<void> {
   const deadline = Date.now() + STARTUP_TIMEOUT_MS;
   while (Date.now() < deadline) {
     if (proc.exitCode !== null || proc.signalCode !== null) {
       throw new Error(`etcd exited (${proc.exitCode ?? proc.signalCode}) during startup:\n${output().join('\n')}`);
     }
     try {
-      const response = await fetch(`${url}/health`, { signal: AbortSignal.timeout(1000) });
-      const body = (await response.json()) as { health?: string };
-      if (response.ok && body.health === 'true') return;
+      if (await healthy(url, tls)) return;
     } catch {
       // not listening yet
     }

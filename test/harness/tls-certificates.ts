@@ -1,0 +1,50 @@
+// Certificates for a TLS etcd in tests, made by `openssl` (EC P-256 keys, valid one day): a CA,
+// a server certificate for 127.0.0.1, a client certificate, and a second CA that signed nothing
+// etcd trusts, for the "wrong CA" and "wrong client certificate" cases.
+
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ensureCommand } from './system-packages.js';
+
+export interface TlsCertificates {
+  ca: string;
+  serverCert: string;
+  serverKey: string;
+  /** Its common name is `platform-client`: no etcd user of that name exists. */
+  clientCert: string;
+  clientKey: string;
+  /** A CA unrelated to the others, with its own self-signed certificate and key. */
+  otherCa: string;
+  otherCaKey: string;
+}
+
+function openssl(args: string[]): void {
+  execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+}
+
+const newKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+
+function selfSignedCa(dir: string, name: string): { cert: string; key: string } {
+  const [cert, key] = [join(dir, `${name}.crt`), join(dir, `${name}.key`)];
+  openssl(['req', '-x509', ...newKey, '-keyout', key, '-out', cert, '-days', '1', '-subj', `/CN=${name}`]);
+  return { cert, key };
+}
+
+function signed(dir: string, name: string, ca: { cert: string; key: string }, extensions: string): { cert: string; key: string } {
+  const [cert, key, request, extfile] = ['crt', 'key', 'csr', 'ext'].map((suffix) => join(dir, `${name}.${suffix}`)) as [string, string, string, string];
+  openssl(['req', ...newKey, '-keyout', key, '-out', request, '-subj', `/CN=${name}`]);
+  writeFileSync(extfile, extensions);
+  openssl(['x509', '-req', '-in', request, '-CA', ca.cert, '-CAkey', ca.key, '-CAcreateserial', '-out', cert, '-days', '1', '-extfile', extfile]);
+  return { cert, key };
+}
+
+/** Writes the certificates into `dir` (which the caller cleans up). */
+export function makeTlsCertificates(dir: string): TlsCertificates {
+  ensureCommand('openssl', 'openssl');
+  const ca = selfSignedCa(dir, 'test-ca');
+  const server = signed(dir, 'etcd-server', ca, 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
+  const client = signed(dir, 'platform-client', ca, 'extendedKeyUsage=clientAuth\n');
+  const other = selfSignedCa(dir, 'other-ca');
+  return { ca: ca.cert, serverCert: server.cert, serverKey: server.key, clientCert: client.cert, clientKey: client.key, otherCa: other.cert, otherCaKey: other.key };
+}

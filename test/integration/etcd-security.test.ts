@@ -1,0 +1,120 @@
+import t from 'tap';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Etcd3 } from 'etcd3';
+import { enableEtcdAuth, etcdClientOptions, startEtcd } from '../harness/etcd.js';
+import { freePort } from '../harness/free-port.js';
+import { http, runPlatform, serveRole } from '../harness/platform.js';
+import { waitFor } from '../harness/wait.js';
+
+// etcd as the trust root: TLS with client certificates and etcd's own authentication. With the
+// right material every role and `platform announce` work; with a wrong CA, no client certificate
+// or a wrong password the start fails within 10 s, naming etcd and the cause and never the password.
+// An etcd that is only down is told apart from these (the directory then stops as it did before).
+
+const PASSWORD = 'correct-horse-battery-staple';
+const WRONG_PASSWORD = 'wrong-password-9d7c';
+const etcd = await startEtcd({ tls: true });
+const tls = etcd.tls!;
+await enableEtcdAuth(etcd, PASSWORD);
+const client = new Etcd3(etcdClientOptions(etcd, { username: 'root', password: PASSWORD }));
+const secrets = mkdtempSync(join(tmpdir(), 'platform-etcd-secrets-'));
+const passwordFile = join(secrets, 'password');
+writeFileSync(passwordFile, `${PASSWORD}\n`, { mode: 0o600 });
+t.teardown(async () => {
+  client.close();
+  await etcd.stop();
+  rmSync(secrets, { recursive: true, force: true });
+});
+
+const read = (key: string) => client.get(key).string();
+const certificate = ['--etcd-cert', tls.clientCert, '--etcd-key', tls.clientKey];
+const rightFlags = ['--etcd', etcd.url, '--etcd-ca', tls.ca, ...certificate, '--etcd-user', 'root', '--etcd-password-file', passwordFile];
+
+/** Runs `platform serve --role directory` expecting it to exit; resolves with its exit code, output and how long it ran. */
+async function failedStart(flags: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; output: string; ms: number }> {
+  const started = Date.now();
+  const directory = runPlatform(['serve', '--role', 'directory', '--port', String(await freePort()), ...flags], env);
+  const timer = setTimeout(() => directory.child.kill('SIGKILL'), 15_000);
+  const code = await new Promise<number | null>((resolve) => directory.child.once('exit', (exitCode) => resolve(exitCode)));
+  clearTimeout(timer);
+  return { code, output: directory.output(), ms: Date.now() - started };
+}
+
+t.test('with the right CA, client certificate and password the directory serves, announces and is ready', async (t) => {
+  const port = await freePort();
+  const directory = await serveRole('directory', port, rightFlags);
+  t.teardown(() => directory.stop());
+  t.equal(await waitFor(() => read('/platform/services/service-directory'), 10_000), `127.0.0.1:${port}`, 'announced in the TLS etcd');
+  const ready = await http('GET', `${directory.url}/readyz`);
+  t.equal(ready.status, 200, JSON.stringify(ready.body));
+  t.notMatch(JSON.stringify(ready.body), PASSWORD, '/readyz does not show the password');
+  t.notMatch(directory.output(), PASSWORD, 'the log does not show the password');
+});
+
+t.test('platform announce takes the same material from PLATFORM_ETCD_* variables', async (t) => {
+  const env = {
+    PLATFORM_ETCD: etcd.url,
+    PLATFORM_ETCD_CA: tls.ca,
+    PLATFORM_ETCD_CERT: tls.clientCert,
+    PLATFORM_ETCD_KEY: tls.clientKey,
+    PLATFORM_ETCD_USER: 'root',
+    PLATFORM_ETCD_PASSWORD: PASSWORD,
+  };
+  const sidekick = runPlatform(['announce', '--role', 'web', '--address', '127.0.0.1:7777', '--announce-ttl', '3'], env);
+  t.equal(await waitFor(() => read('/platform/services/web'), 10_000), '127.0.0.1:7777');
+  await sidekick.stop('SIGTERM');
+  t.equal(await read('/platform/services/web'), null, 'revoked on SIGTERM');
+  t.notMatch(sidekick.output(), PASSWORD);
+});
+
+t.test('a wrong CA fails the start within 10 s: etcd\'s certificate is not trusted', async (t) => {
+  const failed = await failedStart(['--etcd', etcd.url, '--etcd-ca', tls.otherCa, ...certificate, '--etcd-user', 'root', '--etcd-password-file', passwordFile]);
+  t.not(failed.code, 0, failed.output);
+  t.ok(failed.ms < 10_000, `exited after ${failed.ms} ms`);
+  t.match(failed.output, `platform: etcd at ${etcd.url}: TLS handshake failed: etcd's certificate is not trusted (unable to verify the first certificate); is --etcd-ca the CA that signed etcd's certificate?`);
+  t.notMatch(failed.output, PASSWORD);
+});
+
+t.test('no client certificate fails the start within 10 s: etcd asks for one', async (t) => {
+  const failed = await failedStart(['--etcd', etcd.url, '--etcd-ca', tls.ca], { PLATFORM_ETCD_USER: 'root', PLATFORM_ETCD_PASSWORD: PASSWORD });
+  t.not(failed.code, 0, failed.output);
+  t.ok(failed.ms < 10_000, `exited after ${failed.ms} ms`);
+  t.match(failed.output, new RegExp(`platform: etcd at ${etcd.url}: TLS handshake failed: etcd asks for a client certificate \\(TLS alert "[a-z ]+"\\); give --etcd-cert and --etcd-key`));
+  t.notMatch(failed.output, PASSWORD);
+});
+
+t.test('a client certificate from another CA fails the start: etcd rejects it', async (t) => {
+  const failed = await failedStart(['--etcd', etcd.url, '--etcd-ca', tls.ca, '--etcd-cert', tls.otherCa, '--etcd-key', tls.otherCaKey]);
+  t.not(failed.code, 0, failed.output);
+  t.ok(failed.ms < 10_000, `exited after ${failed.ms} ms`);
+  t.match(failed.output, `platform: etcd at ${etcd.url}: TLS handshake failed: etcd rejected the client certificate`);
+});
+
+t.test('a wrong password fails the start within 10 s, and no message shows it', async (t) => {
+  const failed = await failedStart(['--etcd', etcd.url, '--etcd-ca', tls.ca, ...certificate], { PLATFORM_ETCD_USER: 'root', PLATFORM_ETCD_PASSWORD: WRONG_PASSWORD });
+  t.not(failed.code, 0, failed.output);
+  t.ok(failed.ms < 10_000, `exited after ${failed.ms} ms`);
+  t.match(failed.output, `platform: etcd at ${etcd.url}: authentication failed for user "root": wrong user name or password`);
+  t.notMatch(failed.output, WRONG_PASSWORD);
+  t.notMatch(failed.output, PASSWORD);
+});
+
+t.test('no user with authentication on fails the start: permission denied, give --etcd-user', async (t) => {
+  const failed = await failedStart(['--etcd', etcd.url, '--etcd-ca', tls.ca, ...certificate]);
+  t.not(failed.code, 0, failed.output);
+  t.ok(failed.ms < 10_000, `exited after ${failed.ms} ms`);
+  t.match(failed.output, `platform: etcd at ${etcd.url}: permission denied: etcd has authentication enabled; give --etcd-user`);
+});
+
+t.test('an etcd that is only down is no configuration error: a warning names it, and the start fails as it always has', async (t) => {
+  const down = `https://127.0.0.1:${await freePort()}`;
+  const failed = await failedStart(['--etcd', down, '--etcd-ca', tls.ca, ...certificate, '--etcd-user', 'root', '--etcd-password-file', passwordFile]);
+  t.not(failed.code, 0, failed.output);
+  t.ok(failed.ms < 10_000, `exited after ${failed.ms} ms`);
+  t.match(failed.output, `etcd at ${down}: unreachable (connect ECONNREFUSED`);
+  t.match(failed.output, `platform: key-value store (etcd ${down}) is unreachable`);
+  t.notMatch(failed.output, 'TLS handshake failed');
+  t.notMatch(failed.output, PASSWORD);
+});
