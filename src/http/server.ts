@@ -60,12 +60,12 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
   observeRequests(server, options.role);
   installCors(server, options.access.corsOrigins ?? []);
   installCsrfCheck(server, options.access.corsOrigins);
-  installAccessControl(server, options.access);
-  if (options.access.mode === 'none') server.log.warn(NO_AUTH_WARNING);
   // The API's description is no secret; the swagger-ui plugin's routes cannot be given a config otherwise.
   server.addHook('onRoute', (route) => {
     if (route.url.startsWith('/documentation')) route.config = { ...route.config, access: 'open' };
   });
+  installAccessControl(server, options.access);
+  if (options.access.mode === 'none') server.log.warn(NO_AUTH_WARNING);
 
   await server.register(swagger, {
     openapi: { info: { title: `platform ${options.role} API`, version: '1' } },
