@@ -164,4 +164,7 @@ t.test('the client alone: ranges and names in the allow list', async (t) => {
   const other = new RegistryClient({ allowedRegistries: ['10.0.0.0/8', `localhost:${internal.port + 1}`], timeoutMs: 2000 });
   t.teardown(() => other.close());
   await t.rejects(other.resolveDigest(image), { statusCode: 400, message: /resolves only to addresses not allowed: .*loopback/ });
+  const decimal = parseImageReference(`2130706433:${internal.port}/app:v1`);
+  await t.rejects(other.resolveDigest(decimal), { statusCode: 400, message: `containerRepository: registry 2130706433:${internal.port} is not allowed: 127.0.0.1 is a loopback address` }, 'another spelling of 127.0.0.1');
+  t.same(internal.hits.filter((hit) => !hit.startsWith('HEAD /v2/app/')), [], 'only the allowed client reached the internal server');
 });
