@@ -38,6 +38,7 @@ function addServeFlags(command: Command): Command {
     .option('--drain-seconds <seconds>', 'agent: seconds a unit is marked draining (deactivating) before it is stopped (default 2)')
     .option('--label <key=value...>', 'agent: machine labels')
     .option('--insecure-registry <host:port...>', 'scheduler: registries reached over plain HTTP (loopback ones always are)')
+    .option('--allowed-registry <host...>', 'scheduler: registries on loopback, private or link-local addresses deploys may use: host, host:port or a range such as 10.0.0.0/8 (env PLATFORM_ALLOWED_REGISTRIES, comma-separated); public ones always may')
     .option('--registry-webhook-token <token>', 'scheduler: bearer token POST /hooks/registry requires (env PLATFORM_REGISTRY_WEBHOOK_TOKEN, preferred: flags show in ps)')
     .option('--dockerhub-webhook-token <token>', 'scheduler: ?token= POST /hooks/dockerhub requires (env PLATFORM_DOCKERHUB_WEBHOOK_TOKEN)')
     .option('--github-webhook-secret <secret>', 'scheduler: HMAC secret of POST /hooks/github (env PLATFORM_GITHUB_WEBHOOK_SECRET)')

@@ -5,6 +5,7 @@ import type { Component } from './store/keys.js';
 import type { EtcdSecurity } from './store/etcd-store.js';
 import { machineIdPattern } from './schemas/cluster.js';
 import { authModes, type AuthMode } from './auth/guard.js';
+import { RegistryAllowList } from './roles/scheduler/registry-policy.js';
 
 // Flags and environment → one typed config. Every role reads its settings from here.
 
@@ -101,6 +102,8 @@ export const defaultRetention: RetentionLimits = { deploymentsPerService: 50, jo
 
 export interface SchedulerConfig {
   insecureRegistries: string[];
+  /** Registries on loopback, private or link-local addresses that deploys may use (README "Registries"). */
+  allowedRegistries: string[];
   webhooks: WebhookSecrets;
   retention: RetentionLimits;
 }
@@ -130,6 +133,7 @@ export interface RawFlags {
   auth?: string;
   corsOrigin?: string;
   insecureRegistry?: string[];
+  allowedRegistry?: string[];
   registryWebhookToken?: string;
   dockerhubWebhookToken?: string;
   githubWebhookSecret?: string;
@@ -220,6 +224,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
     },
     scheduler: {
       insecureRegistries: flags.insecureRegistry ?? [],
+      allowedRegistries: allowedRegistries(flags.allowedRegistry, env),
       webhooks: resolveWebhookSecrets(flags, env),
       retention: {
         deploymentsPerService: integer('--keep-deployments', flags.keepDeployments, 1, 100_000) ?? defaultRetention.deploymentsPerService,
@@ -289,6 +294,20 @@ function readFileFor(flag: string, path: string): Buffer {
   }
   if (content.length === 0) throw new ConfigError(`${flag}: ${path} is empty`);
   return content;
+}
+
+/** --allowed-registry (repeatable, or comma-separated), else PLATFORM_ALLOWED_REGISTRIES; checked here so a typo stops the start. */
+function allowedRegistries(flags: string[] | undefined, env: NodeJS.ProcessEnv): string[] {
+  const entries = (flags && flags.length > 0 ? flags : [env.PLATFORM_ALLOWED_REGISTRIES ?? ''])
+    .flatMap((text) => text.split(','))
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+  try {
+    new RegistryAllowList(entries);
+  } catch (error) {
+    throw new ConfigError((error as Error).message);
+  }
+  return entries;
 }
 
 function authMode(text: string): AuthMode {
