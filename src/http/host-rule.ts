@@ -129,12 +129,13 @@ function misdirected(hostHeader: string): HttpError {
  * the dashboard's pass-through would otherwise glue the target onto the orchestrator's URL.
  */
 export function installHostRule(server: FastifyInstance, rule: HostRule | undefined): void {
-  server.addHook('onRequest', async (request) => {
+  // A callback hook, not an async one: it runs on every request of every role and awaits nothing.
+  server.addHook('onRequest', (request, _reply, done) => {
     if (!(request.raw.url ?? '/').startsWith('/')) {
-      throw badRequest('the request target must be a path such as /services (origin-form): absolute-form targets are for proxies, and this is not one');
+      return done(badRequest('the request target must be a path such as /services (origin-form): absolute-form targets are for proxies, and this is not one'));
     }
-    if (rule === undefined || isExempt(request)) return;
     const host = request.headers.host;
-    if (!rule.allows(host)) throw misdirected(host ?? '');
+    if (rule !== undefined && !isExempt(request) && !rule.allows(host)) return done(misdirected(host ?? ''));
+    done();
   });
 }
