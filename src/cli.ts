@@ -31,6 +31,7 @@ function addServeFlags(command: Command): Command {
     .option('--log-level <level>', 'trace, debug, info, warn, error (env PLATFORM_LOG_LEVEL)')
     .option('--auth <mode>', 'auto (calls from this machine on a loopback listener need no token; the default), token (every call needs one) or none (env PLATFORM_AUTH)')
     .option('--cors-origin <urls>', 'origins whose pages may call the APIs from a browser, comma-separated (env PLATFORM_CORS_ORIGIN); none by default')
+    .option('--allowed-host <names>', 'Host names the APIs answer besides their listen and advertise addresses and localhost, comma-separated; .example.com takes its subdomains too (env PLATFORM_ALLOWED_HOSTS); others get 421')
     .addOption(new Option('--network <mode>', 'agent: how units are networked').choices(['bridge', 'host']).default('bridge'))
     .option('--machine-id <id>', 'agent: machine id (default /etc/machine-id)')
     .option('--unit-host <host>', 'agent: host units are reached at', undefined)

@@ -6,6 +6,7 @@ import type { EtcdSecurity } from './store/etcd-store.js';
 import { machineIdPattern } from './schemas/cluster.js';
 import { authModes, type AuthMode } from './auth/guard.js';
 import { RegistryAllowList } from './roles/scheduler/registry-policy.js';
+import { parseAllowedHosts } from './http/host-rule.js';
 
 // Flags and environment → one typed config. Every role reads its settings from here.
 
@@ -47,6 +48,8 @@ export interface PlatformConfig {
   auth: AuthMode;
   /** Origins whose pages may call the APIs from a browser (--cors-origin); none by default. */
   corsOrigins: string[];
+  /** Host names the API roles answer besides their own addresses and localhost (--allowed-host; src/http/host-rule.ts). */
+  allowedHosts: string[];
   agent: AgentConfig;
   scheduler: SchedulerConfig;
   gateway: GatewayConfig;
@@ -132,6 +135,7 @@ export interface RawFlags {
   logLevel?: string;
   auth?: string;
   corsOrigin?: string;
+  allowedHost?: string;
   insecureRegistry?: string[];
   allowedRegistry?: string[];
   registryWebhookToken?: string;
@@ -213,6 +217,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
     logLevel: flags.logLevel ?? env.PLATFORM_LOG_LEVEL ?? 'info',
     auth: authMode(flags.auth ?? (env.PLATFORM_AUTH || undefined) ?? 'auto'),
     corsOrigins: corsOrigins(flags.corsOrigin ?? env.PLATFORM_CORS_ORIGIN ?? ''),
+    allowedHosts: parseAllowedHosts(flags.allowedHost ?? env.PLATFORM_ALLOWED_HOSTS ?? '', (message) => new ConfigError(message)),
     agent: {
       machineId,
       network,

@@ -6,6 +6,7 @@ import { bearerToken, cameOverHttps, isLocalCall, sessionCredential } from './ca
 import { checkSession, sessionCookie } from './session.js';
 import type { TokenCache } from './token-cache.js';
 import type { FailureLimiter } from './failure-limiter.js';
+import type { HostRule } from '../http/host-rule.js';
 
 // The check every role server runs on every call (installed once, in src/http/server.ts):
 // authentication on request (401), then the route's right on the service the call names (403),
@@ -38,6 +39,8 @@ export interface AccessControl {
   sessionKey?: Buffer;
   /** Other origins whose pages may call with the caller's session (--cors-origin; src/http/cors.ts). */
   corsOrigins?: readonly string[];
+  /** The Host names the role answers (src/http/host-rule.ts); absent only where a test builds a role server by hand. */
+  hosts?: HostRule;
 }
 
 const tokenOf = (request: FastifyRequest): TokenRecord | undefined => (request.caller && request.caller !== 'local' ? request.caller : undefined);

@@ -12,6 +12,7 @@ import { discardBody } from './oversized-body.js';
 import { installAccessControl, type AccessControl } from '../auth/guard.js';
 import { installCsrfCheck } from '../auth/csrf.js';
 import { installCors } from './cors.js';
+import { installHostRule } from './host-rule.js';
 
 export type RoleServer = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -58,6 +59,8 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
     throw notFound(`no route ${request.method} ${request.url.split('?')[0]}`);
   });
   observeRequests(server, options.role);
+  // First of the checks: a foreign Host (DNS rebinding) is refused before CORS, CSRF and credentials.
+  installHostRule(server, options.access.hosts);
   installCors(server, options.access.corsOrigins ?? []);
   installCsrfCheck(server, options.access.corsOrigins);
   // The API's description is no secret; the swagger-ui plugin's routes cannot be given a config otherwise.
