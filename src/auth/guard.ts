@@ -6,6 +6,7 @@ import { bearerToken, cameOverHttps, isLocalCall, sessionCredential } from './ca
 import { checkSession, sessionCookie } from './session.js';
 import type { TokenCache } from './token-cache.js';
 import type { FailureLimiter } from './failure-limiter.js';
+import type { EndedSessions } from './ended-sessions.js';
 import type { HostRule } from '../http/host-rule.js';
 
 // The check every role server runs on every call (installed once, in src/http/server.ts):
@@ -37,6 +38,8 @@ export interface AccessControl {
   failures?: FailureLimiter;
   /** The key dashboard sessions are signed with (src/auth/session.ts); absent: sessions are refused. */
   sessionKey?: Buffer;
+  /** Sessions signed out before they ended (src/auth/ended-sessions.ts); needed with sessionKey. */
+  endedSessions?: EndedSessions;
   /** Other origins whose pages may call with the caller's session (--cors-origin; src/http/cors.ts). */
   corsOrigins?: readonly string[];
   /** The Host names the role answers (src/http/host-rule.ts); absent only where a test builds a role server by hand. */
@@ -71,8 +74,11 @@ function authenticate(control: AccessControl, request: FastifyRequest, reply: Fa
 
 /** A session stands for its token while both last; a refused session cookie is cleared. */
 function authenticateSession(control: AccessControl, session: { value: string; from: 'cookie' | 'header' }, request: FastifyRequest, reply: FastifyReply): TokenRecord {
-  const { sessionKey, tokens } = control;
-  const check = sessionKey && tokens ? checkSession(sessionKey, session.value, (name) => tokens.named(name), Date.now()) : { refused: 'this role accepts no sessions' };
+  const { sessionKey, tokens, endedSessions } = control;
+  const check =
+    sessionKey && tokens && endedSessions
+      ? checkSession(sessionKey, session.value, (name) => tokens.named(name), (id) => endedSessions.has(id), Date.now())
+      : { refused: 'this role accepts no sessions' };
   if ('token' in check) {
     tokens?.recordUse(check.token);
     return check.token;

@@ -1,11 +1,12 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { TokenRecord } from '../schemas/token.js';
 import { isExpired } from './access.js';
 
 // A dashboard session: the cookie a sign-in (POST /session) sets in exchange for a token. It is
-// stateless and signed with the key every role shares (src/auth/session-key.ts): it names the
-// token, a prefix of its hash and when it ends, and carries no secret. Each call looks the token
-// up again, so a revoked, expired or reissued token ends its sessions at once.
+// signed with the key every role shares (src/auth/session-key.ts): it names the session, the
+// token, a prefix of the token's hash and when it ends, and carries no secret. Each call looks the
+// token up again, so a revoked, expired or reissued token ends its sessions at once; signing out
+// records the session as ended (src/auth/ended-sessions.ts), so a copy of the cookie is refused too.
 
 export const SESSION_COOKIE = 'platform_session';
 /** A session lasts 12 hours, or until its token expires if that is sooner. */
@@ -14,6 +15,8 @@ export const SESSION_MAX_AGE_MS = 12 * 3_600_000;
 const HASH_PREFIX_LENGTH = 16;
 
 export interface SessionClaims {
+  /** The session's own random id: what signing out records as ended. */
+  id: string;
   token: string;
   hash: string;
   /** Milliseconds since the epoch. */
@@ -25,12 +28,12 @@ const mac = (key: Buffer, payload: string): Buffer => createHmac('sha256', key).
 /** The claims of a session of `token` starting `now`. */
 export function sessionClaims(token: Pick<TokenRecord, 'name' | 'hash' | 'expiresAt'>, now: number): SessionClaims {
   const tokenEnds = token.expiresAt === undefined ? Infinity : Date.parse(token.expiresAt);
-  return { token: token.name, hash: token.hash.slice(0, HASH_PREFIX_LENGTH), expiresAt: Math.min(now + SESSION_MAX_AGE_MS, tokenEnds) };
+  return { id: randomBytes(16).toString('base64url'), token: token.name, hash: token.hash.slice(0, HASH_PREFIX_LENGTH), expiresAt: Math.min(now + SESSION_MAX_AGE_MS, tokenEnds) };
 }
 
 /** The cookie's value: `<claims, base64url JSON>.<HMAC-SHA256 of them, base64url>`. */
 export function sealSession(key: Buffer, claims: SessionClaims): string {
-  const payload = Buffer.from(JSON.stringify({ t: claims.token, h: claims.hash, e: claims.expiresAt })).toString('base64url');
+  const payload = Buffer.from(JSON.stringify({ i: claims.id, t: claims.token, h: claims.hash, e: claims.expiresAt })).toString('base64url');
   return `${payload}.${mac(key, payload).toString('base64url')}`;
 }
 
@@ -42,8 +45,8 @@ export function openSession(key: Buffer, value: string): SessionClaims | undefin
   const expected = mac(key, payload);
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
   try {
-    const { t, h, e } = JSON.parse(Buffer.from(payload, 'base64url').toString()) as Record<string, unknown>;
-    return typeof t === 'string' && typeof h === 'string' && typeof e === 'number' ? { token: t, hash: h, expiresAt: e } : undefined;
+    const { i, t, h, e } = JSON.parse(Buffer.from(payload, 'base64url').toString()) as Record<string, unknown>;
+    return typeof i === 'string' && typeof t === 'string' && typeof h === 'string' && typeof e === 'number' ? { id: i, token: t, hash: h, expiresAt: e } : undefined;
   } catch {
     return undefined;
   }
@@ -51,11 +54,15 @@ export function openSession(key: Buffer, value: string): SessionClaims | undefin
 
 export type SessionCheck = { token: TokenRecord } | { refused: string };
 
-/** The token a session stands for, or why it stands for none now. `find` looks a token up by name. */
-export function checkSession(key: Buffer, value: string, find: (name: string) => TokenRecord | undefined, now: number): SessionCheck {
+/**
+ * The token a session stands for, or why it stands for none now. `find` looks a token up by name,
+ * `ended` says whether the session was signed out.
+ */
+export function checkSession(key: Buffer, value: string, find: (name: string) => TokenRecord | undefined, ended: (id: string) => boolean, now: number): SessionCheck {
   const claims = openSession(key, value);
   if (!claims) return { refused: 'the session is not one this platform signed: sign in again' };
   if (claims.expiresAt <= now) return { refused: `the session ended at ${new Date(claims.expiresAt).toISOString()}: sign in again` };
+  if (ended(claims.id)) return { refused: 'the session was signed out: sign in again' };
   const token = find(claims.token);
   if (!token || !token.hash.startsWith(claims.hash)) return { refused: `the session ended: token ${claims.token} was revoked` };
   if (isExpired(token, now)) return { refused: `the session ended: token ${token.name} expired at ${token.expiresAt}` };

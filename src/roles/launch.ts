@@ -9,6 +9,7 @@ import { TokenCache } from '../auth/token-cache.js';
 import { isLoopback } from '../auth/caller.js';
 import { FailureLimiter } from '../auth/failure-limiter.js';
 import { loadSessionKey } from '../auth/session-key.js';
+import { EndedSessions } from '../auth/ended-sessions.js';
 import { HostRule } from '../http/host-rule.js';
 import type { RoleContext, StartedRole } from './role.js';
 import { startDirectory } from './directory/start.js';
@@ -59,6 +60,8 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
     if (tokens) closers.unshift(() => tokens.close());
     // One limiter per process: an address refused by one role is refused by the others it serves.
     const sessionKey = tokens ? await loadSessionKey(store) : undefined;
+    const endedSessions = tokens ? await EndedSessions.start(store) : undefined;
+    if (endedSessions) closers.unshift(() => endedSessions.close());
     const access = {
       mode: config.auth,
       listenerLoopback: isLoopback(config.host),
@@ -72,6 +75,7 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
       }),
       ...(tokens ? { tokens } : {}),
       ...(sessionKey ? { sessionKey } : {}),
+      ...(endedSessions ? { endedSessions } : {}),
     };
     for (const role of config.roles) {
       const port = portOf(config, role);

@@ -93,3 +93,11 @@ export const tokensIssuedKey = `${ROOT}tokens-issued`;
  * signed is good at all of them. Written only through src/auth/session-key.ts.
  */
 export const sessionKeyKey = `${ROOT}session-key`;
+
+/**
+ * Dashboard sessions that were signed out before they ended (value: when the session would have
+ * ended, ISO time), so a copy of the cookie is refused. Written only through
+ * src/auth/ended-sessions.ts, which drops records whose session is over anyway.
+ */
+export const endedSessionPrefix = `${ROOT}ended-sessions/`;
+export const endedSessionKey = (id: string): string => `${endedSessionPrefix}${id}`;

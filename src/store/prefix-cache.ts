@@ -56,6 +56,15 @@ export class PrefixCache {
     };
   }
 
+  /**
+   * Calls every listener with the event. Over a copy of the list: a listener may stop itself or
+   * another (an event stream that ends on a sign-out stops its own listeners), and removing from
+   * the array being walked would skip the listener after it.
+   */
+  private notify(event: WatchEvent): void {
+    for (const listener of [...this.listeners]) listener(event);
+  }
+
   get(key: string): CachedValue | undefined {
     this.assertReachable();
     return this.entries.get(key);
@@ -96,7 +105,7 @@ export class PrefixCache {
     }
     this.changedDuringListing?.set(event.key, event.modRevision);
     this.advance(event.modRevision);
-    for (const listener of this.listeners) listener(event);
+    this.notify(event);
   }
 
   private advance(revision: number): void {
@@ -137,7 +146,7 @@ export class PrefixCache {
       this.changedDuringListing = undefined;
     }
     // What the watch missed during an outage reaches listeners as if it had delivered it.
-    for (const event of missed) for (const listener of this.listeners) listener(event);
+    for (const event of missed) this.notify(event);
   }
 
   private async checkStore(): Promise<void> {

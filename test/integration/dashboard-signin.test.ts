@@ -10,6 +10,7 @@ import { startRegistry } from '../harness/registry.js';
 import { buildTestImage } from '../harness/test-image.js';
 import { freePort } from '../harness/free-port.js';
 import { http, serveRole } from '../harness/platform.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { buildDashboard, launchChromium, screenshotDir } from '../browser/chromium.js';
 
 // Signing in to the dashboard in a real browser, against a platform whose every role runs under
@@ -242,11 +243,22 @@ t.test('revoking the token ends its session at once, its open event stream too',
 t.test('signing out shows the sign-in page again, and the data routes answer 401', async (t) => {
   await page.goto(`${orchestrator.url}/#/services`);
   await page.getByRole('status').filter({ hasText: /^Live$/ }).waitFor();
+  // A copy of the cookie, as a stolen one would be, with an event stream it keeps open.
+  const copy = (await adminContext.cookies()).find((cookie) => cookie.name === 'platform_session')!.value;
+  const stream = await fetch(`${orchestrator.url}/events`, { headers: { cookie: `platform_session=${copy}` } });
+  t.equal(stream.status, 200, 'the copy opens a stream');
+  const streamEnded = stream.text().then(() => 'ended', () => 'ended');
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
   t.same(await adminContext.cookies(), [], 'the cookie is gone');
   for (const path of ['services', 'events', 'session']) t.equal((await pageFetch(page, 'GET', path)).status, 401, path);
   t.equal((await pageFetch(page, 'POST', `services/${service}/deploy`, {})).status, 401, 'and changes too');
+  // Signing out ends the session everywhere: the copy is refused by every role that serves the API, and its stream ends.
+  for (const url of [`${orchestrator.url}/services`, `${web.url}/services`]) {
+    const reply = await http('GET', url, undefined, { cookie: `platform_session=${copy}` });
+    t.match(reply, { status: 401, body: { message: 'the session was signed out: sign in again' } }, `a copy of the cookie at ${url}`);
+  }
+  t.equal(await Promise.race([streamEnded, sleep(10_000).then(() => 'still open')]), 'ended', "the copy's event stream ended");
 });
 
 t.test('the pages raised no script error', async (t) => {

@@ -37,6 +37,22 @@ for (const [name, store] of stores) {
     t.equal(cache.get('/c/a'), undefined);
     await t.rejects(cache.caughtUp(deleted.revision + 1000, 200), StoreUnavailableError, 'waiting for a revision that never comes times out');
   });
+
+  t.test(`${name}: a listener that stops itself on a change does not keep the next one from hearing it`, async (t) => {
+    const cache = await PrefixCache.start(store, '/l/');
+    t.teardown(() => cache.close());
+    // As two event streams of one session do when it is signed out: each stops its listener as it ends.
+    const heard: string[] = [];
+    const stopFirst = cache.onChange(() => {
+      heard.push('first');
+      stopFirst();
+    });
+    cache.onChange(() => heard.push('second'));
+    await cache.caughtUp(await store.put('/l/a', '1'));
+    t.same(heard, ['first', 'second']);
+    await cache.caughtUp(await store.put('/l/b', '2'));
+    t.same(heard, ['first', 'second', 'second'], 'the stopped one hears no more');
+  });
 }
 
 t.test('etcd: while the store is down, reads fail instead of serving stale data, and recover after', async (t) => {

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { checkSession, cookieValue, openSession, sealSession, sessionClaims, sessionCookie, SESSION_MAX_AGE_MS } from '../../src/auth/session.js';
 import { csrfRefusal } from '../../src/auth/csrf.js';
 import { sessionCredential } from '../../src/auth/caller.js';
@@ -10,6 +10,7 @@ const key = randomBytes(32);
 const now = Date.parse('2030-01-01T00:00:00Z');
 const viewer: TokenRecord = { name: 'viewer', role: 'read', createdAt: '2029-01-01T00:00:00Z', hash: hashSecret(newSecret()) };
 const find = (name: string) => (name === viewer.name ? viewer : undefined);
+const live = () => false;
 
 t.test('a session lasts 12 hours, or until its token expires when that is sooner', async (t) => {
   t.equal(sessionClaims(viewer, now).expiresAt, now + SESSION_MAX_AGE_MS);
@@ -32,13 +33,25 @@ t.test('a sealed session opens with its key only, and any change to it breaks th
 
 t.test('a session stands for its token until it ends, the token is revoked, reissued or expires', async (t) => {
   const sealed = sealSession(key, sessionClaims(viewer, now));
-  t.same(checkSession(key, sealed, find, now + 1000), { token: viewer });
-  t.match(checkSession(key, sealed, find, now + SESSION_MAX_AGE_MS), { refused: /^the session ended at 2030-01-01T12:00:00.000Z/ });
-  t.same(checkSession(key, sealed, () => undefined, now), { refused: 'the session ended: token viewer was revoked' });
-  t.same(checkSession(key, sealed, () => ({ ...viewer, hash: hashSecret(newSecret()) }), now), { refused: 'the session ended: token viewer was revoked' }, 'a new token of the same name is another token');
+  t.same(checkSession(key, sealed, find, live, now + 1000), { token: viewer });
+  t.match(checkSession(key, sealed, find, live, now + SESSION_MAX_AGE_MS), { refused: /^the session ended at 2030-01-01T12:00:00.000Z/ });
+  t.same(checkSession(key, sealed, () => undefined, live, now), { refused: 'the session ended: token viewer was revoked' });
+  t.same(checkSession(key, sealed, () => ({ ...viewer, hash: hashSecret(newSecret()) }), live, now), { refused: 'the session ended: token viewer was revoked' }, 'a new token of the same name is another token');
   const expiring = { ...viewer, expiresAt: '2030-01-01T00:00:10Z' };
-  t.match(checkSession(key, sealSession(key, sessionClaims(viewer, now)), () => expiring, now + 20_000), { refused: /token viewer expired/ });
-  t.match(checkSession(key, 'x.y', find, now), { refused: /not one this platform signed/ });
+  t.match(checkSession(key, sealSession(key, sessionClaims(viewer, now)), () => expiring, live, now + 20_000), { refused: /token viewer expired/ });
+  t.match(checkSession(key, 'x.y', find, live, now), { refused: /not one this platform signed/ });
+});
+
+t.test('a signed-out session is refused, and only that one', async (t) => {
+  const claims = sessionClaims(viewer, now);
+  const other = sessionClaims(viewer, now);
+  t.not(claims.id, other.id, 'each sign-in is its own session');
+  t.match(claims.id, /^[A-Za-z0-9_-]{22}$/);
+  const ended = (id: string) => id === claims.id;
+  t.same(checkSession(key, sealSession(key, claims), find, ended, now), { refused: 'the session was signed out: sign in again' });
+  t.same(checkSession(key, sealSession(key, other), find, ended, now), { token: viewer });
+  const idless = Buffer.from(JSON.stringify({ t: 'viewer', h: claims.hash, e: claims.expiresAt })).toString('base64url');
+  t.equal(openSession(key, `${idless}.${createHmac('sha256', key).update(idless).digest('base64url')}`), undefined, 'a session without an id (made before sign-out ended sessions) is not one');
 });
 
 t.test('the cookie is HttpOnly, SameSite=Strict, for the whole site, Secure only over HTTPS; 0 clears it', async (t) => {

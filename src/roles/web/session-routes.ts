@@ -11,8 +11,8 @@ import { openSession, sealSession, sessionClaims, sessionCookie } from '../../au
 
 // Signing in to the dashboard, on both servers that serve it (the orchestrator and the web role):
 // POST /session takes a token and sets the session cookie, GET /session says who the page acts
-// as, DELETE /session clears the cookie. Sign-ins and sign-outs change nothing in the store, so
-// they are not journaled.
+// as, DELETE /session ends the session (everywhere: a copy of the cookie is refused too) and
+// clears the cookie. Sign-ins and sign-outs change no declared state, so they are not journaled.
 
 const shown = ({ name, role, services, expiresAt }: TokenRecord): NonNullable<SessionInfo['token']> => ({
   name,
@@ -47,7 +47,12 @@ export function sessionRoutes(server: RoleServer, access: AccessControl): void {
 
   server.route({
     ...unaudited(apiRoute('DELETE /session')),
-    handler: async (request, reply) => reply.header('set-cookie', sessionCookie('', 0, cameOverHttps(request))).status(204).send(null),
+    handler: async (request, reply) => {
+      const session = bearerToken(request.headers.authorization) === undefined ? sessionCredential(request.headers) : undefined;
+      const claims = session && access.sessionKey ? openSession(access.sessionKey, session.value) : undefined;
+      if (claims && access.endedSessions) await access.endedSessions.end(claims);
+      return reply.header('set-cookie', sessionCookie('', 0, cameOverHttps(request))).status(204).send(null);
+    },
   });
 }
 
