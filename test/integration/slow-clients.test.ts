@@ -21,25 +21,24 @@ const flags = ['--etcd', etcd.url, '--announce-ttl', '3'];
 const short = ['--headers-timeout', String(HEADERS_S), '--body-timeout', String(BODY_S)];
 // No Docker engine: the agent serves its API all the same.
 const noDocker = { DOCKER_HOST: 'unix:///nonexistent/docker.sock' };
-const [directory, scheduler, orchestrator, agent, gateway, web, defaultAgent] = await Promise.all([
-  serveRole('directory', await freePort(), [...flags, ...short]),
-  serveRole('scheduler', await freePort(), [...flags, ...short]),
-  serveRole('orchestrator', await freePort(), [...flags, ...short]),
-  serveRole('agent', await freePort(), [...flags, ...short, '--machine-id', 'slow-clients'], noDocker),
-  serveRole('gateway', await freePort(), [...flags, ...short, '--max-connections', '8', '--max-connections-per-address', '5']),
-  serveRole('web', await freePort(), [...flags, ...short]),
-  serveRole('agent', await freePort(), [...flags, '--machine-id', 'slow-clients-defaults'], noDocker),
-]);
-const roles = { directory: directory!, scheduler: scheduler!, orchestrator: orchestrator!, agent: agent!, gateway: gateway!, web: web! };
+// One after another: seven processes starting at once on two busy cores can miss etcd's deadlines.
+const directory = await serveRole('directory', await freePort(), [...flags, ...short]);
+const scheduler = await serveRole('scheduler', await freePort(), [...flags, ...short]);
+const orchestrator = await serveRole('orchestrator', await freePort(), [...flags, ...short]);
+const agent = await serveRole('agent', await freePort(), [...flags, ...short, '--machine-id', 'slow-clients'], noDocker);
+const gateway = await serveRole('gateway', await freePort(), [...flags, ...short, '--max-connections', '8', '--max-connections-per-address', '5']);
+const web = await serveRole('web', await freePort(), [...flags, ...short]);
+const defaultAgent = await serveRole('agent', await freePort(), [...flags, '--machine-id', 'slow-clients-defaults'], noDocker);
+const roles = { directory, scheduler, orchestrator, agent, gateway, web };
 t.teardown(async () => {
-  await Promise.all([...Object.values(roles), defaultAgent!].map((role) => role.stop()));
+  await Promise.all([...Object.values(roles), defaultAgent].map((role) => role.stop()));
   await etcd.stop();
 });
 
 const portOf = (url: string) => Number(new URL(url).port);
 
 // Started now, checked last: the default timeout takes 10 s to show.
-const defaultHead = openRaw(portOf(defaultAgent!.url));
+const defaultHead = openRaw(portOf(defaultAgent.url));
 defaultHead.socket.write('GET /units HTTP/1.1\r\nHost: 127.0.0.1\r\n');
 
 t.test('50 clients sending a head one byte a second do not stop the API answering others; each is answered 408 and closed at the headers timeout', async (t) => {
