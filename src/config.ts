@@ -5,6 +5,8 @@ import type { Component } from './store/keys.js';
 import type { EtcdSecurity } from './store/etcd-store.js';
 import { machineIdPattern } from './schemas/cluster.js';
 import { authModes, type AuthMode } from './auth/guard.js';
+import { RegistryAllowList } from './roles/scheduler/registry-policy.js';
+import { parseAllowedHosts } from './http/host-rule.js';
 
 // Flags and environment → one typed config. Every role reads its settings from here.
 
@@ -46,6 +48,8 @@ export interface PlatformConfig {
   auth: AuthMode;
   /** Origins whose pages may call the APIs from a browser (--cors-origin); none by default. */
   corsOrigins: string[];
+  /** Host names the API roles answer besides their own addresses and localhost (--allowed-host; src/http/host-rule.ts). */
+  allowedHosts: string[];
   agent: AgentConfig;
   scheduler: SchedulerConfig;
   gateway: GatewayConfig;
@@ -78,7 +82,7 @@ export interface GatewayConfig {
   upstreamConnections: number;
 }
 
-/** How long clients may take to send a request and how many connections they may hold (README "Limits"). */
+/** How long clients may take to send a request and how many connections they may hold (README "Limits a client can hit"). */
 export interface HttpLimitsConfig {
   /** A request head must arrive within this. */
   headersTimeoutSeconds: number;
@@ -114,6 +118,8 @@ export const defaultRetention: RetentionLimits = { deploymentsPerService: 50, jo
 
 export interface SchedulerConfig {
   insecureRegistries: string[];
+  /** Registries on loopback, private or link-local addresses that deploys may use (README "Registries"). */
+  allowedRegistries: string[];
   webhooks: WebhookSecrets;
   retention: RetentionLimits;
 }
@@ -142,7 +148,9 @@ export interface RawFlags {
   logLevel?: string;
   auth?: string;
   corsOrigin?: string;
+  allowedHost?: string;
   insecureRegistry?: string[];
+  allowedRegistry?: string[];
   registryWebhookToken?: string;
   dockerhubWebhookToken?: string;
   githubWebhookSecret?: string;
@@ -226,6 +234,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
     logLevel: flags.logLevel ?? env.PLATFORM_LOG_LEVEL ?? 'info',
     auth: authMode(flags.auth ?? (env.PLATFORM_AUTH || undefined) ?? 'auto'),
     corsOrigins: corsOrigins(flags.corsOrigin ?? env.PLATFORM_CORS_ORIGIN ?? ''),
+    allowedHosts: parseAllowedHosts(flags.allowedHost ?? env.PLATFORM_ALLOWED_HOSTS ?? '', (message) => new ConfigError(message)),
     agent: {
       machineId,
       network,
@@ -237,6 +246,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
     },
     scheduler: {
       insecureRegistries: flags.insecureRegistry ?? [],
+      allowedRegistries: allowedRegistries(flags.allowedRegistry, env),
       webhooks: resolveWebhookSecrets(flags, env),
       retention: {
         deploymentsPerService: integer('--keep-deployments', flags.keepDeployments, 1, 100_000) ?? defaultRetention.deploymentsPerService,
@@ -307,6 +317,20 @@ function readFileFor(flag: string, path: string): Buffer {
   }
   if (content.length === 0) throw new ConfigError(`${flag}: ${path} is empty`);
   return content;
+}
+
+/** --allowed-registry (repeatable, or comma-separated), else PLATFORM_ALLOWED_REGISTRIES; checked here so a typo stops the start. */
+function allowedRegistries(flags: string[] | undefined, env: NodeJS.ProcessEnv): string[] {
+  const entries = (flags && flags.length > 0 ? flags : [env.PLATFORM_ALLOWED_REGISTRIES ?? ''])
+    .flatMap((text) => text.split(','))
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+  try {
+    new RegistryAllowList(entries);
+  } catch (error) {
+    throw new ConfigError((error as Error).message);
+  }
+  return entries;
 }
 
 function authMode(text: string): AuthMode {

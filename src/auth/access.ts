@@ -1,5 +1,5 @@
-import picomatch from 'picomatch';
 import type { TokenRecord, TokenRole } from '../schemas/token.js';
+import { compileServiceGlob } from '../service-glob.js';
 
 // The pure decision: may this token do what this route needs, on this service? Routes declare
 // what they need in their Fastify config (`config: { access: 'deploy', service: { param: 'name' } }`,
@@ -41,7 +41,7 @@ const matchers = new Map<string, (name: string) => boolean>();
 const globMatches = (glob: string, name: string): boolean => {
   let matches = matchers.get(glob);
   if (!matches) {
-    matches = picomatch(glob);
+    matches = compileServiceGlob(glob);
     matchers.set(glob, matches);
   }
   return matches(name);

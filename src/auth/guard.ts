@@ -1,11 +1,12 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler, preValidationHookHandler } from 'fastify';
 import { HttpError, unauthorized } from '../http/errors.js';
 import type { TokenRecord, TokenRole } from '../schemas/token.js';
-import { decide, isExpired, routeAccess, serviceOf, type Access, type ServiceSource } from './access.js';
+import { decide, isExpired, routeAccess, serviceOf, type Access, type RouteAccess, type ServiceSource } from './access.js';
 import { bearerToken, cameOverHttps, isLocalCall, sessionCredential } from './caller.js';
 import { checkSession, sessionCookie } from './session.js';
 import type { TokenCache } from './token-cache.js';
 import type { FailureLimiter } from './failure-limiter.js';
+import type { HostRule } from '../http/host-rule.js';
 
 // The check every role server runs on every call (installed once, in src/http/server.ts):
 // authentication on request (401), then the route's right on the service the call names (403),
@@ -15,6 +16,10 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     access?: Access;
     service?: ServiceSource;
+  }
+  interface FastifyRequest {
+    /** Who made the call (set by the access check): its token, `local` for a local call under auto, else null. */
+    caller: TokenRecord | 'local' | null;
   }
 }
 
@@ -34,20 +39,20 @@ export interface AccessControl {
   sessionKey?: Buffer;
   /** Other origins whose pages may call with the caller's session (--cors-origin; src/http/cors.ts). */
   corsOrigins?: readonly string[];
+  /** The Host names the role answers (src/http/host-rule.ts); absent only where a test builds a role server by hand. */
+  hosts?: HostRule;
 }
 
-const callers = new WeakMap<FastifyRequest, TokenRecord>();
+const tokenOf = (request: FastifyRequest): TokenRecord | undefined => (request.caller && request.caller !== 'local' ? request.caller : undefined);
 
 /** The token a call was authenticated with; undefined for local calls under auto and under none. */
-export const callerToken = (request: FastifyRequest): TokenRecord | undefined => callers.get(request);
-
-const localCalls = new WeakSet<FastifyRequest>();
+export const callerToken = (request: FastifyRequest): TokenRecord | undefined => tokenOf(request);
 
 /** The role of the caller's token; undefined when the call needed none (local under auto, --auth none, open routes). */
-export const callerRole = (request: FastifyRequest): TokenRole | undefined => callers.get(request)?.role;
+export const callerRole = (request: FastifyRequest): TokenRole | undefined => tokenOf(request)?.role;
 
 /** Who made the call, as the journal names it: the token's name, `local` for a local call under auto, else undefined. */
-export const callerName = (request: FastifyRequest): string | undefined => callers.get(request)?.name ?? (localCalls.has(request) ? 'local' : undefined);
+export const callerName = (request: FastifyRequest): string | undefined => (request.caller === 'local' ? 'local' : request.caller?.name);
 
 function authenticate(control: AccessControl, request: FastifyRequest, reply: FastifyReply): TokenRecord {
   const secret = bearerToken(request.headers.authorization);
@@ -86,31 +91,65 @@ export function refuseWhileLimited(control: AccessControl, request: FastifyReque
   throw new HttpError(429, `too many failed authentications from ${request.ip}: try again in ${seconds} s`);
 }
 
-function authorize(token: TokenRecord, request: FastifyRequest): void {
-  const need = routeAccess(request.method, request.routeOptions.config);
+function authorize(token: TokenRecord, need: RouteAccess, request: FastifyRequest): void {
   const decision = decide(token, need.access, serviceOf(need.service, request.params, request.body));
   if (!decision.allowed) throw new HttpError(decision.status, decision.message);
 }
 
+/** Adds `hook` to a route's own hooks of that kind, after any it declares. */
+function appendHook<H>(existing: H | H[] | undefined, hook: H): H[] {
+  return existing === undefined ? [hook] : [...(Array.isArray(existing) ? existing : [existing]), hook];
+}
+
+/**
+ * Each route gets its own synchronous (done-callback) checks when it is registered, instead of a
+ * global async hook: a checked call then costs little more than an unchecked one (bench/auth.ts
+ * holds it to 0.95x). What a route needs is read on its first call, not at registration, because
+ * onRoute hooks of inner scopes (the webhooks' `open`) set it after this one has run.
+ */
 export function installAccessControl(server: FastifyInstance, control: AccessControl): void {
+  // A decorated property, not a WeakMap keyed by request: ephemeron entries for every call cost
+  // the garbage collector measurably at tens of thousands of calls a second.
+  server.decorateRequest('caller', null);
   if (control.mode === 'none') return;
-  server.addHook('onRequest', async (request, reply) => {
-    const need = routeAccess(request.method, request.routeOptions.config);
-    if (need.access === 'open') return;
-    // A local call that presents a token or a session is checked anyway: the orchestrator forwards its caller's.
-    const presents = request.headers.authorization !== undefined || sessionCredential(request.headers) !== undefined;
-    if (control.mode === 'auto' && !presents && isLocalCall(request, control.listenerLoopback)) {
-      localCalls.add(request);
-      return;
-    }
-    refuseWhileLimited(control, request, reply);
-    const token = authenticate(control, request, reply);
-    callers.set(request, token);
-    if (!need.service || 'param' in need.service) authorize(token, request);
-  });
-  server.addHook('preValidation', async (request) => {
-    const token = callers.get(request);
-    const service = request.routeOptions.config.service;
-    if (token && service && 'body' in service) authorize(token, request);
+  server.addHook('onRoute', (route) => {
+    const needs = new Map<string, RouteAccess>(); // by method: a route may serve several
+    const needOf = (request: FastifyRequest): RouteAccess => {
+      let need = needs.get(request.method);
+      if (!need) needs.set(request.method, (need = routeAccess(request.method, request.routeOptions.config)));
+      return need;
+    };
+    const checkOnRequest: onRequestHookHandler = (request, reply, done) => {
+      try {
+        const { access, service } = needOf(request);
+        if (access === 'open') return done();
+        // A local call that presents a token or a session is checked anyway: the orchestrator forwards its caller's.
+        const presents = request.headers.authorization !== undefined || sessionCredential(request.headers) !== undefined;
+        if (control.mode === 'auto' && !presents && isLocalCall(request, control.listenerLoopback)) {
+          request.caller = 'local';
+          return done();
+        }
+        refuseWhileLimited(control, request, reply);
+        const token = authenticate(control, request, reply);
+        request.caller = token;
+        if (!service || 'param' in service) authorize(token, needOf(request), request);
+        done();
+      } catch (error) {
+        done(error as Error);
+      }
+    };
+    // The service some routes act on is named in the body: checked once the body is parsed.
+    const checkBody: preValidationHookHandler = (request, _reply, done) => {
+      const token = tokenOf(request);
+      const { service } = needOf(request);
+      try {
+        if (token && service && 'body' in service) authorize(token, needOf(request), request);
+        done();
+      } catch (error) {
+        done(error as Error);
+      }
+    };
+    route.onRequest = appendHook(route.onRequest, checkOnRequest);
+    route.preValidation = appendHook(route.preValidation, checkBody);
   });
 }

@@ -13,6 +13,12 @@ const USE_RECORD_INTERVAL_MS = 60_000;
 
 export class TokenCache {
   private byHash: Map<string, TokenRecord> | undefined;
+  /**
+   * Secrets already matched to their token, so a caller's every call is not hashed again (the
+   * hash and its comparison were most of what a token check cost). Holds only secrets of tokens
+   * that exist, so it is no bigger than the token list; emptied whenever a token changes.
+   */
+  private bySecret = new Map<string, TokenRecord>();
   private readonly lastRecorded = new Map<string, number>();
 
   private constructor(
@@ -21,6 +27,7 @@ export class TokenCache {
   ) {
     records.onChange(() => {
       this.byHash = undefined;
+      this.bySecret = new Map();
     });
   }
 
@@ -30,11 +37,14 @@ export class TokenCache {
 
   /** The token whose secret this is, or undefined. */
   find(secret: string): TokenRecord | undefined {
+    // Throws while the store is unreachable: a token revoked meanwhile must not pass.
+    const known = this.bySecret.get(secret);
+    if (known) return this.named(known.name)?.hash === known.hash ? known : undefined;
     const hash = hashSecret(secret);
     const record = this.index().get(hash);
     if (!record || !timingSafeEqual(Buffer.from(record.hash, 'hex'), Buffer.from(hash, 'hex'))) return undefined;
-    // Throws while the store is unreachable: a token revoked meanwhile must not pass.
-    this.records.get(tokenKey(record.name));
+    if (this.named(record.name)?.hash !== record.hash) return undefined;
+    this.bySecret.set(secret, record);
     return record;
   }
 

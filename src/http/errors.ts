@@ -17,6 +17,7 @@ export const badRequest = (message: string) => new HttpError(400, message);
 export const unauthorized = (message: string) => new HttpError(401, message);
 export const notFound = (message: string) => new HttpError(404, message);
 export const conflict = (message: string) => new HttpError(409, message);
+export const payloadTooLarge = (message: string) => new HttpError(413, message);
 export const badGateway = (message: string) => new HttpError(502, message);
 export const unavailable = (message: string) => new HttpError(503, message);
 
@@ -53,6 +54,10 @@ function describeIssue(issue: ValidationIssue, context: string): string {
     }
     case 'minProperties':
       return `${field || context} must name at least one field`;
+    case 'maxProperties':
+      return `${field || context} must hold at most ${String(issue.params.limit)} entries`;
+    case 'maxItems':
+      return `${field || context} must hold at most ${String(issue.params.limit)} items`;
     default: {
       const rule = issue.parentSchema?.description ?? issue.message ?? 'be valid';
       return `${field || context} must ${issue.parentSchema?.description ? 'be ' : ''}${rule}`.replace(/must must/, 'must');
@@ -77,6 +82,7 @@ const statusNames: Record<number, string> = {
   409: 'Conflict',
   413: 'Payload Too Large',
   415: 'Unsupported Media Type',
+  421: 'Misdirected Request',
   429: 'Too Many Requests',
   500: 'Internal Server Error',
   502: 'Bad Gateway',

@@ -13,6 +13,7 @@ import { installAccessControl, type AccessControl } from '../auth/guard.js';
 import { installCsrfCheck } from '../auth/csrf.js';
 import { installCors } from './cors.js';
 import { createLimitedServer, defaultConnectionLimits, type ConnectionLimits } from './connection-limits.js';
+import { installHostRule } from './host-rule.js';
 
 export type RoleServer = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -66,14 +67,16 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
     throw notFound(`no route ${request.method} ${request.url.split('?')[0]}`);
   });
   observeRequests(server, options.role);
+  // First of the checks: a foreign Host (DNS rebinding) is refused before CORS, CSRF and credentials.
+  installHostRule(server, options.access.hosts);
   installCors(server, options.access.corsOrigins ?? []);
   installCsrfCheck(server, options.access.corsOrigins);
-  installAccessControl(server, options.access);
-  if (options.access.mode === 'none') server.log.warn(NO_AUTH_WARNING);
   // The API's description is no secret; the swagger-ui plugin's routes cannot be given a config otherwise.
   server.addHook('onRoute', (route) => {
     if (route.url.startsWith('/documentation')) route.config = { ...route.config, access: 'open' };
   });
+  installAccessControl(server, options.access);
+  if (options.access.mode === 'none') server.log.warn(NO_AUTH_WARNING);
 
   await server.register(swagger, {
     openapi: { info: { title: `platform ${options.role} API`, version: '1' } },

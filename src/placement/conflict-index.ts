@@ -1,5 +1,5 @@
-import picomatch from 'picomatch';
 import type { ServiceRules } from './planner.js';
+import { compileServiceGlob } from '../service-glob.js';
 
 // Which services may not share a machine with a given one, for clusters of many services.
 // A conflict holds when either side's glob matches the other's name, or both bind the same fixed
@@ -49,7 +49,7 @@ export class ConflictIndex {
     const glob = rule.conflictsWith;
     if (glob && LITERAL.test(glob)) push(this.literalGlobs, glob, rule.service);
     else if (glob && PREFIX_GLOB.test(glob)) push(this.prefixGlobs, glob.slice(0, -1), rule.service);
-    else if (glob) this.otherGlobs.push({ service: rule.service, matches: picomatch(glob) });
+    else if (glob) this.otherGlobs.push({ service: rule.service, matches: compileServiceGlob(glob) });
     for (const port of rule.hostPorts) push(this.byHostPort, port, rule.service);
   }
 
@@ -72,7 +72,7 @@ export class ConflictIndex {
     if (!glob) return [];
     if (LITERAL.test(glob)) return this.rules.has(glob) ? [glob] : [];
     if (PREFIX_GLOB.test(glob)) return this.namesWithPrefix(glob.slice(0, -1));
-    const matches = picomatch(glob);
+    const matches = compileServiceGlob(glob);
     return this.names.filter((name) => matches(name));
   }
 

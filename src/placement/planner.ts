@@ -1,6 +1,6 @@
-import picomatch from 'picomatch';
 import { ConflictIndex } from './conflict-index.js';
 import { MachineHeap } from './machine-heap.js';
+import { compileServiceGlob } from '../service-glob.js';
 
 // Pure placement, as in Nomad's scheduler: (cluster snapshot, wanted units) → placements. No I/O.
 // Feasibility (may this machine take the unit: reachable, room, no conflict) and ranking (which
@@ -43,7 +43,7 @@ export interface PlaceResult {
 
 /** Whether units of `a` and `b` may not share a machine (checked in both directions). */
 export function conflicts(a: ServiceRules, b: ServiceRules): boolean {
-  const matches = (glob: string, name: string) => glob !== '' && picomatch(glob)(name);
+  const matches = (glob: string, name: string) => glob !== '' && compileServiceGlob(glob)(name);
   if (matches(a.conflictsWith, b.service) || matches(b.conflictsWith, a.service)) return true;
   return a.hostPorts.some((port) => b.hostPorts.includes(port));
 }

@@ -9,6 +9,7 @@ import { TokenCache } from '../auth/token-cache.js';
 import { isLoopback } from '../auth/caller.js';
 import { FailureLimiter } from '../auth/failure-limiter.js';
 import { loadSessionKey } from '../auth/session-key.js';
+import { HostRule } from '../http/host-rule.js';
 import type { RoleContext, StartedRole } from './role.js';
 import { startDirectory } from './directory/start.js';
 import { startScheduler } from './scheduler/start.js';
@@ -63,6 +64,12 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
       listenerLoopback: isLoopback(config.host),
       failures: new FailureLimiter(),
       corsOrigins: config.corsOrigins,
+      hosts: new HostRule({
+        listenHost: config.host,
+        advertiseHost: config.advertiseHost,
+        allowed: config.allowedHosts,
+        domains: { domain: config.domain, internalDomain: config.gateway.internalDomain },
+      }),
       ...(tokens ? { tokens } : {}),
       ...(sessionKey ? { sessionKey } : {}),
     };

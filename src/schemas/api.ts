@@ -33,7 +33,7 @@ export const orchestratorApi = {
   'POST /services': {
     description: 'Declare a service (orchestrator form).',
     body: OrchestratorServiceCreate,
-    response: { 201: CreatedReply, ...errorResponses },
+    response: { 201: CreatedReply, ...errorResponses, 413: ErrorReply },
   },
   'GET /services': { response: { 200: Type.Array(Service), ...errorResponses } },
   'GET /services/:name': { params: NameParams, response: { 200: Service, ...errorResponses } },
@@ -47,7 +47,7 @@ export const orchestratorApi = {
     description: 'Change the next config (JSON merge patch: env keys set, null removes). Takes effect at the next deploy.',
     params: NameParams,
     body: ServiceConfigPatch,
-    response: { 200: ServiceConfig, ...errorResponses },
+    response: { 200: ServiceConfig, ...errorResponses, 413: ErrorReply },
     ...deployOnName,
   },
   'GET /services/:name/config/last': { description: 'The config of the latest release.', params: NameParams, response: { 200: Release, ...errorResponses } },

@@ -31,7 +31,7 @@ export const AutoDeploy = Type.Union([Type.Literal('always'), Type.Literal('neve
 
 export const ConflictsWith = Type.String({
   pattern: '^([a-z0-9*-]{1,63})?$',
-  description: 'a glob over service names: lowercase letters, digits, "-" and "*" wildcards (empty for none)',
+  description: 'a glob over service names of up to 63 characters: lowercase letters, digits, "-" and "*" wildcards (empty for none)',
   examples: ['web-*'],
 });
 

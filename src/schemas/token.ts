@@ -13,7 +13,7 @@ export const TokenName = Type.String({ pattern: DNS_LABEL, description: ServiceN
 
 export const ServiceGlob = Type.String({
   pattern: '^[a-z0-9*-]{1,63}$',
-  description: 'a glob over service names: lowercase letters, digits, "-" and "*" wildcards',
+  description: 'a glob over service names of 1 to 63 characters: lowercase letters, digits, "-" and "*" wildcards',
   examples: ['web-*'],
 });
 

@@ -1,4 +1,5 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { IMAGE_TAG, IMAGE_TAG_RULE } from './image.js';
 
 // Registry webhooks: the payloads the platform accepts from a Distribution registry, Docker Hub
 // and GitHub, and what it answers. Senders add fields over time, so payloads accept unknown
@@ -6,7 +7,6 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 
 const text = (description: string, maxLength = 1024) => Type.String({ maxLength, description });
 const PATH_COMPONENT = '[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*';
-const TAG = '^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$';
 
 /** One event of a Distribution notification envelope (application/vnd.docker.distribution.events.v1+json). */
 export const RegistryEvent = Type.Object({
@@ -35,7 +35,7 @@ export type RegistryEnvelope = Static<typeof RegistryEnvelope>;
 export const DockerHubPayload = Type.Object({
   callback_url: Type.Optional(text('Docker Hub callback URL', 2048)),
   push_data: Type.Object({
-    tag: Type.String({ pattern: TAG, description: 'a tag: up to 128 letters, digits, "_", "." or "-", not starting with "." or "-"' }),
+    tag: Type.String({ pattern: IMAGE_TAG, description: IMAGE_TAG_RULE }),
     pushed_at: Type.Optional(Type.Number({ minimum: 0, description: 'Unix seconds' })),
   }),
   repository: Type.Object({

@@ -47,8 +47,7 @@ export class PrefixCache {
     return cache;
   }
 
-  /** Called after every change the watch delivers (after the cache applied it). */
-  /** Calls `listener` on every change; returns what stops it. */
+  /** Calls `listener` after every change the watch delivers (after the cache applied it); returns what stops it. */
   onChange(listener: (event: WatchEvent) => void): () => void {
     this.listeners.push(listener);
     return () => {

@@ -4,6 +4,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { REGISTRY_ADDRESS } from './registry.js';
 
 export const platformBin = fileURLToPath(new URL('../../../bin/platform', import.meta.url));
 
@@ -20,9 +21,10 @@ export interface PlatformProcess {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
+/** Every process may deploy from the harness's registries (--allowed-registry); a test may pass its own. */
 export function runPlatform(args: string[], env: NodeJS.ProcessEnv = {}): PlatformProcess {
   const child = spawn(process.execPath, [platformBin, ...args], {
-    env: { ...process.env, PLATFORM_LOG_LEVEL: 'warn', ...env },
+    env: { ...process.env, PLATFORM_LOG_LEVEL: 'warn', PLATFORM_ALLOWED_REGISTRIES: REGISTRY_ADDRESS, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.add(child);

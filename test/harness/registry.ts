@@ -22,6 +22,12 @@ export interface Registry {
   stop(): Promise<void>;
 }
 
+/**
+ * Where every harness registry listens. Loopback registries are refused unless named, so the
+ * harness names this address (any port) for every `platform` it starts (platform.ts).
+ */
+export const REGISTRY_ADDRESS = '127.0.0.1';
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function configYaml(port: number, storageDir: string, options: RegistryOptions): string {
@@ -35,7 +41,7 @@ function configYaml(port: number, storageDir: string, options: RegistryOptions):
     '  delete:',
     '    enabled: true',
     'http:',
-    `  addr: 127.0.0.1:${port}`,
+    `  addr: ${REGISTRY_ADDRESS}:${port}`,
   ];
   if (options.notificationUrl) {
     lines.push(
@@ -79,7 +85,7 @@ export async function startRegistry(options: RegistryOptions = {}): Promise<Regi
   ensureCommand('docker-registry', 'docker-registry');
   const dir = mkdtempSync(join(tmpdir(), 'platform-registry-'));
   const port = await freePort();
-  const host = `127.0.0.1:${port}`;
+  const host = `${REGISTRY_ADDRESS}:${port}`;
   const configPath = join(dir, 'config.yml');
   writeFileSync(configPath, configYaml(port, join(dir, 'storage'), options));
   const logPath = join(dir, 'registry.log');

@@ -179,7 +179,7 @@ t.test('two assigned units run as containers named after them and answer on thei
   t.equal(machine.unitCount, 2);
 });
 
-t.test('a unit runs unprivileged, without new privileges, host paths or host namespaces', async (t) => {
+t.test('a unit runs unprivileged, without new privileges, host paths or host namespaces, and with at most 1024 processes', async (t) => {
   const status = (await runningStatus(machineId, unit(1), 1))!;
   const { HostConfig: host } = await docker.getContainer(status.containerId!).inspect();
   t.equal(host.Privileged, false);
@@ -190,6 +190,7 @@ t.test('a unit runs unprivileged, without new privileges, host paths or host nam
   t.notOk(host.Mounts?.length, 'no mounts');
   t.not(host.PidMode, 'host');
   t.not(host.IpcMode, 'host');
+  t.equal(host.PidsLimit, 1024, 'a fork bomb stops at 1024 processes');
   t.equal((await httpGet(`http://${status.address}/`)).status, 200, 'and it serves');
 });
 

@@ -165,6 +165,8 @@ t.test('with --expose-components the announced components are reachable by name'
   }, 10_000);
   t.same(health, { status: 'ok', role: 'directory' });
   t.match(JSON.parse((await viaGateway('scheduler.platform.internal', '/healthz', { port })).text), { role: 'scheduler' });
+  const described = await viaGateway('service-directory.platform.internal', '/documentation/json', { port });
+  t.equal(described.status, 200, `a component answers the name it is routed under beyond /healthz (its Host rule): ${described.text.slice(0, 200)}`);
   t.equal((await viaGateway('scheduler.platform.local', '/healthz', { port })).status, 404, 'the scheduler is internal only');
   t.equal((await viaGateway('service-directory.platform.internal', '/healthz')).status, 404, 'components are not exposed by default');
 });

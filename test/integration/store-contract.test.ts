@@ -321,7 +321,9 @@ function contract(t: Tap, store: Store): void {
 
   t.test('LeasedKeys writes its keys under one lease and close() deletes them at once', async (t) => {
     const root = space();
-    const keys = await LeasedKeys.start(store, 2);
+    // A 3 s lease, kept alive every second: a 2 s lease lost its keys when a loaded machine (a
+    // benchmark saturating both cores beside this suite) delayed one keep-alive by over 1.3 s.
+    const keys = await LeasedKeys.start(store, 3);
     await keys.set(`${root}a`, 'A');
     await keys.set(`${root}b`, 'B');
     const a = await store.get(`${root}a`);
@@ -333,7 +335,7 @@ function contract(t: Tap, store: Store): void {
     t.equal((await store.get(`${root}a`))?.value, 'A2', 'set overwrites');
     await keys.remove(`${root}b`);
     t.equal(await store.get(`${root}b`), undefined, 'remove deletes the key');
-    await sleep(2500);
+    await sleep(3500);
     t.ok(await store.get(`${root}a`), 'the lease is kept alive past its TTL');
     await keys.close();
     t.same(await store.list(root), [], 'close revokes the lease: keys gone at once');

@@ -29,3 +29,9 @@ t.test('maxSurge and maxUnavailable cannot both be 0', async (t) => {
   t.throws(() => applyConfigPatch(base, { maxSurge: 0 }), /maxSurge and maxUnavailable cannot both be 0/);
   t.same(applyConfigPatch(base, { maxSurge: 0, maxUnavailable: 1 }).maxUnavailable, 1);
 });
+
+t.test('the merged config keeps the limits of a declaration: 1,000 variables at most', async (t) => {
+  const full = { ...base, env: Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`V${i}`, 'x'])) };
+  t.throws(() => applyConfigPatch(full, { env: { ONE_MORE: 'x' } }), { statusCode: 400, message: /after this patch the config would break a limit of a declaration: env must hold at most 1000 entries/ });
+  t.equal(Object.keys(applyConfigPatch(full, { env: { ONE_MORE: 'x', V0: null } }).env).length, 1000);
+});

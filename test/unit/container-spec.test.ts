@@ -15,6 +15,7 @@ t.test('every unit container is unprivileged, cannot gain privileges, and keeps 
     t.notOk(host?.CapAdd?.some((cap: string) => ['SYS_ADMIN', 'NET_RAW', 'MKNOD', 'SYS_PTRACE', 'NET_ADMIN'].includes(cap)));
     t.equal(host?.IpcMode, 'private');
     t.equal(host?.PidMode, undefined, 'its own PID namespace');
+    t.equal(host?.PidsLimit, 1024, 'at most 1024 processes');
     t.equal(host?.Binds, undefined);
     t.equal(host?.Mounts, undefined);
     t.equal(host?.Devices, undefined);

@@ -320,6 +320,37 @@ t.test('malformed bodies are 400 naming the problem; oversized ones 413', async 
   t.match(noHeaders.json(), { statusCode: 400, message: /x-github-event is required/ });
 });
 
+t.test('a webhook body with a __proto__ or constructor.prototype key is a 400 naming the rule, and changes nothing', async (t) => {
+  const { server, triggers } = await harness(SECRETS);
+  const auth = { authorization: `Bearer ${SECRETS.registryToken}` };
+  const bodies = [
+    '{"__proto__": {"polluted": true}, "events": []}',
+    '{"events": [{"id": "p1", "action": "push", "target": {"__proto__": {"tag": "evil"}}}]}',
+    '{"constructor": {"prototype": {"polluted": true}}, "events": []}',
+  ];
+  for (const payload of bodies) {
+    const reply = await server.inject({ method: 'POST', url: '/hooks/registry', headers: { ...auth, 'content-type': EVENTS }, payload });
+    t.match(reply.json(), { statusCode: 400, error: 'Bad Request', message: /^the body holds a __proto__ or constructor\.prototype key: such keys are refused/ }, payload);
+  }
+  const hub = await server.inject({ method: 'POST', url: `/hooks/dockerhub?token=${SECRETS.dockerHubToken}`, headers: { 'content-type': 'application/json' }, payload: bodies[0] });
+  t.match(hub.json(), { statusCode: 400, message: /__proto__ or constructor\.prototype/ });
+  const github = await postGitHub(server, 'package', 'g-proto', bodies[2]!);
+  t.match(github.json(), { statusCode: 400, message: /__proto__ or constructor\.prototype/ }, 'GitHub too: the body is no object the hook may read');
+  t.equal(({} as Record<string, unknown>).polluted, undefined);
+  await settle();
+  t.same(triggers, []);
+});
+
+t.test('a registry push whose target.tag is no tag is a 400 naming the field and the rule, and deploys nothing', async (t) => {
+  const { server, triggers } = await harness(SECRETS);
+  for (const tag of ['../../../etc', 'v1@sha256:x', '-rf', 'x'.repeat(129), 'a b']) {
+    const reply = await server.inject({ method: 'POST', url: '/hooks/registry', headers: { authorization: `Bearer ${SECRETS.registryToken}`, 'content-type': EVENTS }, payload: JSON.stringify(envelope(`ev-tag-${tag.length}`, tag)) });
+    t.match(reply.json(), { statusCode: 400, message: /^events\.1\.target\.tag must be a tag: up to 128 letters, digits/ }, tag);
+  }
+  await settle();
+  t.same(triggers, []);
+});
+
 /** The harness's server on a real socket (inject never writes to one), for what clients see of a connection. */
 async function listening(server: RoleServer): Promise<number> {
   if (!server.server.listening) await server.listen({ host: '127.0.0.1', port: 0 });

@@ -58,6 +58,15 @@ export function unitEnvironment(assignment: Assignment, port: number): string[] 
  */
 export const unitCapabilities: readonly string[] = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'SETGID', 'SETUID', 'SETPCAP', 'NET_BIND_SERVICE', 'SYS_CHROOT'];
 
+/**
+ * Processes (threads included) a unit may run at once. Without a limit one fork bomb in one unit
+ * exhausts the machine's PIDs and stops every other unit and the agent from starting anything.
+ * 1024 leaves room for what a service runs (a JVM or a worker pool uses a few hundred threads)
+ * while a runaway unit stops well short of the machine's limit. Declarations carry no resources
+ * yet: a per-service setting would replace this default in `unitConfinement`.
+ */
+export const UNIT_PIDS_LIMIT = 1024;
+
 /** What confines every unit, whatever its assignment says (PID namespace: its own, Docker's default). */
 const unitConfinement = (): HostConfig => ({
   Privileged: false,
@@ -65,6 +74,7 @@ const unitConfinement = (): HostConfig => ({
   CapDrop: ['ALL'],
   CapAdd: [...unitCapabilities],
   IpcMode: 'private',
+  PidsLimit: UNIT_PIDS_LIMIT,
 });
 
 export function containerCreateOptions(spec: UnitContainerSpec): ContainerCreateOptions & { name: string } {

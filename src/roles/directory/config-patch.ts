@@ -1,5 +1,10 @@
-import { badRequest } from '../../http/errors.js';
-import { defaultConfig, rolloutDefaults, type ServiceConfig, type ServiceConfigPatch } from '../../schemas/service.js';
+import { badRequest, describeValidation } from '../../http/errors.js';
+import { buildAjv } from '../../http/server.js';
+import { ServiceConfig, defaultConfig, rolloutDefaults, type ServiceConfigPatch } from '../../schemas/service.js';
+
+// A patch is valid on its own, yet merges add up: six patches of 1,000 variables each once built a
+// 6,000-variable config. So the merged config is checked against the schema of a declaration's.
+const validConfig = buildAjv(false).compile(ServiceConfig);
 
 const rolloutKeys = ['maxSurge', 'maxUnavailable', 'minReadySeconds', 'progressDeadlineSeconds', 'autoRevert', 'stopGraceSeconds', 'healthCheck'] as const;
 
@@ -20,6 +25,9 @@ export function applyConfigPatch(config: ServiceConfig, patch: ServiceConfigPatc
     const value = patch[key];
     if (value === null) delete next[key];
     else if (value !== undefined) (next as Record<string, unknown>)[key] = value;
+  }
+  if (!validConfig(next)) {
+    throw badRequest(`after this patch the config would break a limit of a declaration: ${describeValidation(validConfig.errors ?? [], 'config')}`);
   }
   assertConsistent(next);
   return next;

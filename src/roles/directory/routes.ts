@@ -20,6 +20,7 @@ import {
 import { sameRepository } from '../../image-reference.js';
 import { applyConfigPatch } from './config-patch.js';
 import { reservedNames } from './reserved-names.js';
+import { assertRecordSize } from './record-size.js';
 import { configFor, withConfigFor } from '../../auth/env-redaction.js';
 
 // The service directory owns service declarations and their next config.
@@ -60,10 +61,11 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
     return service;
   };
   const update = async (name: string, change: (service: Service) => Service): Promise<Service> => {
-    const updated = await updateRecord<Service>(store, serviceKey(name), (service) => ({
-      ...change(service),
-      updatedAt: new Date().toISOString(),
-    }));
+    const updated = await updateRecord<Service>(store, serviceKey(name), (service) => {
+      const next = { ...change(service), updatedAt: new Date().toISOString() };
+      assertRecordSize(next);
+      return next;
+    });
     if (!updated) throw notFound(`service ${name} is not declared`);
     await services.caughtUp(updated.revision);
     return updated.record;
@@ -75,7 +77,7 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
       schema: {
         description: 'Declare a service.',
         body: DirectoryServiceCreate,
-        response: { 201: CreatedReply, ...errorResponses },
+        response: { 201: CreatedReply, ...errorResponses, 413: ErrorReply },
       },
     },
     async (request, reply) => {
@@ -83,6 +85,7 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
         throw badRequest(`name ${request.body.name} is reserved for a platform component`);
       }
       const service = newService(request.body);
+      assertRecordSize(service);
       // Create-if-absent in one store transaction: of two concurrent creates, exactly one wins.
       const revision = await createRecord(store, serviceKey(service.name), service);
       if (revision === 0) throw conflict(`service ${service.name} already exists`);
@@ -121,7 +124,7 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
         description: 'JSON merge patch of the declaration (the config has its own route).',
         params: NameParams,
         body: ServicePatch,
-        response: { 200: Service, ...errorResponses },
+        response: { 200: Service, ...errorResponses, 413: ErrorReply },
       },
     },
     async (request) => update(request.params.name, (service) => ({ ...service, ...request.body })),
@@ -151,7 +154,7 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
         description: 'JSON merge patch of the next config: keys set, null removes an env var or resets a field.',
         params: NameParams,
         body: ServiceConfigPatch,
-        response: { 200: ServiceConfig, ...errorResponses },
+        response: { 200: ServiceConfig, ...errorResponses, 413: ErrorReply },
       },
       config: { access: 'deploy', service: { param: 'name' } },
     },

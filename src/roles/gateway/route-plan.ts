@@ -46,6 +46,16 @@ export interface PlannedRoute {
 const publicComponents: readonly Component[] = ['orchestrator', 'web'];
 const internalComponents: readonly Component[] = ['service-directory', 'scheduler'];
 
+/** The names a component is routed under (with --expose-components). */
+function componentHosts(component: Component, domains: Domains): string[] {
+  if (publicComponents.includes(component)) return [`${component}.${domains.internalDomain}`, `${component}.${domains.domain}`];
+  return internalComponents.includes(component) ? [`${component}.${domains.internalDomain}`] : [];
+}
+
+/** Every name the gateway may route to a platform component: the components answer them (src/http/host-rule.ts). */
+export const componentHostNames = (domains: Domains): string[] =>
+  [...publicComponents, ...internalComponents].flatMap((component) => componentHosts(component, domains));
+
 /**
  * A unit takes new requests only while it runs and is not draining: the agent marks a unit it is
  * about to stop `deactivating/running`, which is "not routable" here.
@@ -67,11 +77,7 @@ export function planRoutes(
     routes.push({ name: service.name, kind: 'service', hosts, targets: targets.get(service.name) ?? [] });
   }
   for (const { component, address } of components) {
-    const hosts = publicComponents.includes(component)
-      ? [`${component}.${domains.internalDomain}`, `${component}.${domains.domain}`]
-      : internalComponents.includes(component)
-        ? [`${component}.${domains.internalDomain}`]
-        : [];
+    const hosts = componentHosts(component, domains);
     if (hosts.length > 0) routes.push({ name: component, kind: 'component', hosts, targets: [{ address, unit: component }] });
   }
   return routes;

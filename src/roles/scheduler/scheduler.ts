@@ -104,6 +104,7 @@ export class Scheduler {
     await this.leadership.close();
     await this.runner?.close();
     await this.cluster?.close();
+    await this.registry.close();
   }
 
   /** Deploys, here when this scheduler leads, else through the leader. */

@@ -13,7 +13,7 @@ export async function startScheduler({ config, store, log, advertised, access }:
     id: `${config.agent.machineId}:${advertised}`,
     address: advertised,
     leaseTtlSeconds: config.announceTtlSeconds,
-    registry: { insecureRegistries: config.scheduler.insecureRegistries },
+    registry: { insecureRegistries: config.scheduler.insecureRegistries, allowedRegistries: config.scheduler.allowedRegistries },
     retention: config.scheduler.retention,
   });
   const server = await createRoleServer({

@@ -2,7 +2,7 @@ import { request as undiciRequest } from 'undici';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { RoleServer } from '../../http/server.js';
 import type { PeerClient } from '../../http/peer-client.js';
-import { unavailable } from '../../http/errors.js';
+import { badRequest, notFound, unavailable } from '../../http/errors.js';
 import { isLocalCall, passedOnAuthorization } from '../../auth/caller.js';
 import { keepOpen } from '../../http/stream-limit.js';
 
@@ -11,6 +11,33 @@ import { keepOpen } from '../../http/stream-limit.js';
 // stay open), so the page works the same behind the web role as behind the orchestrator.
 
 export const proxiedPaths = ['/services', '/services/*', '/cluster/*', '/deployments', '/deployments/*', '/journal', '/events'];
+
+const isProxied = (path: string): boolean =>
+  proxiedPaths.some((pattern) => (pattern.endsWith('/*') ? path.startsWith(pattern.slice(0, -1)) : path === pattern));
+
+/**
+ * A request target with its dot segments resolved, percent-encoded dots included, the way the
+ * orchestrator's URL parser (WHATWG, in undici) would resolve them: matched against the
+ * allow-list before that, `/services/../metrics` would pass as a /services path and reach
+ * /metrics. What cannot be resolved to one plain path is refused.
+ */
+export function resolvedTarget(target: string): { path: string; query: string } | { refused: string } {
+  const mark = target.indexOf('?');
+  const raw = mark === -1 ? target : target.slice(0, mark);
+  if (/%2f|%5c|%00|\\/i.test(raw)) return { refused: 'the path holds an encoded slash, a backslash or NUL' };
+  try {
+    decodeURIComponent(raw);
+  } catch {
+    return { refused: 'the path is not valid percent-encoding' };
+  }
+  const segments: string[] = [];
+  for (const segment of raw.replace(/%2e/gi, '.').split('/').slice(1)) {
+    if (segment === '.') continue;
+    if (segment !== '..') segments.push(segment);
+    else if (segments.pop() === undefined) return { refused: 'the path climbs above /' };
+  }
+  return { path: `/${segments.join('/')}`, query: mark === -1 ? '' : target.slice(mark) };
+}
 
 const forwardedRequestHeaders = ['content-type', 'accept', 'last-event-id', 'if-none-match'];
 const forwardedResponseHeaders = ['content-type', 'cache-control', 'etag', 'location', 'x-accel-buffering', 'retry-after'];
@@ -47,6 +74,9 @@ function isStream(request: FastifyRequest): boolean {
 }
 
 async function forward(orchestrator: PeerClient, request: FastifyRequest, reply: FastifyReply, listenerLoopback: boolean): Promise<FastifyReply> {
+  const target = resolvedTarget(request.url);
+  if ('refused' in target) throw badRequest(`${request.url.split('?')[0]} is not passed on to the orchestrator: ${target.refused}`);
+  if (!isProxied(target.path)) throw notFound(`no route ${request.method} ${target.path}: the dashboard passes on only ${proxiedPaths.join(', ')}`);
   const base = await orchestrator.baseUrl();
   const headers: Record<string, string> = {};
   for (const name of forwardedRequestHeaders) {
@@ -61,7 +91,7 @@ async function forward(orchestrator: PeerClient, request: FastifyRequest, reply:
   }
   let upstream;
   try {
-    upstream = await undiciRequest(`${base}${request.url}`, {
+    upstream = await undiciRequest(`${base}${target.path}${target.query}`, {
       method: request.method as 'GET' | 'POST' | 'PATCH' | 'DELETE',
       headers,
       body: Buffer.isBuffer(request.body) ? request.body : undefined,

@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import { buildAjv, type RoleServer } from '../../../http/server.js';
 import { describeValidation, unauthorized } from '../../../http/errors.js';
 import { parseImageReference } from '../../../image-reference.js';
-import { IMAGE_REFERENCE } from '../../../schemas/image.js';
+import { IMAGE_REFERENCE, IMAGE_TAG } from '../../../schemas/image.js';
 import { ErrorReply, errorResponses } from '../../../schemas/common.js';
 import { GitHubHeaders, GitHubPackageEvent, GitHubPayload, WebhookReply, type GitHubPackage } from '../../../schemas/webhooks.js';
 import { appendJournal } from '../journal.js';
@@ -22,7 +22,7 @@ import { useJsonBodies } from './json-body.js';
 const ROUTE = 'POST /hooks/github';
 /** A digest as GitHub writes it: `sha256:<hex>` or bare hex, in either case. */
 const SHA256 = /^(?:sha256:)?([a-f0-9]{64})$/i;
-const TAG = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
+const TAG = new RegExp(IMAGE_TAG);
 const CONTAINER_TYPES = new Set(['container', 'docker']);
 const DEPLOYING_ACTIONS = new Set(['published', 'updated']);
 const imageReference = new RegExp(IMAGE_REFERENCE);

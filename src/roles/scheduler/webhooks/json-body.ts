@@ -1,17 +1,30 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import secureJson from 'secure-json-parse';
 import { badRequest } from '../../../http/errors.js';
 
 // Webhook bodies are parsed by the hooks' own content-type parsers: so that a malformed body gets
 // a 400 that says what is wrong, and so that GitHub's can be verified on its raw bytes first.
 
-/** JSON.parse with a 400 that names the problem. */
+/**
+ * JSON with a 400 that names the problem. Parsed as Fastify parses every other body: a
+ * `__proto__` or `constructor.prototype` key is refused, since code that copies or merges the
+ * parsed object would set the prototype of its objects from it.
+ */
 export function parseJson(text: string, what = 'the body'): unknown {
   if (text.trim() === '') throw badRequest(`${what} is empty: a JSON object is required`);
+  let parsed: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    parsed = JSON.parse(text) as unknown;
   } catch (error) {
     throw badRequest(`${what} is not valid JSON: ${(error as Error).message}`);
   }
+  if (parsed === null || typeof parsed !== 'object') return parsed;
+  try {
+    secureJson.scan(parsed);
+  } catch {
+    throw badRequest(`${what} holds a __proto__ or constructor.prototype key: such keys are refused (they could replace the prototype of objects built from the body)`);
+  }
+  return parsed;
 }
 
 export type RawBodyCheck = (request: FastifyRequest, raw: Buffer) => void;

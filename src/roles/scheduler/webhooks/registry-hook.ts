@@ -7,6 +7,7 @@ import { bearerToken } from '../../../auth/caller.js';
 import { dispatchPushes, type HookContext } from './dispatch.js';
 import { pushedRepository, type Push } from './matching.js';
 import { useJsonBodies } from './json-body.js';
+import { IMAGE_TAG, IMAGE_TAG_RULE } from '../../../schemas/image.js';
 
 // POST /hooks/registry: notifications of a Docker Registry v2 / Distribution registry. Only pushes
 // of manifests count; blob pushes, pulls, mounts and deletes are acknowledged and ignored, since a
@@ -24,6 +25,7 @@ const MANIFEST_TYPES = new Set([
   'application/vnd.oci.image.index.v1+json',
 ]);
 const SHA256 = /^sha256:[a-f0-9]{64}$/;
+const TAG = new RegExp(IMAGE_TAG);
 
 const isManifest = (target: NonNullable<RegistryEvent['target']>): boolean =>
   MANIFEST_TYPES.has(target.mediaType ?? '') || /\/manifests\//.test(target.url ?? '');
@@ -54,6 +56,8 @@ export function registryPushes(envelope: RegistryEnvelope): { pushes: Push[]; ig
     const host = hostOf(event);
     if (!host) throw badRequest(`${field('request.host')} is required for a manifest push (or a target.url naming the registry)`);
     if (!target.digest || !SHA256.test(target.digest)) throw badRequest(`${field('target.digest')} must be a digest: sha256: and 64 lowercase hex digits`);
+    // The tag becomes part of the image reference every release and unit of the service records.
+    if (target.tag && !TAG.test(target.tag)) throw badRequest(`${field('target.tag')} must be ${IMAGE_TAG_RULE}`);
     pushes.push({
       hook: 'registry',
       event: event.id,
