@@ -285,7 +285,7 @@ export function generateRequest(rnd: Random, operation: Operation, credentials: 
 }
 
 /** Request heads that are not valid HTTP, or are odd enough to bypass a client library. */
-export function rawRequest(rnd: Random, host: string, token: string, allowAbsoluteForm: boolean): { text: string; kind: string } {
+export function rawRequest(rnd: Random, host: string, token: string): { text: string; kind: string } {
   const forms: [string, string][] = [
     ['header without a colon', `GET /services HTTP/1.1\r\nHost: ${host}\r\nNoColonHere\r\n\r\n`],
     ['space before the colon', `GET /services HTTP/1.1\r\nHost : ${host}\r\n\r\n`],
@@ -306,8 +306,10 @@ export function rawRequest(rnd: Random, host: string, token: string, allowAbsolu
     ['bare LF line ends', `GET /healthz HTTP/1.1\nHost: ${host}\n\n`],
     ['control character in a header', `GET /healthz HTTP/1.1\r\nHost: ${host}\r\nX-Bad: a\u0001b\r\n\r\n`],
     ['request line over 20 KB', `GET /${'a'.repeat(20_000)} HTTP/1.1\r\nHost: ${host}\r\n\r\n`],
+    ['absolute-form target', `GET http://${host}/services HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${token}\r\n\r\n`],
+    ['absolute-form target, foreign host', `GET http://evil.example/services HTTP/1.1\r\nHost: evil.example\r\n\r\n`],
+    ['foreign Host (DNS rebinding)', `GET /services HTTP/1.1\r\nHost: attacker.example:9000\r\nAuthorization: Bearer ${token}\r\n\r\n`],
   ];
-  if (allowAbsoluteForm) forms.push(['absolute-form target', `GET http://${host}/services HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${token}\r\n\r\n`]);
   const [kind, text] = pick(rnd, forms);
   return { kind, text };
 }

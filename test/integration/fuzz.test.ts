@@ -122,7 +122,7 @@ function plan(all: Target[]): Planned[] {
     const { role, operation } = pick(rnd, all);
     const address = pick(rnd, failingAddresses);
     if (rnd() < 0.04) {
-      planned.push({ index, role, address, raw: rawRequest(rnd, `127.0.0.1:${new URL(roles[role].url).port}`, admin, role !== 'web') });
+      planned.push({ index, role, address, raw: rawRequest(rnd, `127.0.0.1:${new URL(roles[role].url).port}`, admin) });
       continue;
     }
     const generated = generateRequest(rnd, operation, { admin, read });
