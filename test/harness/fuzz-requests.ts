@@ -250,6 +250,8 @@ function extraHeaders(rnd: Random): Record<string, string> {
       ['sec-fetch-site', 'cross-site'],
       ['x-hub-signature-256', `sha256=${'0'.repeat(64)}`],
       ['x-github-event', pick(rnd, ['push', 'package', 'ping', '__proto__'])],
+      // Names no role answers to (421) and, at the gateway, hosts it routes nowhere (404).
+      ['host', pick(rnd, ['attacker.example:9000', 'nothing.platform.local', 'x.y.platform.internal', 'orchestrator.platform.local', '[::1]', '127.0.0.1.nip.io'])],
     ] as [string, string][]);
     headers[name] = value;
   }

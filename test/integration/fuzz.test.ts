@@ -104,6 +104,8 @@ interface Planned {
   /** A request through undici, or bytes written as they are. */
   request?: FuzzRequest;
   raw?: { text: string; kind: string };
+  /** `<role> <METHOD> <path>` of the operation the request was generated for. */
+  route?: string;
   /** One of the known valid requests: `fuzz-valid-<n>` is declared. */
   valid?: string;
 }
@@ -114,6 +116,8 @@ interface Outcome {
   excerpt: string;
   ms: number;
 }
+
+const routeName = ({ role, operation }: Target): string => `${role} ${operation.method} ${operation.path}`;
 
 function plan(all: Target[]): Planned[] {
   const rnd = seededRandom(seed);
@@ -127,7 +131,7 @@ function plan(all: Target[]): Planned[] {
     }
     const generated = generateRequest(rnd, operation, { admin, read });
     const credentialed = generated.kind.startsWith('admin token') || generated.kind.startsWith('read token');
-    planned.push({ index, role, address: credentialed ? CREDENTIALED_ADDRESS : address, request: generated });
+    planned.push({ index, role, address: credentialed ? CREDENTIALED_ADDRESS : address, request: generated, route: routeName({ role, operation }) });
   }
   // The known valid requests, among the others.
   for (let n = 0; n < VALID; n++) {
@@ -219,6 +223,10 @@ t.test(`${TOTAL} hostile requests over every route of every role: no 5xx, no han
   const before = await storeContents();
 
   const planned = plan(all);
+  const perRoute = new Map(all.map((target) => [routeName(target), 0]));
+  for (const entry of planned) if (entry.route) perRoute.set(entry.route, perRoute.get(entry.route)! + 1);
+  const scarce = [...perRoute].filter(([, count]) => count < 20);
+  t.same(scarce, [], `each of the ${perRoute.size} routes gets at least 20 requests`);
   const outcomes: Outcome[] = new Array(planned.length);
   let next = 0;
   const started = Date.now();
