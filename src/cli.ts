@@ -54,7 +54,11 @@ function addServeFlags(command: Command): Command {
     .option('--request-timeout <seconds>', 'gateway: 504 when a unit sends no response headers within this (default 60)')
     .option('--idle-timeout <seconds>', 'gateway: close idle client connections and silent response bodies after this (default 60)')
     .option('--max-header-size <bytes>', 'gateway: largest request head accepted, 431 above (default 16384)')
-    .option('--upstream-connections <n>', 'gateway: most connections to one unit (default 128)');
+    .option('--upstream-connections <n>', 'gateway: most connections to one unit (default 128)')
+    .option('--headers-timeout <seconds>', 'a request head must arrive within this, 408 and closed after (default 10)')
+    .option('--body-timeout <seconds>', 'a whole request, head and body, must arrive within this, 408 and closed after (default 30; gateway 300)')
+    .option('--max-connections <n>', 'connections one role server holds at once; more are answered 503 (default 2048)')
+    .option('--max-connections-per-address <n>', 'connections one client address holds to one role server at once; more are answered 503 (default 256)');
 }
 
 async function serve(flags: RawFlags, banner: boolean): Promise<void> {

@@ -53,6 +53,7 @@ export interface PlatformConfig {
   agent: AgentConfig;
   scheduler: SchedulerConfig;
   gateway: GatewayConfig;
+  http: HttpLimitsConfig;
   peers: { directoryUrl?: string; schedulerUrl?: string; orchestratorUrl?: string };
 }
 
@@ -79,6 +80,18 @@ export interface GatewayConfig {
   maxHeaderSize: number;
   /** Most connections the gateway opens to one unit. */
   upstreamConnections: number;
+}
+
+/** How long clients may take to send a request and how many connections they may hold (README "Limits a client can hit"). */
+export interface HttpLimitsConfig {
+  /** A request head must arrive within this. */
+  headersTimeoutSeconds: number;
+  /** A whole request, head and body, must arrive within this; unset: 30 s on API roles, 300 s on the gateway (uploads). */
+  bodyTimeoutSeconds?: number;
+  /** Connections one role server holds at once. */
+  maxConnections: number;
+  /** Connections one client address holds to one role server at once. */
+  maxConnectionsPerAddress: number;
 }
 
 /** One secret per registry webhook; a hook without one accepts only local calls on a loopback listener. */
@@ -150,6 +163,10 @@ export interface RawFlags {
   idleTimeout?: string;
   maxHeaderSize?: string;
   upstreamConnections?: string;
+  headersTimeout?: string;
+  bodyTimeout?: string;
+  maxConnections?: string;
+  maxConnectionsPerAddress?: string;
   keepDeployments?: string;
   keepJournal?: string;
   keepReleases?: string;
@@ -238,6 +255,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
       },
     },
     gateway: resolveGatewayConfig(flags, env, domain),
+    http: resolveHttpLimits(flags),
     peers: {
       ...(flags.directoryUrl ? { directoryUrl: flags.directoryUrl } : {}),
       ...(flags.schedulerUrl ? { schedulerUrl: flags.schedulerUrl } : {}),
@@ -358,6 +376,20 @@ function resolveGatewayConfig(flags: RawFlags, env: NodeJS.ProcessEnv, domain: s
     idleTimeoutSeconds: integer('--idle-timeout', flags.idleTimeout, 1, 3600) ?? 60,
     maxHeaderSize: integer('--max-header-size', flags.maxHeaderSize, 1024, 1024 * 1024) ?? 16 * 1024,
     upstreamConnections: integer('--upstream-connections', flags.upstreamConnections, 1, 10_000) ?? 128,
+  };
+}
+
+function resolveHttpLimits(flags: RawFlags): HttpLimitsConfig {
+  const headersTimeoutSeconds = integer('--headers-timeout', flags.headersTimeout, 1, 3600) ?? 10;
+  const bodyTimeoutSeconds = integer('--body-timeout', flags.bodyTimeout, 1, 86_400);
+  if (bodyTimeoutSeconds !== undefined && bodyTimeoutSeconds < headersTimeoutSeconds) {
+    throw new ConfigError(`--body-timeout (${bodyTimeoutSeconds}) must be at least --headers-timeout (${headersTimeoutSeconds}): it covers the head too`);
+  }
+  return {
+    headersTimeoutSeconds,
+    ...(bodyTimeoutSeconds === undefined ? {} : { bodyTimeoutSeconds }),
+    maxConnections: integer('--max-connections', flags.maxConnections, 1, 1_000_000) ?? 2048,
+    maxConnectionsPerAddress: integer('--max-connections-per-address', flags.maxConnectionsPerAddress, 1, 1_000_000) ?? 256,
   };
 }
 

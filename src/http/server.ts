@@ -12,6 +12,7 @@ import { discardBody } from './oversized-body.js';
 import { installAccessControl, type AccessControl } from '../auth/guard.js';
 import { installCsrfCheck } from '../auth/csrf.js';
 import { installCors } from './cors.js';
+import { createLimitedServer, defaultConnectionLimits, type ConnectionLimits } from './connection-limits.js';
 import { installHostRule } from './host-rule.js';
 
 export type RoleServer = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
@@ -25,6 +26,8 @@ export interface RoleServerOptions {
   bodyLimit?: number;
   /** Who may call: the --auth mode and the token records (src/auth/guard.ts). */
   access: AccessControl;
+  /** Timeouts and connection caps (src/http/connection-limits.ts); the API roles' defaults without. */
+  limits?: ConnectionLimits;
 }
 
 const NO_AUTH_WARNING = 'access control is off (--auth none): every call is accepted, with or without a token';
@@ -46,6 +49,11 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
     // Per-request lines would drown the log; metrics count requests instead.
     logController: new LogController({ disableRequestLogging: true }),
     forceCloseConnections: true,
+    // Fastify's own timeouts are off by default; the server it listens with sets them all, and
+    // answers the client errors its parser raises (naming the timeout a request hit).
+    serverFactory: (handler: (request: IncomingMessage, response: ServerResponse) => void) =>
+      createLimitedServer(options.role, options.limits ?? defaultConnectionLimits, handler),
+    clientErrorHandler: () => undefined,
   } as Parameters<typeof Fastify>[0]).withTypeProvider<TypeBoxTypeProvider>() as unknown as RoleServer;
 
   const bodyAjv = buildAjv(false);

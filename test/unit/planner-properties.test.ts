@@ -1,22 +1,11 @@
 import t from 'tap';
+import { pick, seededRandom as random } from '../harness/random.js';
 import { conflicts, PlacementState, type PlacedUnit, type PlannerMachine, type ServiceRules } from '../../src/placement/planner.js';
 
 // Property tests over random clusters: whatever the machines, units and rules, a plan never puts
 // conflicting units together, never exceeds a machine's capacity, and leaves a unit unplaced only
 // when no machine could take it. Conflicts are checked with the plain pairwise rule, independently
 // of the planner's index. Seeded, so a failure can be replayed.
-
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let x = Math.imul(state ^ (state >>> 15), 1 | state);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-const pick = <T>(rnd: () => number, items: T[]): T => items[Math.floor(rnd() * items.length)]!;
 
 function randomCase(seed: number) {
   const rnd = random(seed);

@@ -7,6 +7,7 @@ import { UnitStatus } from '../../schemas/cluster.js';
 import { UnitName, errorResponses } from '../../schemas/common.js';
 import { findUnitContainer } from './containers.js';
 import { dockerErrorMessage } from './docker-client.js';
+import { MAX_LOG_TAILS, StreamLimit } from '../../http/stream-limit.js';
 
 // The agent's own API: what runs on this machine and the units' logs. The orchestrator proxies
 // these for people; the store holds the same statuses for everyone else.
@@ -43,6 +44,7 @@ function demultiplexed(docker: Docker, source: NodeJS.ReadableStream): PassThrou
 }
 
 export function registerAgentRoutes(server: RoleServer, agent: AgentRouteTarget): void {
+  const tails = new StreamLimit('followed log tails', MAX_LOG_TAILS);
   server.get(
     '/units',
     { schema: { description: "This machine's unit statuses.", response: { 200: Type.Array(UnitStatus) } } },
@@ -62,6 +64,7 @@ export function registerAgentRoutes(server: RoleServer, agent: AgentRouteTarget)
     async (request, reply) => {
       const { unit } = request.params;
       const { tail, follow } = request.query;
+      if (follow) tails.admit(reply);
       const container = await viaDocker(() => findUnitContainer(agent.docker, agent.machineId, unit));
       if (!container) throw notFound(`unit ${unit} has no container on machine ${agent.machineId}`);
       const handle = agent.docker.getContainer(container.id);

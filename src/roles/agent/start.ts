@@ -1,10 +1,11 @@
 import { createRoleServer } from '../../http/server.js';
+import { apiConnectionLimits } from '../../http/connection-limits.js';
 import { fastifyRole, storeReadiness, type RoleContext, type StartedRole } from '../role.js';
 import { startAgent } from './agent.js';
 
 export async function startAgentRole({ config, store, log, advertised, access }: RoleContext): Promise<StartedRole> {
   let readiness = storeReadiness(store);
-  const server = await createRoleServer({ role: 'agent', logger: log, access, readiness: () => readiness() });
+  const server = await createRoleServer({ role: 'agent', logger: log, access, limits: apiConnectionLimits(config.http), readiness: () => readiness() });
   const agent = await startAgent({
     store,
     server,

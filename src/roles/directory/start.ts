@@ -1,12 +1,13 @@
 import { createRoleServer } from '../../http/server.js';
+import { apiConnectionLimits } from '../../http/connection-limits.js';
 import { servicePrefix } from '../../store/keys.js';
 import { PrefixCache } from '../../store/prefix-cache.js';
 import { fastifyRole, storeReadiness, type RoleContext, type StartedRole } from '../role.js';
 import { directoryRoutes } from './routes.js';
 import { installAudit } from '../../auth/audit.js';
 
-export async function startDirectory({ store, log, access }: RoleContext): Promise<StartedRole> {
-  const server = await createRoleServer({ role: 'directory', logger: log, access, readiness: storeReadiness(store) });
+export async function startDirectory({ config, store, log, access }: RoleContext): Promise<StartedRole> {
+  const server = await createRoleServer({ role: 'directory', logger: log, access, limits: apiConnectionLimits(config.http), readiness: storeReadiness(store) });
   const services = await PrefixCache.start(store, servicePrefix);
   installAudit(server, store);
   directoryRoutes(server, store, services);

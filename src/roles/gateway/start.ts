@@ -1,6 +1,7 @@
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import { Type } from '@sinclair/typebox';
 import { createRoleServer } from '../../http/server.js';
+import { createLimitedServer, gatewayConnectionLimits } from '../../http/connection-limits.js';
 import type { RoleContext, StartedRole } from '../role.js';
 import { RouteTable } from './route-table.js';
 import { GatewayProxy } from './proxy.js';
@@ -45,10 +46,10 @@ export async function startGateway({ config, store, log, access }: RoleContext):
     idleTimeoutMs: settings.idleTimeoutSeconds * 1000,
   });
   const tunnels = new WebSocketTunnels(table);
-  const server: Server = createServer({ maxHeaderSize: settings.maxHeaderSize, noDelay: true }, (req, res) => {
+  const limits = gatewayConnectionLimits(config.http, settings.idleTimeoutSeconds * 1000);
+  const server: Server = createLimitedServer('gateway', limits, (req, res) => {
     if (!proxy.handle(req, res)) own.routing(req, res);
-  });
-  server.keepAliveTimeout = settings.idleTimeoutSeconds * 1000;
+  }, { maxHeaderSize: settings.maxHeaderSize });
   server.on('upgrade', (req, socket, head) => tunnels.handle(req, socket, head));
 
   return {

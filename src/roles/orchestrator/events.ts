@@ -16,6 +16,7 @@ import { joinMachine, joinUnit } from './cluster-view.js';
 import { redactEnv, seesEnvValues } from '../../auth/env-redaction.js';
 import { untilCredentialsEnd } from '../../auth/credential-lifetime.js';
 import type { AccessControl } from '../../auth/guard.js';
+import { MAX_EVENT_STREAMS, StreamLimit } from '../../http/stream-limit.js';
 
 // GET /events: Server-Sent Events of the cluster for the dashboard. One watched copy of each key
 // prefix per process (started by the first client, closed shortly after the last one leaves) is
@@ -314,11 +315,13 @@ export class EventHub {
   }
 }
 
-/** Registers GET /events on a role server. */
-export function eventsRoute(server: RoleServer, hub: EventHub, access: AccessControl): void {
+/** Registers GET /events on a role server; at most `maxStreams` are open at once (503 past it). */
+export function eventsRoute(server: RoleServer, hub: EventHub, access: AccessControl, maxStreams = MAX_EVENT_STREAMS): void {
+  const streams = new StreamLimit('event streams', maxStreams);
   server.route({
     ...apiRoute('GET /events'),
     handler: async (request, reply) => {
+      streams.admit(reply);
       await hub.attach(reply.raw, () => reply.hijack(), !seesEnvValues(request));
       // The stream ends with the token or session that opened it; the page then finds out why.
       reply.raw.once('close', untilCredentialsEnd(request, access, () => reply.raw.end()));

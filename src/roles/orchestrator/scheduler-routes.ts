@@ -11,6 +11,7 @@ import { queryString } from '../../schemas/route-key.js';
 import type { Machine } from '../../schemas/cluster.js';
 import { listClusterUnits } from './cluster-view.js';
 import { passedOnAuthorization } from '../../auth/caller.js';
+import { MAX_LOG_TAILS, StreamLimit } from '../../http/stream-limit.js';
 
 // The orchestrator's view of deployments, the journal, rollbacks and unit logs: forwarded to the
 // scheduler, or to the agent of the machine a unit runs on.
@@ -36,10 +37,12 @@ export function schedulerViewRoutes(server: RoleServer, store: Store, scheduler:
     handler: async (request) => (await scheduler.actingFor(request).call<DeployReply>('POST', `/services/${request.params.name}/rollback`, request.body)).body,
   });
 
+  const tails = new StreamLimit('followed log tails', MAX_LOG_TAILS);
   server.route({
     ...apiRoute('GET /services/:name/units/:unit/logs'),
     handler: async (request, reply) => {
       const { name, unit } = request.params;
+      if (request.query.follow) tails.admit(reply);
       const found = (await listClusterUnits(store)).find((u) => u.service === name && u.unit === unit);
       if (!found) throw notFound(`service ${name} has no unit ${unit}`);
       const machine = await readRecord<Machine>(store, machineKey(found.machine));

@@ -1,4 +1,5 @@
 import { createRoleServer } from '../../http/server.js';
+import { apiConnectionLimits } from '../../http/connection-limits.js';
 import { PeerClient } from '../../http/peer-client.js';
 import { fastifyRole, type RoleContext, type StartedRole } from '../role.js';
 import { orchestratorRoutes } from './routes.js';
@@ -16,6 +17,7 @@ export async function startOrchestrator({ config, store, log, access }: RoleCont
   const server = await createRoleServer({
     role: 'orchestrator',
     access,
+    limits: apiConnectionLimits(config.http),
     logger: log,
     readiness: async () => {
       await store.ping();

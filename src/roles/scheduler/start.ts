@@ -1,4 +1,5 @@
 import { createRoleServer } from '../../http/server.js';
+import { apiConnectionLimits } from '../../http/connection-limits.js';
 import { fastifyRole, type RoleContext, type StartedRole } from '../role.js';
 import { Scheduler } from './scheduler.js';
 import { schedulerRoutes } from './routes.js';
@@ -18,6 +19,7 @@ export async function startScheduler({ config, store, log, advertised, access }:
   const server = await createRoleServer({
     role: 'scheduler',
     access,
+    limits: apiConnectionLimits(config.http),
     logger: log,
     readiness: async () => {
       await store.ping();

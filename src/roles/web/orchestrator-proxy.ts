@@ -4,6 +4,7 @@ import type { RoleServer } from '../../http/server.js';
 import type { PeerClient } from '../../http/peer-client.js';
 import { badRequest, notFound, unavailable } from '../../http/errors.js';
 import { isLocalCall, passedOnAuthorization } from '../../auth/caller.js';
+import { keepOpen } from '../../http/stream-limit.js';
 
 // The standalone dashboard talks to the API on its own origin: these paths are passed through
 // to the orchestrator found in the store, byte for byte and streamed (GET /events and log tails
@@ -39,7 +40,7 @@ export function resolvedTarget(target: string): { path: string; query: string } 
 }
 
 const forwardedRequestHeaders = ['content-type', 'accept', 'last-event-id', 'if-none-match'];
-const forwardedResponseHeaders = ['content-type', 'cache-control', 'etag', 'location', 'x-accel-buffering'];
+const forwardedResponseHeaders = ['content-type', 'cache-control', 'etag', 'location', 'x-accel-buffering', 'retry-after'];
 
 /** DELETE /services/:name waits until the units stopped; the orchestrator allows it 90 s. */
 const HEADERS_TIMEOUT_MS = 120_000;
@@ -64,6 +65,12 @@ export function orchestratorProxy(orchestrator: PeerClient, listenerLoopback: bo
       });
     }
   };
+}
+
+/** An event stream or a followed log tail: open for as long as the browser wants. */
+function isStream(request: FastifyRequest): boolean {
+  const [path, query = ''] = request.url.split('?');
+  return path === '/events' || (path!.endsWith('/logs') && new URLSearchParams(query).get('follow') === 'true');
 }
 
 async function forward(orchestrator: PeerClient, request: FastifyRequest, reply: FastifyReply, listenerLoopback: boolean): Promise<FastifyReply> {
@@ -105,5 +112,7 @@ async function forward(orchestrator: PeerClient, request: FastifyRequest, reply:
   }
   // The browser left (a closed event stream or log tail): stop reading from the orchestrator.
   reply.raw.once('close', () => upstream.body.destroy());
+  // The orchestrator counts and caps streams; a quiet one must outlive this server's idle timeout.
+  if (isStream(request)) keepOpen(reply.raw);
   return reply.send(upstream.body);
 }

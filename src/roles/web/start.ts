@@ -1,4 +1,5 @@
 import { createRoleServer } from '../../http/server.js';
+import { apiConnectionLimits } from '../../http/connection-limits.js';
 import { PeerClient } from '../../http/peer-client.js';
 import { fastifyRole, type RoleContext, type StartedRole } from '../role.js';
 import { dashboardRoutes } from './dashboard-assets.js';
@@ -15,6 +16,7 @@ export async function startWeb({ config, store, log, access }: RoleContext): Pro
   const server = await createRoleServer({
     role: 'web',
     access,
+    limits: apiConnectionLimits(config.http),
     logger: log,
     readiness: async () => {
       await store.ping();
