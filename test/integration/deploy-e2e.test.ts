@@ -161,7 +161,30 @@ t.test('platform up: every role in one process on the embedded store', async (t)
   const secret = readFileSync(tokenFile, 'utf8').trim();
   t.match(secret, /^plt_[A-Za-z0-9_-]{43}$/);
   t.notOk(up.output().includes(secret), 'the secret is not printed');
+  t.notMatch(up.output(), /no Docker engine reachable/, 'with an engine, no warning about one');
   t.equal((await http('POST', 'http://127.0.0.1:9000/tokens/bootstrap')).status, 409, 'bootstrap works once');
   await waitFor(async () => (await http('GET', 'http://127.0.0.1:9000/cluster/machines')).body.length === 1, 10_000);
   await deployFlow(t, { directory: 'http://127.0.0.1:9001', scheduler: 'http://127.0.0.1:9002', orchestrator: 'http://127.0.0.1:9000' });
+});
+
+t.test('platform up with no Docker engine says so at start, and what to do', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'platform-up-'));
+  const socket = join(dataDir, 'no-docker.sock');
+  // As `npm start` runs it (the JSON log format: stdout is not a terminal here).
+  const up = runPlatform(['up', '--data-dir', dataDir, ...agentFlags(`up-${randomBytes(2).toString('hex')}`)], { DOCKER_HOST: `unix://${socket}`, PLATFORM_LOG_LEVEL: 'info' });
+  t.teardown(() => up.stop());
+  await waitFor(() => /dashboard: /.test(up.output()), 20_000, { what: 'the banner' });
+  t.match(up.output(), new RegExp(`warning: no Docker engine reachable at unix://${socket} \\(.*\\): units cannot start on this machine until one is\\. Start Docker`), 'the warning names the engine and what to do');
+  t.match(up.output(), /^\{"level":30,"time":\d+,.*"role":"orchestrator".*"msg":"Server listening at http:\/\/127\.0\.0\.1:9000"\}$/m, 'log lines are JSON when stdout is not a terminal');
+  const ready = await http('GET', 'http://127.0.0.1:9003/readyz');
+  t.equal(ready.status, 503, "the agent's /readyz is not ready");
+  t.match(ready.body.message, /no Docker engine reachable .* Start Docker/, 'and says the same');
+});
+
+t.test('--log-format pretty prints readable lines: time, level, role, message, fields', async (t) => {
+  const role = await serveRole('directory', await freePort(), ['--data-dir', mkdtempSync(join(tmpdir(), 'pretty-')), '--log-format', 'pretty'], { PLATFORM_LOG_LEVEL: 'info' });
+  await role.stop();
+  t.match(role.output(), /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: directory: Server listening at http:\/\/127\.0\.0\.1:\d+$/m);
+  t.match(role.output(), /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: shutting down \{"signal":"SIGTERM"\}$/m);
+  t.notMatch(role.output(), /"level":/, 'no JSON line');
 });
