@@ -49,6 +49,15 @@ const platform = (...args: string[]): Promise<Run> =>
     });
   });
 
+/** `platform <args>` on a terminal (a pseudo-terminal from util-linux's script), to completion. */
+const platformOnTerminal = (...args: string[]): Promise<Run> =>
+  new Promise((resolve) => {
+    const command = [process.execPath, platformBin, ...args].map((word) => `'${word}'`).join(' ');
+    execFile('script', ['-qec', command, '/dev/null'], { env: { ...process.env, PLATFORM_ORCHESTRATOR: orchestrator.url, COLUMNS: '200' }, timeout: 120_000 }, (error, stdout, stderr) => {
+      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
+    });
+  });
+
 /** Rows of a table the CLI printed, as arrays of cells (header dropped). */
 const rows = (run: Run): string[][] =>
   run.stdout
@@ -99,8 +108,11 @@ t.test('a service from create to delete, with the client commands', async (t) =>
   const env = await platform('env', 'shop', 'GREETING=changed', 'EXTRA=1');
   t.same(rows(env), [['GREETING', 'changed'], ['EXTRA', '1']], 'env prints the next config');
 
-  const scaled = await platform('scale', 'shop', '3');
+  const scaled = await platformOnTerminal('scale', 'shop', '3');
   t.match(scaled, { code: 0, stdout: /succeeded: shop v2 runs 3 of 3 units/ });
+  t.ok(scaled.stdout.includes('\r\u001b[2K'), 'on a terminal the progress line is redrawn in place');
+  t.match(scaled.stdout, /shop v2 {2}rolling {5}\[#*-*\] [0-3]\/3 ready/, 'with a bar of units ready out of wanted');
+  t.match(scaled.stdout, /shop v2 {2}succeeded {3}\[#{20}\] 3\/3 ready/);
   await runningUnits(3, 'v2');
   t.pass('scale 3 deployed the next config (with the env change) as v2 on 3 units');
 
@@ -180,7 +192,17 @@ t.test('Ctrl-C stops watching, not the deployment', async (t) => {
 });
 
 t.test('scaling a service that was never deployed only sets the number for its next deploy', async (t) => {
+  // status --watch, started first, redraws when the service appears.
+  const watching = spawn(process.execPath, [platformBin, 'status', '--watch'], { env: { ...process.env, PLATFORM_ORCHESTRATOR: orchestrator.url } });
+  let screens = '';
+  watching.stdout.on('data', (chunk: Buffer) => (screens += chunk.toString()));
+  await waitFor(() => screens.startsWith('--- '), 20_000, { what: 'the first screen' });
   t.match(await platform('create', 'idle', '--image', `${registry.host}/${repository}`), { code: 0 });
+  await waitFor(() => /\nidle +0\/0 +- +never deployed\n/.test(screens), 20_000, { what: 'status --watch to show the new service' });
+  const exited = new Promise<number | null>((resolve) => watching.once('exit', (code) => resolve(code)));
+  watching.kill('SIGINT');
+  t.equal(await exited, 0, 'status --watch redrew the screen with the new service, and Ctrl-C ends it');
+
   t.match(await platform('scale', 'idle', '4'), { code: 0, stdout: 'idle will run 4 units from its next deploy (it runs nothing now)\n' });
   t.same(rows(await platform('services')).find(([name]) => name === 'idle')?.[2], '4');
   t.same(rows(await platform('deployments', 'idle')), [], 'nothing was deployed');
