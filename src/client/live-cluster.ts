@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { ApiError, type OrchestratorClient } from './orchestrator-client.js';
-import { ClusterState } from '../web/app/cluster-state.js';
+import { ClusterState } from './cluster-state.js';
 import type { Change, Snapshot } from '../schemas/events.js';
 
 // The CLI's live copy of the cluster, fed by the orchestrator's event stream (GET /events) the way

@@ -1,4 +1,4 @@
-import type { ClusterState } from '../web/app/cluster-state.js';
+import type { ClusterState } from './cluster-state.js';
 import type { ClusterUnit } from '../schemas/cluster.js';
 import { isRunning } from '../schemas/states.js';
 import { table } from './table.js';

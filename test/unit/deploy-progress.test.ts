@@ -3,7 +3,7 @@ import { Readable } from 'node:stream';
 import { bar, progressLine, progressOf } from '../../src/client/deploy-watch.js';
 import { applyEvent, serverSentEvents } from '../../src/client/live-cluster.js';
 import { statusScreen, unitCounts } from '../../src/client/status-screen.js';
-import { ClusterState } from '../../src/web/app/cluster-state.js';
+import { ClusterState } from '../../src/client/cluster-state.js';
 import type { Deployment } from '../../src/schemas/release.js';
 import type { ClusterUnit, Machine } from '../../src/schemas/cluster.js';
 
