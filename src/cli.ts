@@ -1,10 +1,11 @@
 import { Command, Option } from 'commander';
-import { pino } from 'pino';
-import { ConfigError, resolveConfig, type RawFlags } from './config.js';
+import { ConfigError, resolveConfig, type PlatformConfig, type RawFlags } from './config.js';
+import { checkEngine, connectDocker, engineUnreachableAdvice } from './roles/agent/docker-client.js';
 import { launchRoles } from './roles/launch.js';
 import { runAnnounce, type AnnounceFlags } from './announce.js';
 import { addClientCommands } from './client/commands.js';
 import { bootstrapIntoFile } from './auth/first-token.js';
+import { createLogger } from './logger.js';
 
 // The one `platform` binary: serve roles, run everything (`up`), announce, and the API client.
 
@@ -29,6 +30,7 @@ function addServeFlags(command: Command): Command {
     .option('--domain <domain>', 'domain services are reached under (env PLATFORM_DOMAIN)', undefined)
     .option('--announce-ttl <seconds>', 'TTL of announcement and machine leases', undefined)
     .option('--log-level <level>', 'trace, debug, info, warn, error (env PLATFORM_LOG_LEVEL)')
+    .option('--log-format <format>', 'pretty (readable lines; the default on a terminal) or json (one object a line; the default otherwise) (env PLATFORM_LOG_FORMAT)')
     .option('--auth <mode>', 'auto (calls from this machine on a loopback listener need no token; the default), token (every call needs one) or none (env PLATFORM_AUTH)')
     .option('--cors-origin <urls>', 'origins whose pages may call the APIs from a browser, comma-separated (env PLATFORM_CORS_ORIGIN); none by default')
     .option('--allowed-host <names>', 'Host names the APIs answer besides their listen and advertise addresses and localhost, comma-separated; .example.com takes its subdomains too (env PLATFORM_ALLOWED_HOSTS); others get 421')
@@ -63,7 +65,7 @@ function addServeFlags(command: Command): Command {
 
 async function serve(flags: RawFlags, banner: boolean): Promise<void> {
   const config = resolveConfig(flags);
-  const log = pino({ level: config.logLevel });
+  const log = createLogger(config);
   const platform = await launchRoles(config, log);
   if (banner) {
     const store = config.etcd ? `etcd ${config.etcd.join(',')}` : `embedded store in ${config.dataDir}`;
@@ -73,6 +75,7 @@ async function serve(flags: RawFlags, banner: boolean): Promise<void> {
       const tokenFile = await bootstrapIntoFile(platform.store, config.dataDir);
       if (tokenFile) process.stdout.write(`first admin token written to ${tokenFile} (only you can read it): PLATFORM_TOKEN=$(cat ${tokenFile})\n`);
     }
+    await warnWithoutEngine(config);
     const dashboard = platform.roles.find((running) => running.role === 'web') ?? platform.roles.find((running) => running.role === 'orchestrator');
     if (dashboard) process.stdout.write(`dashboard: ${dashboard.url}/\n`);
   }
@@ -85,6 +88,13 @@ async function serve(flags: RawFlags, banner: boolean): Promise<void> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+}
+
+/** `platform up` says at once when no Docker engine answers: the first deploy would fail otherwise, with no hint why. */
+async function warnWithoutEngine(config: PlatformConfig): Promise<void> {
+  if (!config.roles.includes('agent')) return;
+  const engine = await checkEngine(connectDocker(config.agent.dockerHost));
+  if (!engine.reachable) process.stderr.write(`warning: ${engineUnreachableAdvice(config.agent.dockerHost, engine.error ?? 'no reason given')}\n`);
 }
 
 const program = new Command('platform').description('A self-hosted container platform.').showHelpAfterError();

@@ -29,6 +29,15 @@ export const announcedAs: Record<Role, Component | undefined> = {
 /** What `platform up` runs when no role is named (roles join it as they are built). */
 export const upRoles: Role[] = ['directory', 'scheduler', 'orchestrator', 'agent', 'gateway', 'web'];
 
+export type LogFormat = 'pretty' | 'json';
+
+/** Readable lines when a person watches the terminal; JSON for files, pipes and log collectors. */
+function logFormat(text: string | undefined): LogFormat {
+  if (text === undefined) return process.stdout.isTTY ? 'pretty' : 'json';
+  if (text !== 'pretty' && text !== 'json') throw new ConfigError(`--log-format must be pretty or json, got ${text}`);
+  return text;
+}
+
 export interface PlatformConfig {
   roles: Role[];
   host: string;
@@ -44,6 +53,8 @@ export interface PlatformConfig {
   domain: string;
   announceTtlSeconds: number;
   logLevel: string;
+  /** `pretty`: readable lines for people (the default on a terminal); `json`: one JSON object a line. */
+  logFormat: LogFormat;
   /** Who may call the roles' APIs (README "Access tokens"). */
   auth: AuthMode;
   /** Origins whose pages may call the APIs from a browser (--cors-origin); none by default. */
@@ -146,6 +157,7 @@ export interface RawFlags {
   label?: string[];
   announceTtl?: string;
   logLevel?: string;
+  logFormat?: string;
   auth?: string;
   corsOrigin?: string;
   allowedHost?: string;
@@ -232,6 +244,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
     domain,
     announceTtlSeconds: integer('--announce-ttl', flags.announceTtl, 2, 600) ?? 10,
     logLevel: flags.logLevel ?? env.PLATFORM_LOG_LEVEL ?? 'info',
+    logFormat: logFormat(flags.logFormat ?? (env.PLATFORM_LOG_FORMAT || undefined)),
     auth: authMode(flags.auth ?? (env.PLATFORM_AUTH || undefined) ?? 'auto'),
     corsOrigins: corsOrigins(flags.corsOrigin ?? env.PLATFORM_CORS_ORIGIN ?? ''),
     allowedHosts: parseAllowedHosts(flags.allowedHost ?? env.PLATFORM_ALLOWED_HOSTS ?? '', (message) => new ConfigError(message)),

@@ -1,7 +1,11 @@
 import { pipeline } from 'node:stream/promises';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { OrchestratorClient } from './orchestrator-client.js';
-import { currentTarget } from '../schemas/release.js';
+import { currentTarget, type DeployReply } from '../schemas/release.js';
+import { watchDeployment } from './deploy-watch.js';
+import { table } from './table.js';
+import { watchStatus } from './status-watch.js';
+import { DurationError, parseDuration } from '../auth/duration.js';
 import type { Token, TokenRole } from '../schemas/token.js';
 
 // `platform <client command>`: the CLI side of the orchestrator API.
@@ -10,13 +14,6 @@ const client = (command: Command) => {
   const globals = command.optsWithGlobals() as { orchestrator?: string; token?: string };
   return new OrchestratorClient(globals.orchestrator ?? process.env.PLATFORM_ORCHESTRATOR ?? 'http://127.0.0.1:9000', globals.token ?? (process.env.PLATFORM_TOKEN || undefined));
 };
-
-/** Fixed-width columns, like fleetctl list-units. */
-export function table(headers: string[], rows: string[][]): string {
-  const widths = headers.map((header, i) => Math.max(header.length, ...rows.map((row) => (row[i] ?? '').length)));
-  const line = (cells: string[]) => cells.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd();
-  return [line(headers), ...rows.map(line)].join('\n') + '\n';
-}
 
 function parseEnvAssignments(pairs: string[]): Record<string, string | null> {
   const env: Record<string, string | null> = {};
@@ -35,6 +32,47 @@ const wholeNumber = (value: string): number => {
   if (!/^\d{1,9}$/.test(value)) throw new InvalidArgumentError('a whole number is needed.');
   return Number(value);
 };
+
+interface FollowFlags {
+  detach?: boolean;
+  timeout?: number;
+}
+
+const duration = (value: string): number => {
+  try {
+    return parseDuration(value);
+  } catch (error) {
+    if (error instanceof DurationError) throw new InvalidArgumentError(`${error.message}.`);
+    throw error;
+  }
+};
+
+/** --detach and --timeout of the commands that start a deployment. */
+const followFlags = (command: Command): Command =>
+  command
+    .option('--detach', 'return once the deployment is accepted instead of following it')
+    .option('--timeout <duration>', 'stop following after this long (e.g. 90s, 10m); the deployment goes on', duration);
+
+/**
+ * Prints what the deploy request answered, then follows the deployment it names until it ends,
+ * setting the exit code from its outcome (README "Deploys you can watch").
+ */
+async function reportDeploy(command: Command, reply: DeployReply, flags: FollowFlags): Promise<void> {
+  print(`${reply.message}: ${reply.image} (deployment ${reply.deployment})\n`);
+  if (reply.outcome === 'stale') {
+    process.stderr.write('platform: nothing was deployed\n');
+    process.exitCode = 1;
+    return;
+  }
+  if (flags.detach) return;
+  const orchestrator = client(command);
+  const release = await orchestrator.release(reply.service, reply.version);
+  process.exitCode = await watchDeployment(
+    orchestrator,
+    { id: reply.deployment, service: reply.service, release: reply.version, wanted: release.config.numInstances },
+    flags.timeout === undefined ? {} : { timeoutMs: flags.timeout },
+  );
+}
 
 export function addClientCommands(program: Command): void {
   program.option('--orchestrator <url>', 'orchestrator URL for client commands (env PLATFORM_ORCHESTRATOR)');
@@ -85,22 +123,23 @@ export function addClientCommands(program: Command): void {
       print(table(['NAME', 'VALUE'], Object.entries(config.env)));
     });
 
-  program
-    .command('deploy <name>')
-    .description('Deploy a service (its image, or --image of the same repository).')
-    .option('--image <reference>', 'image reference with a tag')
-    .action(async (name: string, options: { image?: string }, command: Command) => {
-      const reply = await client(command).deploy(name, options.image);
-      print(`${reply.message}: ${reply.image} (deployment ${reply.deployment})\n`);
-    });
+  followFlags(
+    program
+      .command('deploy <name>')
+      .description('Deploy a service (its image, or --image of the same repository) and follow the deployment until it ends.')
+      .option('--image <reference>', 'image reference with a tag'),
+  ).action(async (name: string, options: { image?: string } & FollowFlags, command: Command) => {
+    await reportDeploy(command, await client(command).deploy(name, options.image), options);
+  });
 
-  program
+  followFlags(program
     .command('scale <name>')
     .argument('<instances>', 'number of units', wholeNumber)
-    .description('Set the number of units in the next config and deploy the next config (with any other change pending in it) on the image the service runs now. The units that stay keep running.')
-    .action(async (name: string, instances: number, _o, command: Command) => {
+    .description('Set the number of units in the next config and deploy the next config (with any other change pending in it) on the image the service runs now, following the deployment. The units that stay keep running.'))
+    .action(async (name: string, instances: number, options: FollowFlags, command: Command) => {
       const orchestrator = client(command);
       await orchestrator.patchNextConfig(name, { numInstances: instances });
+      let reply: DeployReply;
       try {
         // The image it runs now, with the changed config; a service never deployed just keeps the number.
         const running = currentTarget(await orchestrator.deployments(name));
@@ -108,20 +147,18 @@ export function addClientCommands(program: Command): void {
           print(`${name} will run ${instances} units from its next deploy (it runs nothing now)\n`);
           return;
         }
-        const reply = await orchestrator.deploy(name, running.image);
-        print(`${reply.message} (deployment ${reply.deployment})\n`);
+        reply = await orchestrator.deploy(name, running.image);
       } catch (error) {
         throw new Error(`numInstances is ${instances} in the next config of ${name}, but deploying it failed: ${(error as Error).message}`, { cause: error });
       }
+      await reportDeploy(command, reply, options);
     });
 
-  program
-    .command('rollback <name> <version>')
-    .description('Deploy an earlier release (v3, or 3) again, as a new release.')
-    .action(async (name: string, version: string, _o, command: Command) => {
-      const reply = await client(command).rollback(name, version);
-      print(`${reply.message} (deployment ${reply.deployment})\n`);
-    });
+  followFlags(
+    program.command('rollback <name> <version>').description('Deploy an earlier release (v3, or 3) again, as a new release, and follow the deployment until it ends.'),
+  ).action(async (name: string, version: string, options: FollowFlags, command: Command) => {
+    await reportDeploy(command, await client(command).rollback(name, version), options);
+  });
 
   program.command('deployments [service]').description('List deployments, newest first.').action(async (service: string | undefined, _o, command: Command) => {
     const deployments = await client(command).deployments(service);
@@ -157,6 +194,14 @@ export function addClientCommands(program: Command): void {
     const units = await client(command).units(service);
     print(table(['UNIT', 'MACHINE', 'ACTIVE', 'SUB', 'RELEASE', 'ADDRESS'], units.map((u) => [u.unit, u.machine, u.active, u.sub, `v${u.release}`, u.address ?? '-'])));
   });
+
+  program
+    .command('status')
+    .description('The cluster on one screen: services, machines and the newest deployments.')
+    .option('-w, --watch', 'redraw it as the cluster changes, until Ctrl-C')
+    .action(async (options: { watch?: boolean }, command: Command) => {
+      await watchStatus(client(command), Boolean(options.watch));
+    });
 
   program.command('machines').description('List machines.').action(async (_o, command: Command) => {
     const machines = await client(command).machines();

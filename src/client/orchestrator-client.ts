@@ -57,11 +57,22 @@ export class OrchestratorClient {
   bootstrapToken = () => this.call('POST /tokens/bootstrap');
   listTokens = () => this.call('GET /tokens');
   revokeToken = (name: string) => this.call('DELETE /tokens/:name', { params: { name } });
+  deployment = (id: string) => this.call('GET /deployments/:id', { params: { id } });
+  release = (name: string, version: number) => this.call('GET /services/:name/config/history/:version', { params: { name, version: String(version) } });
 
   /** A unit's container output, as a text stream (`follow` keeps it open, however long the unit is quiet). */
-  async logs(service: string, unit: string, options: { tail: number; follow: boolean }): Promise<Readable> {
-    const { path } = requestLine('GET /services/:name/units/:unit/logs', { name: service, unit }, options);
-    const response = await this.reach(() => request(`${this.base}${path}`, { headersTimeout: 30_000, bodyTimeout: 0, headers: this.headers }));
+  logs(service: string, unit: string, options: { tail: number; follow: boolean }): Promise<Readable> {
+    return this.stream(requestLine('GET /services/:name/units/:unit/logs', { name: service, unit }, options).path);
+  }
+
+  /** GET /events: the cluster's event stream (a snapshot, then changes), open until `signal` aborts or the server ends it. */
+  events(signal?: AbortSignal): Promise<Readable> {
+    return this.stream(requestLine('GET /events').path, signal);
+  }
+
+  /** A reply read as it comes, with no body timeout: logs and events may be quiet for long. */
+  private async stream(path: string, signal?: AbortSignal): Promise<Readable> {
+    const response = await this.reach(() => request(`${this.base}${path}`, { headersTimeout: 30_000, bodyTimeout: 0, headers: this.headers, signal }));
     if (response.statusCode === 200) return response.body;
     const text = await response.body.text();
     throw failure(response.statusCode, parseOrText(text), text);
@@ -69,4 +80,15 @@ export class OrchestratorClient {
 }
 
 /** An error reply as the CLI reports it: the status and the API's message. */
-const failure = (status: number, body: unknown, text: string): Error => new Error(`${status}: ${messageOf(body) ?? text}`);
+const failure = (status: number, body: unknown, text: string): Error => new ApiError(status, `${status}: ${messageOf(body) ?? text}`);
+
+/** An error reply: its status tells a refusal (4xx, final) from an outage (5xx, worth trying again). */
+export class ApiError extends Error {
+  override name = 'ApiError';
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}

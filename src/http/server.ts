@@ -7,7 +7,9 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Type } from '@sinclair/typebox';
 import { notFound, renderError, statusName } from './errors.js';
-import { metricsRegistry, observeRequests } from './metrics.js';
+import { claimProcessSeries, metricsContentType, metricsOf, observeRequests } from './metrics.js';
+import { openapiOptions } from './openapi.js';
+import { ErrorReply } from '../schemas/common.js';
 import { discardBody } from './oversized-body.js';
 import { installAccessControl, type AccessControl } from '../auth/guard.js';
 import { installCsrfCheck } from '../auth/csrf.js';
@@ -67,6 +69,7 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
     throw notFound(`no route ${request.method} ${request.url.split('?')[0]}`);
   });
   observeRequests(server, options.role);
+  claimProcessSeries(server);
   // First of the checks: a foreign Host (DNS rebinding) is refused before CORS, CSRF and credentials.
   installHostRule(server, options.access.hosts);
   installCors(server, options.access.corsOrigins ?? []);
@@ -78,9 +81,7 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
   installAccessControl(server, options.access);
   if (options.access.mode === 'none') server.log.warn(NO_AUTH_WARNING);
 
-  await server.register(swagger, {
-    openapi: { info: { title: `platform ${options.role} API`, version: '1' } },
-  });
+  await server.register(swagger, openapiOptions(options.role, ErrorReply));
   await server.register(swaggerUi, { routePrefix: '/documentation' });
 
   server.get('/healthz', { schema: { hide: true }, config: { access: 'open' } }, async () => ({ status: 'ok', role: options.role }));
@@ -100,8 +101,8 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
     },
   );
   server.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
-    void reply.header('content-type', metricsRegistry.contentType);
-    return metricsRegistry.metrics();
+    void reply.header('content-type', metricsContentType);
+    return metricsOf(server, options.role);
   });
   return server;
 }

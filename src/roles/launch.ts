@@ -1,4 +1,5 @@
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
+import { createLogger } from '../logger.js';
 import type { FastifyBaseLogger } from 'fastify';
 import { announcedAs, portOf, type PlatformConfig, type Role } from '../config.js';
 import { openStore } from '../store/open-store.js';
@@ -45,7 +46,7 @@ export interface RunningPlatform {
 type Closer = () => Promise<void>;
 
 export async function launchRoles(config: PlatformConfig, logger?: Logger): Promise<RunningPlatform> {
-  const log = logger ?? pino({ level: config.logLevel });
+  const log = logger ?? createLogger(config);
   const store = await openStore({
     ...(config.etcd ? { etcd: config.etcd } : {}),
     etcdSecurity: config.etcdSecurity,

@@ -1,5 +1,5 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { ErrorReply, NameParams, ServiceName, UnitName, errorResponses } from './common.js';
+import { ErrorReply, NameParams, ServiceName, UnitName, errorResponses, textResponse } from './common.js';
 import { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch } from './service.js';
 import { DeployReply, ManualDeployRequest, Release, VersionParams, getDeploymentSchema, journalSchema, listDeploymentsSchema, rollbackSchema } from './release.js';
 import { ClusterUnit, Machine, MachineDrain, MachineDrainRequest, MachineParams } from './cluster.js';
@@ -14,11 +14,13 @@ import type { Access, ServiceSource } from '../auth/access.js';
 // types from here. Each route is written down once, with the right a call of it needs.
 
 interface RouteSchema {
+  /** One line for the OpenAPI document (else the first sentence of the description). */
+  summary?: string;
   description?: string;
   params?: TSchema;
   querystring?: TSchema;
   body?: TSchema;
-  response: Record<number, TSchema>;
+  response: Record<number, TSchema | ReturnType<typeof textResponse>>;
   /**
    * What the route needs beyond the default (a GET needs a read token, any other method an admin
    * token; see src/auth/access.ts), and where it finds the service a deploy token must match.
@@ -35,14 +37,14 @@ export const orchestratorApi = {
     body: OrchestratorServiceCreate,
     response: { 201: CreatedReply, ...errorResponses, 413: ErrorReply },
   },
-  'GET /services': { response: { 200: Type.Array(Service), ...errorResponses } },
-  'GET /services/:name': { params: NameParams, response: { 200: Service, ...errorResponses } },
+  'GET /services': { summary: 'List services', response: { 200: Type.Array(Service), ...errorResponses } },
+  'GET /services/:name': { summary: 'Get a service', params: NameParams, response: { 200: Service, ...errorResponses } },
   'DELETE /services/:name': {
     description: 'Stop the units of the service, then delete its declaration.',
     params: NameParams,
     response: { 204: Type.Null(), ...errorResponses },
   },
-  'GET /services/:name/config/next': { params: NameParams, response: { 200: ServiceConfig, ...errorResponses } },
+  'GET /services/:name/config/next': { summary: 'The next config (what the next deploy uses)', params: NameParams, response: { 200: ServiceConfig, ...errorResponses } },
   'PATCH /services/:name/config/next': {
     description: 'Change the next config (JSON merge patch: env keys set, null removes). Takes effect at the next deploy.',
     params: NameParams,
@@ -52,7 +54,7 @@ export const orchestratorApi = {
   },
   'GET /services/:name/config/last': { description: 'The config of the latest release.', params: NameParams, response: { 200: Release, ...errorResponses } },
   'GET /services/:name/config/history': { description: 'Every release, oldest first.', params: NameParams, response: { 200: Type.Array(Release), ...errorResponses } },
-  'GET /services/:name/config/history/:version': { params: VersionParams, response: { 200: Release, ...errorResponses } },
+  'GET /services/:name/config/history/:version': { summary: 'One release', params: VersionParams, response: { 200: Release, ...errorResponses } },
   'POST /services/:name/deploy': {
     description: "Deploy the service's image (or the given reference of the same repository) with its next config.",
     params: NameParams,
@@ -61,7 +63,7 @@ export const orchestratorApi = {
     ...deployOnName,
   },
   'POST /services/:name/rollback': { ...rollbackSchema, params: NameParams, ...deployOnName },
-  'GET /services/:name/units': { params: NameParams, response: { 200: Type.Array(ClusterUnit), ...errorResponses } },
+  'GET /services/:name/units': { summary: 'The units of a service', params: NameParams, response: { 200: Type.Array(ClusterUnit), ...errorResponses } },
   'GET /services/:name/units/:unit/logs': {
     description: "A unit's container output as text, from the agent of its machine; `follow` streams.",
     params: Type.Object({ name: ServiceName, unit: UnitName }),
@@ -70,10 +72,10 @@ export const orchestratorApi = {
       follow: Type.Boolean({ default: false }),
     }),
     // The agent's stream, passed on as it comes (so no type to check it against).
-    response: { 200: Type.Unsafe<unknown>({ type: 'string', description: 'text/plain' }), ...errorResponses },
+    response: { 200: textResponse('text/plain', 'The unit\'s output, stdout and stderr interleaved.'), ...errorResponses },
   },
-  'GET /cluster/units': { response: { 200: Type.Array(ClusterUnit), 503: ErrorReply } },
-  'GET /cluster/machines': { response: { 200: Type.Array(Machine), 503: ErrorReply } },
+  'GET /cluster/units': { summary: 'Every unit, on every machine', response: { 200: Type.Array(ClusterUnit), 503: ErrorReply } },
+  'GET /cluster/machines': { summary: 'Every machine, with its drain', response: { 200: Type.Array(Machine), 503: ErrorReply } },
   'PUT /cluster/machines/:id/drain': {
     description:
       'Drain a machine: no new unit is placed on it, and each of its units moves to another machine (the replacement runs before the unit is drained and stopped).',
@@ -87,7 +89,7 @@ export const orchestratorApi = {
     response: { 204: Type.Null(), ...errorResponses },
   },
   'GET /deployments': listDeploymentsSchema,
-  'GET /deployments/:id': getDeploymentSchema,
+  'GET /deployments/:id': { summary: 'One deployment', ...getDeploymentSchema },
   'GET /journal': journalSchema,
   'POST /tokens': createTokenSchema,
   // Tokens are an admin's, reading them too; bootstrap needs none (it works once, while none exists).
@@ -102,7 +104,7 @@ export const orchestratorApi = {
     description:
       'Server-Sent Events for the dashboard: a `snapshot` first, then `service`, `deployment`, `journal`, `machine` and `unit` events, ' +
       'each `{key, value}` or `{key, deleted: true}`, with the store revision as `id`. See docs/dashboard.md.',
-    response: { 200: Type.String({ description: 'text/event-stream' }), 503: ErrorReply },
+    response: { 200: textResponse('text/event-stream', 'The event stream, open until the client leaves (or its token or session ends).'), 503: ErrorReply },
   },
 } satisfies Record<RouteKey, RouteSchema>;
 

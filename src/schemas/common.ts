@@ -42,3 +42,10 @@ export const errorResponses = {
   502: ErrorReply,
   503: ErrorReply,
 } as const;
+
+/**
+ * A response that is not JSON (a log, an event stream): the OpenAPI document names its real
+ * content type. Such replies are streamed as they come, never serialised against a schema.
+ */
+export const textResponse = (contentType: 'text/plain' | 'text/event-stream', description: string) =>
+  ({ description, content: { [contentType]: { schema: Type.Unsafe<unknown>({ type: 'string' }) } } }) as const;

@@ -413,7 +413,8 @@ t.test('an agent without a Docker engine says why and fails its units', async (t
 
   const ready = await httpGet(`${lonely.url}/readyz`);
   t.equal(ready.status, 503);
-  t.match(JSON.parse(ready.body).message, `Docker engine at unix://${socket} unreachable`);
+  t.match(JSON.parse(ready.body).message, `no Docker engine reachable at unix://${socket}`);
+  t.match(JSON.parse(ready.body).message, /units cannot start on this machine until one is\. Start Docker .*DOCKER_HOST/, '/readyz says what to do');
 
   await lonely.close();
   t.equal(await store.get(machineKey(lonelyId)), undefined, 'machine key gone at once');

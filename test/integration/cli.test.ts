@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { startEtcd } from '../harness/etcd.js';
@@ -6,7 +6,7 @@ import { startDockerd } from '../harness/docker.js';
 import { startRegistry } from '../harness/registry.js';
 import { buildTestImage } from '../harness/test-image.js';
 import { freePort } from '../harness/free-port.js';
-import { platformBin, serveRole } from '../harness/platform.js';
+import { http, platformBin, serveRole } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
 
 // The client commands of the `platform` binary, run as an operator runs them, against every role
@@ -18,6 +18,7 @@ const engine = await startDockerd();
 const registry = await startRegistry();
 const repository = `cli/shop-${randomBytes(3).toString('hex')}`;
 const v1 = await buildTestImage(engine.docker, registry.host, repository, 'v1', { label: 'one' });
+const broken = await buildTestImage(engine.docker, registry.host, repository, 'broken', { variant: 'crash' });
 const flags = ['--etcd', etcd.url, '--announce-ttl', '3'];
 const machineId = `cli-${randomBytes(2).toString('hex')}`;
 const roles = await Promise.all([
@@ -48,6 +49,15 @@ const platform = (...args: string[]): Promise<Run> =>
     });
   });
 
+/** `platform <args>` on a terminal (a pseudo-terminal from util-linux's script), to completion. */
+const platformOnTerminal = (...args: string[]): Promise<Run> =>
+  new Promise((resolve) => {
+    const command = [process.execPath, platformBin, ...args].map((word) => `'${word}'`).join(' ');
+    execFile('script', ['-qec', command, '/dev/null'], { env: { ...process.env, PLATFORM_ORCHESTRATOR: orchestrator.url, COLUMNS: '200' }, timeout: 120_000 }, (error, stdout, stderr) => {
+      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
+    });
+  });
+
 /** Rows of a table the CLI printed, as arrays of cells (header dropped). */
 const rows = (run: Run): string[][] =>
   run.stdout
@@ -64,27 +74,53 @@ const runningUnits = (count: number, release: string) =>
     return ready.length === count && units.length === count ? units : undefined;
   }, 90_000, { what: `${count} running units of shop ${release}` });
 
+/** `platform status` shows the services, machines and newest deployments the API lists. */
+async function statusListsTheApi(t: Test): Promise<void> {
+  const status = await platform('status');
+  t.equal(status.code, 0);
+  const [services, machines, deployments] = status.stdout.split('\n\n').map((section) => rows({ ...status, stdout: section }));
+  const api = async (path: string) => (await http('GET', `${orchestrator.url}${path}`)).body as { name?: string; id?: string }[];
+  t.same(services!.map(([name]) => name).sort(), (await api('/services')).map((service) => service.name).sort(), 'status lists the services the API lists');
+  t.same(services!.find(([name]) => name === 'shop'), ['shop', '2/2', 'v3', 'succeeded (rollback, v3)'], 'with units running of wanted, the release and the last deployment');
+  t.same(machines!.map(([id]) => id).sort(), (await api('/cluster/machines')).map((machine) => machine.id).sort(), 'the machines the API lists');
+  t.match(machines!.find(([id]) => id === machineId), [machineId, /:/, '2/2', 'ready']);
+  t.same(deployments!.map(([id]) => id), (await api('/deployments')).slice(0, deployments!.length).map((deployment) => deployment.id), 'and the newest deployments');
+}
+
 t.test('a service from create to delete, with the client commands', async (t) => {
   const created = await platform('create', 'shop', '--image', `${registry.host}/${repository}`, '--instances', '2', '--env', 'GREETING=hello');
   t.match(created, { code: 0, stdout: /^created shop \(/ });
 
   const deployed = await platform('deploy', 'shop', '--image', v1.reference);
   t.match(deployed, { code: 0, stdout: /v1.*\(deployment [0-9a-z-]+\)/ });
-  const units = await runningUnits(2, 'v1');
-  t.same(units.map(([unit, machine]) => [unit, machine]), [['shop-1.service', machineId], ['shop-2.service', machineId]], 'platform units lists both, on this machine');
+  t.match(deployed.stdout, /\ndeployment [0-9a-z-]+ succeeded: shop v1 runs 2 of 2 units\n$/, 'deploy follows the deployment until it succeeded');
+  const progress = deployed.stdout.split('\n').filter((line) => line.startsWith('shop v1'));
+  t.ok(progress.length > 0, 'and printed progress lines on the way');
+  t.ok(progress.every((line) => /^shop v1 {2}(pending|pulling|rolling|succeeded) {2}[0-2]\/2 ready/.test(line)), `plain lines, one per step:\n${progress.join('\n')}`);
+  t.notOk(deployed.stdout.includes('\r') || deployed.stdout.includes('\u001b'), 'with no terminal control codes when stdout is not a terminal');
+  const units = rows(await platform('units', 'shop'));
+  t.same(
+    units.map(([unit, machine, active, sub]) => [unit, machine, active, sub]),
+    [['shop-1.service', machineId, 'active', 'running'], ['shop-2.service', machineId, 'active', 'running']],
+    'both units run, on this machine, when deploy returns',
+  );
 
   const env = await platform('env', 'shop', 'GREETING=changed', 'EXTRA=1');
   t.same(rows(env), [['GREETING', 'changed'], ['EXTRA', '1']], 'env prints the next config');
 
-  const scaled = await platform('scale', 'shop', '3');
-  t.match(scaled, { code: 0, stdout: /deployment/ });
+  const scaled = await platformOnTerminal('scale', 'shop', '3');
+  t.match(scaled, { code: 0, stdout: /succeeded: shop v2 runs 3 of 3 units/ });
+  t.ok(scaled.stdout.includes('\r\u001b[2K'), 'on a terminal the progress line is redrawn in place');
+  t.match(scaled.stdout, /shop v2 {2}rolling {5}\[#*-*\] [0-3]\/3 ready/, 'with a bar of units ready out of wanted');
+  t.match(scaled.stdout, /shop v2 {2}succeeded {3}\[#{20}\] 3\/3 ready/);
   await runningUnits(3, 'v2');
   t.pass('scale 3 deployed the next config (with the env change) as v2 on 3 units');
 
   const rolledBack = await platform('rollback', 'shop', 'v1');
-  t.match(rolledBack, { code: 0, stdout: /v3/ });
+  t.match(rolledBack, { code: 0, stdout: /succeeded: shop v3 runs 2 of 2 units/ });
   await runningUnits(2, 'v3');
   t.pass('rollback v1 runs v1 again as v3, with its 2 units');
+  await statusListsTheApi(t);
 
   const deployments = rows(await platform('deployments', 'shop'));
   t.same(deployments.slice(0, 3).map(([, service, release]) => [service, release]), [['shop', 'v3'], ['shop', 'v2'], ['shop', 'v1']], 'deployments lists them newest first');
@@ -114,8 +150,59 @@ t.test('a service from create to delete, with the client commands', async (t) =>
   t.same(rows(await platform('units', 'shop')), [], 'no unit is left');
 });
 
+t.test('a deploy of a broken image exits non-zero with the reason; --detach returns at once', async (t) => {
+  t.match(await platform('create', 'crashy', '--image', `${registry.host}/${repository}`), { code: 0 });
+  const detachedAt = Date.now();
+  const detached = await platform('deploy', 'crashy', '--image', broken.reference, '--detach');
+  t.match(detached, { code: 0, stdout: /^.*\(deployment ([0-9a-z-]+)\)\n$/ }, 'one line, and exit 0: the deployment was accepted');
+  t.ok(Date.now() - detachedAt < 10_000, 'returned without waiting for the deployment');
+  const id = /\(deployment ([0-9a-z-]+)\)/.exec(detached.stdout)![1]!;
+  const listed = rows(await platform('deployments', 'crashy')).find(([deployment]) => deployment === id);
+  t.match(listed?.[3], /^(pending|pulling|rolling)$/, 'the deployment is still in flight');
+
+  const timedOut = await platform('deploy', 'crashy', '--image', broken.reference, '--timeout', '1s');
+  t.match(timedOut.stdout, new RegExp(`\\(deployment ${id}\\)`), 'the same deploy again names the deployment in flight');
+  t.equal(timedOut.code, 124, '--timeout gives up watching with exit 124');
+  t.match(timedOut.stderr, /gave up watching after 1 s; deployment [0-9a-z-]+ is \w+ and it goes on/);
+  // Following the same deploy again names the same deployment ("unchanged") and waits for its end.
+  const followed = await platform('deploy', 'crashy', '--image', broken.reference);
+  t.equal(followed.code, 1, 'a failed deployment exits 1');
+  t.match(followed.stderr, new RegExp(`platform: deployment ${id} (failed|reverted): crashy-1\\.service on ${machineId}: .*exited with code 1`), `with the reason: ${followed.stderr}`);
+  t.match(followed.stdout, /crashy v1 {2}(rolling|failed|reverted) {2}0\/1 ready/, 'progress lines came first');
+
+  t.match(await platform('deploy', 'crashy', '--timeout', 'soon'), { code: 1, stderr: /a duration is a number and a unit/ }, 'a bad --timeout is refused');
+  t.match(await platform('delete', 'crashy'), { code: 0 });
+});
+
+t.test('Ctrl-C stops watching, not the deployment', async (t) => {
+  t.match(await platform('create', 'patient', '--image', `${registry.host}/${repository}`), { code: 0 });
+  const watching = spawn(process.execPath, [platformBin, 'deploy', 'patient', '--image', broken.reference], { env: { ...process.env, PLATFORM_ORCHESTRATOR: orchestrator.url } });
+  let stdout = '';
+  let stderr = '';
+  watching.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  watching.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  await waitFor(() => /^patient v1 {2}\w+ {2}\d\/1 ready/m.test(stdout), 30_000, { what: 'a progress line' });
+  const exited = new Promise<number | null>((resolve) => watching.once('exit', (code) => resolve(code)));
+  watching.kill('SIGINT');
+  t.equal(await exited, 130, 'exit 130');
+  t.match(stderr, /stopped watching; deployment [0-9a-z-]+ is \w+ and it goes on: platform deployments patient/);
+  const [latest] = rows(await platform('deployments', 'patient'));
+  t.match(latest?.[3], /^(pending|pulling|rolling|failed)$/, 'the deployment went on (it fails by itself later)');
+  t.match(await platform('delete', 'patient'), { code: 0 });
+});
+
 t.test('scaling a service that was never deployed only sets the number for its next deploy', async (t) => {
+  // status --watch, started first, redraws when the service appears.
+  const watching = spawn(process.execPath, [platformBin, 'status', '--watch'], { env: { ...process.env, PLATFORM_ORCHESTRATOR: orchestrator.url } });
+  let screens = '';
+  watching.stdout.on('data', (chunk: Buffer) => (screens += chunk.toString()));
+  await waitFor(() => screens.startsWith('--- '), 20_000, { what: 'the first screen' });
   t.match(await platform('create', 'idle', '--image', `${registry.host}/${repository}`), { code: 0 });
+  await waitFor(() => /\nidle +0\/0 +- +never deployed\n/.test(screens), 20_000, { what: 'status --watch to show the new service' });
+  const exited = new Promise<number | null>((resolve) => watching.once('exit', (code) => resolve(code)));
+  watching.kill('SIGINT');
+  t.equal(await exited, 0, 'status --watch redrew the screen with the new service, and Ctrl-C ends it');
+
   t.match(await platform('scale', 'idle', '4'), { code: 0, stdout: 'idle will run 4 units from its next deploy (it runs nothing now)\n' });
   t.same(rows(await platform('services')).find(([name]) => name === 'idle')?.[2], '4');
   t.same(rows(await platform('deployments', 'idle')), [], 'nothing was deployed');

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startEtcd } from '../harness/etcd.js';
 import { startDockerd } from '../harness/docker.js';
@@ -10,6 +10,8 @@ import { buildTestImage } from '../harness/test-image.js';
 import { freePort } from '../harness/free-port.js';
 import { http, runPlatform, serveRole, waitHealthy } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
+import { generatedTypesPath, promtoolCheck, redoclyLint, typesOf } from '../harness/operator-tools.js';
+import type { paths } from '../generated/orchestrator-api.js';
 
 // The seed flow end to end on real parts: declare, set env, deploy, see three real containers
 // answer HTTP with the env value, delete. Once with every role in its own process on etcd, once
@@ -148,6 +150,40 @@ t.test('every role in its own process on etcd', async (t) => {
   });
 });
 
+/** The roles `platform up` runs, on their default ports. */
+const upRoles = { orchestrator: 9000, directory: 9001, scheduler: 9002, agent: 9003, gateway: 8080, web: 9004 };
+
+type Machines = paths['/cluster/machines']['get']['responses'][200]['content']['application/json'];
+
+async function operatorToolsAccept(t: Test): Promise<void> {
+  const seenOn = new Map<string, string>();
+  for (const [role, port] of Object.entries(upRoles)) {
+    const url = `http://127.0.0.1:${port}`;
+    const lint = await redoclyLint(url);
+    t.equal(lint.code, 0, `Redocly's recommended rules report no error on the ${role}'s document`);
+    if (lint.code !== 0) t.comment(lint.output);
+    const metrics = await promtoolCheck(url);
+    t.equal(metrics.code, 0, `promtool check metrics passes on the ${role}'s /metrics`);
+    if (metrics.code !== 0) t.comment(metrics.output);
+    for (const line of metrics.text.split('\n').filter((line) => line && !line.startsWith('#'))) {
+      const series = line.slice(0, line.lastIndexOf(' '));
+      if (seenOn.has(series)) t.fail(`${series} is served by the ${seenOn.get(series)} and by the ${role}`);
+      seenOn.set(series, role);
+    }
+    if (role === 'orchestrator') {
+      const types = await typesOf(lint.document);
+      const current = join(dirname(generatedTypesPath), '..', '..', 'dist', 'orchestrator-api.ts');
+      if (types !== readFileSync(generatedTypesPath, 'utf8')) writeFileSync(current, types);
+      t.equal(types, readFileSync(generatedTypesPath, 'utf8'), `the committed typed client is what openapi-typescript makes of the live document (else copy ${current} to ${generatedTypesPath})`);
+    }
+  }
+  t.ok([...seenOn.keys()].some((series) => series.startsWith('process_cpu_user_seconds_total')), "the process's own series are served");
+  t.ok([...seenOn.keys()].some((series) => series.startsWith('platform_http_requests_total{role="agent"')), 'and each role its own');
+  // The typed client's types on a live answer: a field the API renames breaks this at compile time.
+  const machines = (await http('GET', 'http://127.0.0.1:9000/cluster/machines')).body as Machines;
+  t.equal(machines[0]?.docker.reachable, true, "the machine's engine, read through the generated types");
+}
+
 t.test('platform up: every role in one process on the embedded store', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'platform-up-'));
   const up = runPlatform(['up', '--data-dir', dataDir, ...agentFlags(`up-${randomBytes(2).toString('hex')}`)], dockerEnv);
@@ -161,7 +197,31 @@ t.test('platform up: every role in one process on the embedded store', async (t)
   const secret = readFileSync(tokenFile, 'utf8').trim();
   t.match(secret, /^plt_[A-Za-z0-9_-]{43}$/);
   t.notOk(up.output().includes(secret), 'the secret is not printed');
+  t.notMatch(up.output(), /no Docker engine reachable/, 'with an engine, no warning about one');
   t.equal((await http('POST', 'http://127.0.0.1:9000/tokens/bootstrap')).status, 409, 'bootstrap works once');
   await waitFor(async () => (await http('GET', 'http://127.0.0.1:9000/cluster/machines')).body.length === 1, 10_000);
+  await t.test("the tools operators use accept every role's OpenAPI document and metrics", (t) => operatorToolsAccept(t));
   await deployFlow(t, { directory: 'http://127.0.0.1:9001', scheduler: 'http://127.0.0.1:9002', orchestrator: 'http://127.0.0.1:9000' });
+});
+
+t.test('platform up with no Docker engine says so at start, and what to do', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'platform-up-'));
+  const socket = join(dataDir, 'no-docker.sock');
+  // As `npm start` runs it (the JSON log format: stdout is not a terminal here).
+  const up = runPlatform(['up', '--data-dir', dataDir, ...agentFlags(`up-${randomBytes(2).toString('hex')}`)], { DOCKER_HOST: `unix://${socket}`, PLATFORM_LOG_LEVEL: 'info' });
+  t.teardown(() => up.stop());
+  await waitFor(() => /dashboard: /.test(up.output()), 20_000, { what: 'the banner' });
+  t.match(up.output(), new RegExp(`warning: no Docker engine reachable at unix://${socket} \\(.*\\): units cannot start on this machine until one is\\. Start Docker`), 'the warning names the engine and what to do');
+  t.match(up.output(), /^\{"level":30,"time":\d+,.*"role":"orchestrator".*"msg":"Server listening at http:\/\/127\.0\.0\.1:9000"\}$/m, 'log lines are JSON when stdout is not a terminal');
+  const ready = await http('GET', 'http://127.0.0.1:9003/readyz');
+  t.equal(ready.status, 503, "the agent's /readyz is not ready");
+  t.match(ready.body.message, /no Docker engine reachable .* Start Docker/, 'and says the same');
+});
+
+t.test('--log-format pretty prints readable lines: time, level, role, message, fields', async (t) => {
+  const role = await serveRole('directory', await freePort(), ['--data-dir', mkdtempSync(join(tmpdir(), 'pretty-')), '--log-format', 'pretty'], { PLATFORM_LOG_LEVEL: 'info' });
+  await role.stop();
+  t.match(role.output(), /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: directory: Server listening at http:\/\/127\.0\.0\.1:\d+$/m);
+  t.match(role.output(), /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: shutting down \{"signal":"SIGTERM"\}$/m);
+  t.notMatch(role.output(), /"level":/, 'no JSON line');
 });

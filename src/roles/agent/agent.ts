@@ -10,7 +10,7 @@ import { CoalescingRunner } from './coalescing-runner.js';
 import type { NetworkMode } from './container-spec.js';
 import { canonicalName, listUnitContainers, type UnitContainer } from './containers.js';
 import { slotOf } from '../../units.js';
-import { connectDocker, describeDockerHost, dockerErrorMessage, withTimeout } from './docker-client.js';
+import { checkEngine, connectDocker, dockerErrorMessage, engineUnreachableAdvice } from './docker-client.js';
 import { watchContainerEvents, type DockerEventWatch } from './docker-events.js';
 import { MachineRegistration } from './machine-registration.js';
 import { registerAgentRoutes } from './routes.js';
@@ -58,7 +58,6 @@ export interface Agent {
   close(): Promise<void>;
 }
 
-const dockerCheckTimeoutMs = 5_000;
 
 export async function startAgent(options: AgentOptions): Promise<Agent> {
   const agent = new MachineAgent(options, await LeasedKeys.start(options.store, options.leaseTtlSeconds ?? 10, options.log));
@@ -134,7 +133,7 @@ class MachineAgent implements Agent {
   async readiness(): Promise<{ machine: string; docker: string }> {
     await this.options.store.ping();
     const engine = await this.checkDocker();
-    if (!engine.reachable) throw new Error(`Docker engine at ${describeDockerHost(this.options.dockerHost)} unreachable: ${engine.error}`);
+    if (!engine.reachable) throw new Error(engineUnreachableAdvice(this.options.dockerHost, engine.error ?? 'no reason given'));
     return { machine: this.machineId, docker: engine.version ?? 'unknown' };
   }
 
@@ -163,13 +162,8 @@ class MachineAgent implements Agent {
     }, ms);
   }
 
-  private async checkDocker(): Promise<Machine['docker']> {
-    try {
-      const version = await withTimeout(this.docker.version(), dockerCheckTimeoutMs, 'Docker engine');
-      return { reachable: true, version: version.Version };
-    } catch (error) {
-      return { reachable: false, error: dockerErrorMessage(error) };
-    }
+  private checkDocker(): Promise<Machine['docker']> {
+    return checkEngine(this.docker);
   }
 
   private async reconcileOnce(): Promise<void> {

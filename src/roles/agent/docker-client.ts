@@ -35,3 +35,23 @@ export function dockerErrorMessage(error: unknown): string {
   const withJson = error as { json?: { message?: string }; message?: string; code?: string };
   return withJson.json?.message ?? withJson.message ?? String(error);
 }
+
+const engineCheckTimeoutMs = 5_000;
+
+/** Whether the engine answers, with its version or why not (the machine record's `docker`). */
+export async function checkEngine(docker: Docker): Promise<{ reachable: boolean; version?: string; error?: string }> {
+  try {
+    const version = await withTimeout(docker.version(), engineCheckTimeoutMs, 'Docker engine');
+    return { reachable: true, version: version.Version };
+  } catch (error) {
+    return { reachable: false, error: dockerErrorMessage(error) };
+  }
+}
+
+/**
+ * What a person reads when no engine answers (`platform up` at start, the agent's /readyz): what
+ * follows from it and what to do, since the first deploy would otherwise fail with no hint why.
+ */
+export const engineUnreachableAdvice = (dockerHost: string | undefined, error: string): string =>
+  `no Docker engine reachable at ${describeDockerHost(dockerHost)} (${error}): units cannot start on this machine until one is. ` +
+  'Start Docker (e.g. sudo systemctl start docker), or point DOCKER_HOST at a running engine, and make sure this user may use its socket (the docker group).';

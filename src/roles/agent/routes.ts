@@ -4,7 +4,7 @@ import type Docker from 'dockerode';
 import type { RoleServer } from '../../http/server.js';
 import { HttpError, notFound, unavailable } from '../../http/errors.js';
 import { UnitStatus } from '../../schemas/cluster.js';
-import { UnitName, errorResponses } from '../../schemas/common.js';
+import { UnitName, errorResponses, textResponse } from '../../schemas/common.js';
 import { findUnitContainer } from './containers.js';
 import { dockerErrorMessage } from './docker-client.js';
 import { MAX_LOG_TAILS, StreamLimit } from '../../http/stream-limit.js';
@@ -58,7 +58,7 @@ export function registerAgentRoutes(server: RoleServer, agent: AgentRouteTarget)
         description: "A unit's container output (stdout and stderr) as text.",
         params: LogParams,
         querystring: LogQuery,
-        response: { 200: Type.Unsafe<Readable>({ type: 'string', description: 'log lines' }), ...errorResponses },
+        response: { 200: textResponse('text/plain', 'The output, stdout and stderr interleaved; with `follow`, streamed as it comes.'), ...errorResponses },
       },
     },
     async (request, reply) => {

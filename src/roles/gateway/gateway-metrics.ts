@@ -1,7 +1,7 @@
 import { Counter, Gauge } from 'prom-client';
-import { metricsRegistry } from '../../http/metrics.js';
+import { roleRegistry } from '../../http/metrics.js';
 
-// The gateway's Prometheus series, on the process's shared registry (GET /metrics).
+// The gateway's Prometheus series, in its role's registry (served by the gateway's GET /metrics).
 
 /** Every service's request counts: plain numbers on the hot path, turned into series when scraped. */
 const counted = new Set<ServiceMetrics>();
@@ -10,7 +10,7 @@ new Counter({
   name: 'platform_gateway_requests_total',
   help: 'Requests the gateway answered, by service (empty for an unknown host) and status ("upgrade" for a WebSocket tunnel).',
   labelNames: ['service', 'status'] as const,
-  registers: [metricsRegistry],
+  registers: [roleRegistry('gateway')],
   collect() {
     this.reset();
     for (const metrics of counted) for (const [status, count] of metrics.answers) this.inc({ service: metrics.service, status: String(status) }, count);
@@ -21,21 +21,21 @@ const upstreamErrors = new Counter({
   name: 'platform_gateway_upstream_errors_total',
   help: 'Failed attempts to reach a unit, by service and reason (connect, reset, timeout, other).',
   labelNames: ['service', 'reason'] as const,
-  registers: [metricsRegistry],
+  registers: [roleRegistry('gateway')],
 });
 
 const retries = new Counter({
   name: 'platform_gateway_retries_total',
   help: 'Requests retried on another unit after a connection failure.',
   labelNames: ['service'] as const,
-  registers: [metricsRegistry],
+  registers: [roleRegistry('gateway')],
 });
 
 const routableUnits = new Gauge({
   name: 'platform_gateway_routable_units',
   help: 'Units (or component addresses) that take new requests, by service.',
   labelNames: ['service'] as const,
-  registers: [metricsRegistry],
+  registers: [roleRegistry('gateway')],
 });
 
 /** One service's series. Counting a request is one Map update: no label hashing, no allocation. */

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { Gauge } from 'prom-client';
 import type { FastifyBaseLogger } from 'fastify';
 import type { RoleServer } from '../../http/server.js';
-import { metricsRegistry } from '../../http/metrics.js';
+import { roleRegistry } from '../../http/metrics.js';
 import { apiRoute } from '../../schemas/api.js';
 import type { Assignment, ClusterUnit, Machine, MachineDrain, UnitStatus } from '../../schemas/cluster.js';
 import type { Deployment, JournalEntry } from '../../schemas/release.js';
@@ -51,13 +51,13 @@ interface Copies {
 const clientsGauge = new Gauge({
   name: 'platform_events_clients',
   help: 'Clients connected to GET /events.',
-  registers: [metricsRegistry],
+  registers: [roleRegistry('orchestrator')],
 });
 
 const watchesGauge = new Gauge({
   name: 'platform_events_watches',
   help: 'Key prefixes watched for GET /events (one per prefix while any client is connected).',
-  registers: [metricsRegistry],
+  registers: [roleRegistry('orchestrator')],
 });
 
 const PREFIXES: Record<keyof Copies, string> = {

@@ -1,4 +1,4 @@
-import type { Changes, ClusterState } from './cluster-state.js';
+import type { Changes, ClusterState } from '../../client/cluster-state.js';
 import type { SessionInfo } from './model.js';
 import type { Need } from './permissions.js';
 

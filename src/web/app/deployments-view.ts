@@ -1,5 +1,5 @@
 import type { App, View } from './app.js';
-import type { Changes } from './cluster-state.js';
+import type { Changes } from '../../client/cluster-state.js';
 import { h } from './element.js';
 import { formatTime, shortImage } from './format.js';
 import { isFinished, isRunning, type Deployment, type DeploymentState } from './model.js';

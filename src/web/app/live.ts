@@ -1,5 +1,5 @@
 import { pageRequest } from './api.js';
-import type { ClusterState } from './cluster-state.js';
+import type { ClusterState } from '../../client/cluster-state.js';
 import type { Change, Deployment, JournalEntry, Machine, Service, Snapshot, Unit } from './model.js';
 
 // The event stream (GET /events): a snapshot, then changes, applied to the cluster copy. The

@@ -1,6 +1,6 @@
 import { api, ApiError } from './api.js';
 import type { App, View } from './app.js';
-import { ClusterState } from './cluster-state.js';
+import { ClusterState } from '../../client/cluster-state.js';
 import { DeploymentsView } from './deployments-view.js';
 import { h, setText } from './element.js';
 import { connectLive, type LinkState } from './live.js';

@@ -1,6 +1,6 @@
 import { api, ApiError } from './api.js';
 import type { App, View } from './app.js';
-import type { Changes } from './cluster-state.js';
+import type { Changes } from '../../client/cluster-state.js';
 import { ConfigEditor } from './config-editor.js';
 import { DeployControl } from './deploy-control.js';
 import { h, setText } from './element.js';

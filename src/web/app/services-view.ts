@@ -1,5 +1,5 @@
 import type { App, View } from './app.js';
-import type { Changes } from './cluster-state.js';
+import type { Changes } from '../../client/cluster-state.js';
 import { DeployControl } from './deploy-control.js';
 import { h, setText } from './element.js';
 import { plural } from './format.js';

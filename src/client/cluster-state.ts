@@ -1,8 +1,12 @@
-import type { Change, Deployment, JournalEntry, Machine, Service, Snapshot, Unit } from './model.js';
+import type { Change, Snapshot } from '../schemas/events.js';
+import type { Deployment, JournalEntry } from '../schemas/release.js';
+import type { ClusterUnit as Unit, Machine } from '../schemas/cluster.js';
+import type { Service } from '../schemas/service.js';
 
-// The dashboard's copy of the cluster, fed by the event stream: a snapshot, then one record at a
-// time. Indexes by service and machine are kept as records change, so a burst of unit events costs
-// a few map operations each; views re-render only what `changes` names, once per frame.
+// The dashboard's and the CLI's copy of the cluster, fed by the event stream (GET /events): a
+// snapshot, then one record at a time. It imports types alone, so the page loads it as it is.
+// Indexes by service and machine are kept as records change, so a burst of unit events costs a
+// few map operations each; views re-render only what `changes` names, once per frame.
 
 export interface Changes {
   /** A snapshot replaced everything. */

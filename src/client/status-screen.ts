@@ -1,0 +1,59 @@
+import type { ClusterState } from './cluster-state.js';
+import type { ClusterUnit } from '../schemas/cluster.js';
+import { isRunning } from '../schemas/states.js';
+import { table } from './table.js';
+
+// `platform status`: the cluster on one screen, from the same live copy the dashboard keeps
+// (a snapshot of GET /events): services with their units running of wanted, the release they run
+// and how their last deployment went; machines with their units, drained or lost; the newest
+// deployments. Pure: the command prints it once, or redraws it on every change (`--watch`).
+
+const NEWEST_DEPLOYMENTS = 8;
+
+/** Instances of the service that have a unit it wants, and those of them that run. */
+export function unitCounts(units: ClusterUnit[]): { running: number; wanted: number } {
+  const wanted = new Set(units.filter((unit) => unit.desired).map((unit) => unit.instance));
+  const running = new Set(units.filter((unit) => unit.desired && isRunning(unit)).map((unit) => unit.instance));
+  return { running: running.size, wanted: wanted.size };
+}
+
+function servicesTable(state: ClusterState): string {
+  const names = [...state.services.keys()].sort();
+  if (names.length === 0) return 'no services (create one: platform create NAME --image REPOSITORY)\n';
+  const rows = names.map((name) => {
+    const units = state.unitsOf(name);
+    const { running, wanted } = unitCounts(units);
+    const releases = [...new Set(units.filter((unit) => unit.desired && isRunning(unit)).map((unit) => unit.release))].sort((a, b) => a - b);
+    const last = state.latestDeployment(name);
+    const deployment = last ? `${last.state} (${last.trigger}, v${last.release})` : 'never deployed';
+    return [name, `${running}/${wanted}`, releases.length ? releases.map((v) => `v${v}`).join(' → ') : '-', deployment, last?.reason ?? ''];
+  });
+  return table(['SERVICE', 'RUNNING', 'RELEASE', 'LAST DEPLOYMENT', 'REASON'], rows);
+}
+
+function machinesTable(state: ClusterState): string {
+  // A machine with units but no registration is lost: its agent's lease ran out.
+  const ids = [...new Set([...state.machines.keys(), ...state.machinesWithUnits()])].sort();
+  if (ids.length === 0) return 'no machines (start an agent: platform serve --role agent)\n';
+  const rows = ids.map((id) => {
+    const machine = state.machines.get(id);
+    const units = state.unitsOn(id);
+    const condition = !machine ? 'lost' : machine.drain ? `draining since ${machine.drain.since}${machine.drain.reason ? ` (${machine.drain.reason})` : ''}` : 'ready';
+    const docker = !machine ? '-' : machine.docker.reachable ? (machine.docker.version ?? 'ok') : `unreachable: ${machine.docker.error ?? ''}`;
+    return [id, machine?.address ?? '-', `${units.filter(isRunning).length}/${units.length}`, condition, docker];
+  });
+  return table(['MACHINE', 'ADDRESS', 'UNITS RUNNING', 'STATE', 'DOCKER'], rows);
+}
+
+function deploymentsTable(state: ClusterState): string {
+  const newest = [...state.deployments.values()].sort((a, b) => (a.id < b.id ? 1 : -1)).slice(0, NEWEST_DEPLOYMENTS);
+  if (newest.length === 0) return 'no deployments yet\n';
+  return table(
+    ['DEPLOYMENT', 'SERVICE', 'RELEASE', 'STATE', 'TRIGGER', 'CREATED', 'REASON'],
+    newest.map((d) => [d.id, d.service, `v${d.release}`, d.state, d.trigger, d.createdAt, d.reason ?? '']),
+  );
+}
+
+export function statusScreen(state: ClusterState): string {
+  return [servicesTable(state), machinesTable(state), deploymentsTable(state)].join('\n');
+}
