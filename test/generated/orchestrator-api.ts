@@ -509,7 +509,7 @@ export interface components {
             /** @description "read" (every GET, events, logs), "deploy" (read, plus deploy, rollback, scale and next config of its services) or "admin" (everything) */
             role: "read" | "deploy" | "admin";
             /**
-             * @description a glob over service names: lowercase letters, digits, "-" and "*" wildcards
+             * @description a glob over service names of 1 to 63 characters: lowercase letters, digits, "-" and "*" wildcards
              * @example web-*
              */
             services?: string;
@@ -694,7 +694,7 @@ export interface operations {
                     /** @description "always" (registry pushes deploy) or "never" (only manual deploys) */
                     autoDeploy?: "always" | "never";
                     /**
-                     * @description a glob over service names: lowercase letters, digits, "-" and "*" wildcards (empty for none)
+                     * @description a glob over service names of up to 63 characters: lowercase letters, digits, "-" and "*" wildcards (empty for none)
                      * @example web-*
                      */
                     conflictsWith?: string;
@@ -788,6 +788,19 @@ export interface operations {
             };
             /** @description Every error: the HTTP status, its name, and what went wrong. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1394,6 +1407,19 @@ export interface operations {
             };
             /** @description Every error: the HTTP status, its name, and what went wrong. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3368,7 +3394,7 @@ export interface operations {
                     /** @description "read" (every GET, events, logs), "deploy" (read, plus deploy, rollback, scale and next config of its services) or "admin" (everything) */
                     role: "read" | "deploy" | "admin";
                     /**
-                     * @description a glob over service names: lowercase letters, digits, "-" and "*" wildcards
+                     * @description a glob over service names of 1 to 63 characters: lowercase letters, digits, "-" and "*" wildcards
                      * @example web-*
                      */
                     services?: string;
@@ -3718,7 +3744,7 @@ export interface operations {
                             /** @description "read" (every GET, events, logs), "deploy" (read, plus deploy, rollback, scale and next config of its services) or "admin" (everything) */
                             role: "read" | "deploy" | "admin";
                             /**
-                             * @description a glob over service names: lowercase letters, digits, "-" and "*" wildcards
+                             * @description a glob over service names of 1 to 63 characters: lowercase letters, digits, "-" and "*" wildcards
                              * @example web-*
                              */
                             services?: string;
@@ -3860,7 +3886,7 @@ export interface operations {
                             /** @description "read" (every GET, events, logs), "deploy" (read, plus deploy, rollback, scale and next config of its services) or "admin" (everything) */
                             role: "read" | "deploy" | "admin";
                             /**
-                             * @description a glob over service names: lowercase letters, digits, "-" and "*" wildcards
+                             * @description a glob over service names of 1 to 63 characters: lowercase letters, digits, "-" and "*" wildcards
                              * @example web-*
                              */
                             services?: string;
