@@ -5,6 +5,7 @@ import type { JournalActor } from '../schemas/release.js';
 import { appendJournal } from '../roles/scheduler/journal.js';
 import { serviceOf, type ServiceSource } from './access.js';
 import { callerName } from './guard.js';
+import { clientAddress } from './caller.js';
 
 // Every API call that changed something is journaled, with who made it: the token's name and the
 // client's address. The line is written where the change is made (the directory, the scheduler,
@@ -86,7 +87,7 @@ export function actorOf(request: FastifyRequest): JournalActor {
   const forwarded = request.headers['x-forwarded-for'];
   return {
     ...(token === undefined ? {} : { token }),
-    address: request.ip,
+    address: clientAddress(request),
     ...(typeof forwarded === 'string' ? { forwardedFor: forwarded.slice(0, MAX_FORWARDED_FOR) } : {}),
   };
 }

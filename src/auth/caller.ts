@@ -44,6 +44,21 @@ export const isLocalRequest = (request: Pick<FastifyRequest, 'socket' | 'headers
   isLoopback(request.socket.remoteAddress) && request.headers['x-forwarded-for'] === undefined && request.headers.forwarded === undefined;
 
 /**
+ * The address a call comes from, seen through one proxy of this machine: a role that passes calls
+ * on (the web role to the orchestrator, the orchestrator to the directory and scheduler) appends
+ * the address it saw to X-Forwarded-For. Only a loopback peer is believed, and only its last
+ * entry, the one it added: anyone else could write any address there. Failed authentications are
+ * counted, and changes journaled, against this address, so one client's bad tokens through the
+ * web role do not lock every dashboard user out.
+ */
+export function clientAddress(request: Pick<FastifyRequest, 'ip' | 'socket' | 'headers'>): string {
+  const forwarded = request.headers['x-forwarded-for'];
+  if (forwarded === undefined || !isLoopback(request.socket.remoteAddress)) return request.ip;
+  const last = (Array.isArray(forwarded) ? forwarded.join(',') : forwarded).split(',').pop()?.trim();
+  return last || request.ip;
+}
+
+/**
  * A call only this machine could have made: it arrived on a loopback listener, from a loopback
  * peer, and no proxy forwarded it. Such calls need no credentials where the operator allows it.
  */

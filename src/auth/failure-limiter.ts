@@ -2,8 +2,9 @@
 // is refused (429) until that window ends, before any token it presents is looked up, so guessing
 // secrets costs a minute per 20 guesses. The window opens at an address's first failure.
 //
-// Addresses are socket addresses (request.ip without trustProxy): a proxy in front of a role (the
-// web role, a load balancer) shares one budget among all its callers. At most `maxAddresses` are
+// Addresses are the client's as clientAddress (src/auth/caller.ts) sees it: the socket's, or, for
+// a call a role of this machine passed on (the web role), the address that role saw. A proxy on
+// another machine (a load balancer) shares one budget among all its callers. At most `maxAddresses` are
 // tracked, the least recently failed dropped first, so no caller can grow this without bound.
 
 export interface FailureLimiterOptions {

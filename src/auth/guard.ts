@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandle
 import { HttpError, unauthorized } from '../http/errors.js';
 import type { TokenRecord, TokenRole } from '../schemas/token.js';
 import { decide, isExpired, routeAccess, serviceOf, type Access, type RouteAccess, type ServiceSource } from './access.js';
-import { bearerToken, cameOverHttps, isLocalCall, sessionCredential } from './caller.js';
+import { bearerToken, cameOverHttps, clientAddress, isLocalCall, sessionCredential } from './caller.js';
 import { checkSession, sessionCookie } from './session.js';
 import type { TokenCache } from './token-cache.js';
 import type { FailureLimiter } from './failure-limiter.js';
@@ -66,7 +66,7 @@ function authenticate(control: AccessControl, request: FastifyRequest, reply: Fa
     control.tokens?.recordUse(token);
     return token;
   }
-  control.failures?.recordFailure(request.ip);
+  control.failures?.recordFailure(clientAddress(request));
   void reply.header('www-authenticate', 'Bearer realm="platform"');
   if (secret === undefined) throw unauthorized('this call needs a token: send Authorization: Bearer <token> (the CLI takes --token or PLATFORM_TOKEN)');
   throw unauthorized(token ? `token ${token.name} expired at ${token.expiresAt}` : 'the token is unknown or revoked');
@@ -83,18 +83,19 @@ function authenticateSession(control: AccessControl, session: { value: string; f
     tokens?.recordUse(check.token);
     return check.token;
   }
-  control.failures?.recordFailure(request.ip);
+  control.failures?.recordFailure(clientAddress(request));
   if (session.from === 'cookie') void reply.header('set-cookie', sessionCookie('', 0, cameOverHttps(request)));
   throw unauthorized(check.refused);
 }
 
 /** 429 while the caller's address is limited, before its token is looked up. */
 export function refuseWhileLimited(control: AccessControl, request: FastifyRequest, reply: FastifyReply): void {
-  const waitMs = control.failures?.retryAfterMs(request.ip) ?? 0;
+  const address = clientAddress(request);
+  const waitMs = control.failures?.retryAfterMs(address) ?? 0;
   if (waitMs <= 0) return;
   const seconds = Math.ceil(waitMs / 1000);
   void reply.header('retry-after', String(seconds));
-  throw new HttpError(429, `too many failed authentications from ${request.ip}: try again in ${seconds} s`);
+  throw new HttpError(429, `too many failed authentications from ${address}: try again in ${seconds} s`);
 }
 
 function authorize(token: TokenRecord, need: RouteAccess, request: FastifyRequest): void {

@@ -11,6 +11,7 @@ import { buildTestImage } from '../harness/test-image.js';
 import { freePort } from '../harness/free-port.js';
 import { http, serveRole } from '../harness/platform.js';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { buildDashboard, launchChromium, screenshotDir } from '../browser/chromium.js';
 
 // Signing in to the dashboard in a real browser, against a platform whose every role runs under
@@ -259,6 +260,24 @@ t.test('signing out shows the sign-in page again, and the data routes answer 401
     t.match(reply, { status: 401, body: { message: 'the session was signed out: sign in again' } }, `a copy of the cookie at ${url}`);
   }
   t.equal(await Promise.race([streamEnded, sleep(10_000).then(() => 'still open')]), 'ended', "the copy's event stream ended");
+});
+
+t.test("one client's failed tokens through the web role slow that client, not every dashboard user", async (t) => {
+  // Browsers reach the web role through the gateway, which adds X-Forwarded-For: the web role
+  // passes on the address it saw, and the orchestrator counts failures against that address.
+  const from = (localAddress: string) => new Agent({ localAddress });
+  const [guesser, bystander] = [from('127.0.0.2'), from('127.0.0.3')];
+  t.teardown(() => Promise.all([guesser.close(), bystander.close()]));
+  const viaGateway = async (dispatcher: Agent, client: string, authorization: string) => {
+    const reply = await undiciFetch(`${web.url}/services`, { dispatcher, headers: { authorization, 'x-forwarded-for': client } });
+    const body = (await reply.json()) as { message?: string };
+    return { status: reply.status, message: body.message };
+  };
+  const statuses: number[] = [];
+  for (let i = 0; i < 21; i += 1) statuses.push((await viaGateway(guesser, '203.0.113.7', `Bearer plt_wrong-${i}`)).status);
+  t.same(statuses, [...Array(20).fill(401), 429], 'the guesser is refused after 20 failures');
+  t.match(await viaGateway(guesser, '203.0.113.7', `Bearer ${admin}`), { status: 429, message: /too many failed authentications from 127\.0\.0\.2/ }, 'even with a good token, for a minute');
+  t.match(await viaGateway(bystander, '203.0.113.8', `Bearer ${admin}`), { status: 200 }, 'another client of the same web role is not');
 });
 
 t.test('the pages raised no script error', async (t) => {

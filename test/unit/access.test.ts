@@ -1,7 +1,7 @@
 import t from 'tap';
 import { decide, isExpired, routeAccess, serviceOf } from '../../src/auth/access.js';
 import { parseDuration } from '../../src/auth/duration.js';
-import { bearerToken, isLocalCall } from '../../src/auth/caller.js';
+import { bearerToken, clientAddress, isLocalCall } from '../../src/auth/caller.js';
 import { hashSecret, newSecret } from '../../src/auth/tokens.js';
 import { apiRoute, orchestratorApi, type OrchestratorRoute } from '../../src/schemas/api.js';
 
@@ -78,6 +78,15 @@ t.test('a local call is one from loopback, on a loopback listener, not forwarded
   t.notOk(isLocalCall(call('10.0.0.5'), true));
   t.notOk(isLocalCall(call('127.0.0.1', { 'x-forwarded-for': '203.0.113.9' }), true));
   t.notOk(isLocalCall(call('127.0.0.1', { forwarded: 'for=203.0.113.9' }), true));
+});
+
+t.test("a call's client address is the socket's, or the last one a proxy on this machine added", async (t) => {
+  const call = (remoteAddress: string, headers: Record<string, string> = {}) => ({ ip: remoteAddress, socket: { remoteAddress }, headers }) as never;
+  t.equal(clientAddress(call('203.0.113.9')), '203.0.113.9');
+  t.equal(clientAddress(call('127.0.0.1', { 'x-forwarded-for': '198.51.100.7' })), '198.51.100.7', 'the web role passes its caller on');
+  t.equal(clientAddress(call('127.0.0.1', { 'x-forwarded-for': '10.9.9.9, 198.51.100.7' })), '198.51.100.7', 'only the entry the local proxy added counts');
+  t.equal(clientAddress(call('203.0.113.9', { 'x-forwarded-for': '198.51.100.7' })), '203.0.113.9', 'a remote caller cannot pick its address');
+  t.equal(clientAddress(call('127.0.0.1', { 'x-forwarded-for': ' ' })), '127.0.0.1');
 });
 
 t.test("an orchestrator route's access comes from its API table entry into its config, not its schema", async (t) => {

@@ -6,7 +6,7 @@ import type { SessionInfo } from '../../schemas/session.js';
 import type { TokenRecord } from '../../schemas/token.js';
 import { callerToken, refuseWhileLimited, type AccessControl } from '../../auth/guard.js';
 import { isExpired } from '../../auth/access.js';
-import { bearerToken, cameOverHttps, sessionCredential } from '../../auth/caller.js';
+import { bearerToken, cameOverHttps, clientAddress, sessionCredential } from '../../auth/caller.js';
 import { openSession, sealSession, sessionClaims, sessionCookie } from '../../auth/session.js';
 
 // Signing in to the dashboard, on both servers that serve it (the orchestrator and the web role):
@@ -33,7 +33,7 @@ export function sessionRoutes(server: RoleServer, access: AccessControl): void {
       const now = Date.now();
       const token = tokens.find(request.body.token);
       if (!token || isExpired(token, now)) {
-        access.failures?.recordFailure(request.ip);
+        access.failures?.recordFailure(clientAddress(request));
         throw unauthorized(token ? `token ${token.name} expired at ${token.expiresAt}` : 'the token is unknown or revoked');
       }
       tokens.recordUse(token, now);
