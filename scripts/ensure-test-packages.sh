@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real components the test suite runs (etcd, Docker Engine, the Distribution registry,
-# a static busybox for test images, Chromium for browser tests, openssl for etcd's test certificates)
+# a static busybox for test images, Chromium for browser tests, openssl for etcd's test certificates,
+# systemd-analyze to verify the unit files)
 # when they are missing.
 set -euo pipefail
 declare -A packages=(
@@ -9,6 +10,7 @@ declare -A packages=(
   [docker-registry]=docker-registry
   [chromium]=chromium
   [openssl]=openssl
+  [systemd-analyze]=systemd
 )
 missing=()
 for command in "${!packages[@]}"; do
