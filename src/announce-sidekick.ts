@@ -52,7 +52,7 @@ export async function probeComponent(component: Component, address: string, time
     const cause = (error as { cause?: { code?: string } }).cause?.code;
     return { healthy: false, reason: `${path} did not answer: ${cause ?? (error as Error).message}` };
   }
-  if (body.role !== roleOf[component]) return { healthy: false, reason: `${address} is not a ${roleOf[component]} (it says role ${String(body.role)})` };
+  if (body.role !== roleOf[component]) return { healthy: false, reason: `${address} is not the ${roleOf[component]} role (it says role ${String(body.role)})` };
   if (component === 'scheduler' && body.leader !== true) return { healthy: false, reason: 'this scheduler does not lead' };
   return { healthy: true };
 }

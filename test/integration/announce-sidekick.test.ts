@@ -10,7 +10,8 @@ import { waitFor } from '../harness/wait.js';
 // gone within the TTL once it stops answering, back when it answers again, and gone at once when
 // the sidekick stops. Only the leading scheduler is announced, and a live one takes over.
 
-const TTL = 3;
+// Long enough that probes (every TTL/4) do not time out on a loaded test machine.
+const TTL = 6;
 const etcd = await startEtcd();
 const client = new Etcd3({ hosts: etcd.url });
 t.teardown(async () => {
@@ -21,7 +22,21 @@ const read = (key: string) => client.get(key).string();
 const flags = ['--etcd', etcd.url, '--announce-ttl', String(TTL)];
 
 const sidekick = (component: string, port: number): PlatformProcess =>
-  runPlatform(['announce', '--role', component, '--address', `127.0.0.1:${port}`, ...flags]);
+  runPlatform(['announce', '--role', component, '--address', `127.0.0.1:${port}`, ...flags], { PLATFORM_LOG_LEVEL: 'info' });
+
+/** Waits until the sidekick has probed and found nothing to announce, then two probes more. */
+async function refused(running: PlatformProcess, reason: RegExp): Promise<void> {
+  await waitFor(() => /not announcing yet/.test(running.output()), 30_000, { what: 'a failed probe' }).catch(explain(running));
+  if (!reason.test(running.output())) throw new Error(`expected ${String(reason)} in:\n${running.output()}`);
+  await new Promise((resolve) => setTimeout(resolve, (TTL / 4) * 2000));
+}
+
+/** A failed wait, with what the sidekicks said. */
+const explain =
+  (...processes: PlatformProcess[]) =>
+  (error: Error): never => {
+    throw new Error(`${error.message}\n${processes.map((running) => running.output()).join('\n')}`);
+  };
 
 /** Resolves once `key` is absent, with how long that took. */
 async function goneWithin(key: string, timeoutMs: number): Promise<number> {
@@ -49,7 +64,7 @@ t.test('the key lives while the component answers, and goes within the TTL once 
   const announcer = sidekick('service-directory', port);
   t.teardown(() => announcer.stop());
   const key = '/platform/services/service-directory';
-  t.equal(await waitFor(() => read(key), 10_000, { what: 'the announcement' }), `127.0.0.1:${port}`);
+  t.equal(await waitFor(() => read(key), 30_000, { what: 'the announcement' }).catch(explain(announcer)), `127.0.0.1:${port}`);
 
   directory.child.kill('SIGSTOP'); // hung: the process and its socket are there, nothing answers
   const hung = await goneWithin(key, (TTL + 2) * 1000);
@@ -57,7 +72,7 @@ t.test('the key lives while the component answers, and goes within the TTL once 
   t.equal(announcer.child.exitCode, null, 'the sidekick keeps running');
 
   directory.child.kill('SIGCONT');
-  t.equal(await waitFor(() => read(key), 5000, { what: 'the announcement again' }), `127.0.0.1:${port}`, 'announced again once it answers');
+  t.equal(await waitFor(() => read(key), 15_000, { what: 'the announcement again' }).catch(explain(announcer)), `127.0.0.1:${port}`, 'announced again once it answers');
 
   await directory.stop('SIGKILL');
   const dead = await goneWithin(key, (TTL + 2) * 1000);
@@ -70,7 +85,7 @@ t.test('stopping the sidekick deletes the key at once; a sidekick of a silent ad
   t.teardown(() => web.stop());
   const announcer = sidekick('web', port);
   t.teardown(() => announcer.stop());
-  await waitFor(() => read('/platform/services/web'), 10_000, { what: 'the announcement' });
+  await waitFor(() => read('/platform/services/web'), 30_000, { what: 'the announcement' }).catch(explain(announcer));
   await announcer.stop('SIGTERM');
   t.equal(await read('/platform/services/web'), null, 'gone when the sidekick has exited');
 
@@ -78,7 +93,8 @@ t.test('stopping the sidekick deletes the key at once; a sidekick of a silent ad
   t.teardown(() => nobody.stop());
   const wrongRole = sidekick('orchestrator', port); // a web role answers there, not an orchestrator
   t.teardown(() => wrongRole.stop());
-  await new Promise((resolve) => setTimeout(resolve, 3000));
+  await refused(nobody, /did not answer: ECONNREFUSED/);
+  await refused(wrongRole, /is not the orchestrator role \(it says role web\)/);
   t.equal(await read('/platform/services/web'), null, 'nothing answers: nothing announced');
   t.equal(await read('/platform/services/orchestrator'), null, 'the wrong role answers: nothing announced');
 });
@@ -93,8 +109,8 @@ t.test('only the leading scheduler is announced, and the next leader takes over'
 
   const sidekicks = ports.map((port) => sidekick('scheduler', port));
   t.teardown(() => Promise.all(sidekicks.map((running) => running.stop())));
-  t.equal(await waitFor(() => read('/platform/services/scheduler'), 10_000, { what: 'the announcement' }), first, 'the leader is announced');
-  await new Promise((resolve) => setTimeout(resolve, 2000));
+  t.equal(await waitFor(() => read('/platform/services/scheduler'), 30_000, { what: 'the announcement' }).catch(explain(...sidekicks)), first, 'the leader is announced');
+  await refused(sidekicks[ports.findIndex((port) => first !== `127.0.0.1:${port}`)]!, /this scheduler does not lead/);
   t.equal(await read('/platform/services/scheduler'), first, 'the follower\'s sidekick does not overwrite it');
 
   const leader = schedulers[ports.findIndex((port) => first === `127.0.0.1:${port}`)]!;
