@@ -77,7 +77,7 @@ export function machineSettings(flags: RenderFlags): MachineSettings {
   const domain = flags.domain ?? defaultSettings.domain;
   if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/.test(domain)) throw new ConfigError(`--domain must be a DNS name, got ${domain}`);
   return {
-    roles: flags.roles === undefined ? defaultSettings.roles : parseRoles(flags.roles),
+    roles: flags.roles === undefined ? defaultSettings.roles : machineRoles(flags.roles),
     bin: flags.bin ?? defaultSettings.bin,
     etcd,
     advertise,
@@ -90,6 +90,14 @@ export function machineSettings(flags: RenderFlags): MachineSettings {
     auth: (flags.auth ?? defaultSettings.auth) as AuthMode,
     domain,
   };
+}
+
+function machineRoles(text: string): MachineSettings['roles'] {
+  try {
+    return parseRoles(text);
+  } catch (error) {
+    throw new ConfigError((error as Error).message.replace(/^--role\b/, '--roles'));
+  }
 }
 
 /** Writes each file through a temporary name (a half-written unit never loads); returns what it did, one line each. */

@@ -1,6 +1,5 @@
 import t from 'tap';
-import { Etcd3 } from 'etcd3';
-import { startEtcd } from '../harness/etcd.js';
+import { startEtcdWithReader } from '../harness/etcd.js';
 import { freePort } from '../harness/free-port.js';
 import { runPlatform, serveRole, type PlatformProcess } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
@@ -12,13 +11,7 @@ import { waitFor } from '../harness/wait.js';
 
 // Long enough that probes (every TTL/4) do not time out on a loaded test machine.
 const TTL = 6;
-const etcd = await startEtcd();
-const client = new Etcd3({ hosts: etcd.url });
-t.teardown(async () => {
-  client.close();
-  await etcd.stop();
-});
-const read = (key: string) => client.get(key).string();
+const { etcd, read } = await startEtcdWithReader(t);
 const flags = ['--etcd', etcd.url, '--announce-ttl', String(TTL)];
 
 const sidekick = (component: string, port: number): PlatformProcess =>

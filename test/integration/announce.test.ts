@@ -1,7 +1,6 @@
 import t from 'tap';
 import { rmSync } from 'node:fs';
-import { Etcd3 } from 'etcd3';
-import { startEtcd } from '../harness/etcd.js';
+import { startEtcdWithReader } from '../harness/etcd.js';
 import { freePort } from '../harness/free-port.js';
 import { runPlatform, serveRole } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
@@ -11,13 +10,7 @@ import { waitFor } from '../harness/wait.js';
 // (`platform announce`) has its own file, announce-sidekick.test.ts.
 
 const TTL = 3;
-const etcd = await startEtcd();
-const client = new Etcd3({ hosts: etcd.url });
-t.teardown(async () => {
-  client.close();
-  await etcd.stop();
-});
-const read = (key: string) => client.get(key).string();
+const { etcd, read } = await startEtcdWithReader(t);
 const flags = ['--etcd', etcd.url, '--announce-ttl', String(TTL)];
 
 t.test('a role announces host:port, and kill -9 lets the key expire within the TTL', async (t) => {

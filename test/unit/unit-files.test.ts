@@ -93,7 +93,7 @@ t.test('bad render settings are refused naming the flag', async (t) => {
   t.throws(() => machineSettings({ etcd: 'http://10.0.0.1:2379', etcdCa: '/ca.pem' }), /--etcd-ca and --etcd-cert need https:\/\/ etcd URLs/);
   t.throws(() => machineSettings({ bin: 'platform' }), /--bin takes an absolute path/);
   t.throws(() => machineSettings({ etcd: '10.0.0.1:2379' }), /--etcd takes URLs such as/);
-  t.throws(() => machineSettings({ roles: 'directory,nope' }), /--role: unknown role nope/);
+  t.throws(() => machineSettings({ roles: 'directory,nope' }), /^--roles: unknown role nope/);
   t.throws(() => machineSettings({ etcdCert: '/c.pem', etcd: 'https://e:2379' }), /--etcd-cert and --etcd-key go together/);
 });
 
