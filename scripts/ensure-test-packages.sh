@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real components the test suite runs (etcd, Docker Engine, the Distribution registry,
 # a static busybox for test images, Chromium for browser tests, openssl for etcd's test certificates,
-# Prometheus' promtool to check every role's /metrics)
+# Prometheus' promtool to check every role's /metrics, systemd-analyze to verify the unit files)
 # when they are missing.
 set -euo pipefail
 declare -A packages=(
@@ -11,6 +11,7 @@ declare -A packages=(
   [chromium]=chromium
   [openssl]=openssl
   [promtool]=prometheus
+  [systemd-analyze]=systemd
 )
 missing=()
 for command in "${!packages[@]}"; do

@@ -3,11 +3,13 @@ import { ConfigError, resolveConfig, type PlatformConfig, type RawFlags } from '
 import { checkEngine, connectDocker, engineUnreachableAdvice } from './roles/agent/docker-client.js';
 import { launchRoles } from './roles/launch.js';
 import { runAnnounce, type AnnounceFlags } from './announce.js';
+import { FAILED_PROBES_TO_WITHDRAW } from './announce-sidekick.js';
 import { addClientCommands } from './client/commands.js';
+import { addUnitsCommands } from './systemd/units-command.js';
 import { bootstrapIntoFile } from './auth/first-token.js';
 import { createLogger } from './logger.js';
 
-// The one `platform` binary: serve roles, run everything (`up`), announce, and the API client.
+// The one `platform` binary: serve roles, run everything (`up`), announce, render systemd units, and the API client.
 
 /** How a process reaches etcd; every role and `platform announce` take these (README "Securing etcd"). */
 function addEtcdFlags(command: Command): Command {
@@ -23,12 +25,13 @@ function addEtcdFlags(command: Command): Command {
 
 function addServeFlags(command: Command): Command {
   return addEtcdFlags(command)
-    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option('--host <host>', 'address to listen on (env PLATFORM_HOST; default 127.0.0.1)')
     .option('--port <port>', 'port to listen on (a single role only; defaults: orchestrator 9000, directory 9001, scheduler 9002, agent 9003, gateway 8080, web 9004)')
-    .option('--advertise <host[:port]>', 'address other roles reach this one at (default: --host)')
+    .option('--advertise <host[:port]>', 'address other roles reach this one at (env PLATFORM_ADVERTISE; default: --host)')
     .option('--data-dir <dir>', 'embedded store directory (env PLATFORM_DATA_DIR)', undefined)
     .option('--domain <domain>', 'domain services are reached under (env PLATFORM_DOMAIN)', undefined)
-    .option('--announce-ttl <seconds>', 'TTL of announcement and machine leases', undefined)
+    .option('--announce-ttl <seconds>', 'TTL of announcement and machine leases (env PLATFORM_ANNOUNCE_TTL; default 10)', undefined)
+    .option('--no-announce', 'do not write /platform/services/<name>: a platform announce sidekick does (env PLATFORM_ANNOUNCE=false)')
     .option('--log-level <level>', 'trace, debug, info, warn, error (env PLATFORM_LOG_LEVEL)')
     .option('--log-format <format>', 'pretty (readable lines; the default on a terminal) or json (one object a line; the default otherwise) (env PLATFORM_LOG_FORMAT)')
     .option('--auth <mode>', 'auto (calls from this machine on a loopback listener need no token; the default), token (every call needs one) or none (env PLATFORM_AUTH)')
@@ -36,7 +39,7 @@ function addServeFlags(command: Command): Command {
     .option('--allowed-host <names>', 'Host names the APIs answer besides their listen and advertise addresses and localhost, comma-separated; .example.com takes its subdomains too (env PLATFORM_ALLOWED_HOSTS); others get 421')
     .addOption(new Option('--network <mode>', 'agent: how units are networked').choices(['bridge', 'host']).default('bridge'))
     .option('--machine-id <id>', 'agent: machine id (default /etc/machine-id)')
-    .option('--unit-host <host>', 'agent: host units are reached at', undefined)
+    .option('--unit-host <host>', 'agent: host units are reached at (env PLATFORM_UNIT_HOST; default 127.0.0.1)', undefined)
     .option('--stop-grace <seconds>', 'agent: seconds between SIGTERM and SIGKILL when a unit stops (services may set their own)')
     .option('--drain-seconds <seconds>', 'agent: seconds a unit is marked draining (deactivating) before it is stopped (default 2)')
     .option('--label <key=value...>', 'agent: machine labels')
@@ -106,12 +109,18 @@ addServeFlags(program.command('serve').description('Run one or more roles in thi
 addServeFlags(program.command('up').description('Run every role in one process on the default ports, with the embedded store (or --etcd) and the local Docker engine.'))
   .action((flags: RawFlags) => serve({ ...flags, role: undefined }, true));
 
-addEtcdFlags(program.command('announce').description('Keep host:port announced for a role under a TTL lease (a <component>-announce.service sidekick).'))
-  .requiredOption('--role <component>', 'service-directory, scheduler, orchestrator, gateway or web')
-  .requiredOption('--address <host:port>', 'the address to announce')
-  .option('--announce-ttl <seconds>', 'lease TTL', '10')
+addEtcdFlags(
+  program
+    .command('announce')
+    .description('Keep host:port announced for a component under a TTL lease while it answers there (a <component>-announce.service sidekick; run the component with --no-announce).'),
+)
+  .requiredOption('--role <component>', 'service-directory, scheduler (announced only while it leads), orchestrator, gateway or web')
+  .requiredOption('--address <host:port>', 'where the component answers: announced, and probed on /healthz (the scheduler on /readyz)')
+  .option('--announce-ttl <seconds>', 'lease TTL (env PLATFORM_ANNOUNCE_TTL; default 10)')
+  .option('--check-interval <seconds>', `seconds between probes, at most a third of the TTL; withdrawn after ${FAILED_PROBES_TO_WITHDRAW} failed probes (default 2, or a quarter of a TTL under 8)`)
   .action((flags: AnnounceFlags) => runAnnounce(flags));
 
+addUnitsCommands(program);
 addClientCommands(program);
 
 program.parseAsync(process.argv).catch((error: unknown) => {

@@ -52,6 +52,8 @@ export interface PlatformConfig {
   dataDir: string;
   domain: string;
   announceTtlSeconds: number;
+  /** Whether the roles write their own `/platform/services/<name>` key; off when a `platform announce` sidekick does (--no-announce). */
+  announce: boolean;
   logLevel: string;
   /** `pretty`: readable lines for people (the default on a terminal); `json`: one JSON object a line. */
   logFormat: LogFormat;
@@ -156,6 +158,8 @@ export interface RawFlags {
   drainSeconds?: string;
   label?: string[];
   announceTtl?: string;
+  /** false with --no-announce (commander's negated option); undefined or true otherwise. */
+  announce?: boolean;
   logLevel?: string;
   logFormat?: string;
   auth?: string;
@@ -226,8 +230,8 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
   const chosenRoles = flags.role ? parseRoles(flags.role) : [...upRoles];
   const port = integer('--port', flags.port, 1, 65535);
   if (port !== undefined && chosenRoles.length > 1) throw new ConfigError('--port needs a single --role; several roles listen on their default ports');
-  const host = flags.host ?? '127.0.0.1';
-  const [advertiseHost, advertisePortText] = (flags.advertise ?? '').split(/:(?=\d+$)/);
+  const host = flags.host ?? (env.PLATFORM_HOST || undefined) ?? '127.0.0.1';
+  const [advertiseHost, advertisePortText] = (flags.advertise ?? env.PLATFORM_ADVERTISE ?? '').split(/:(?=\d+$)/);
   const network = flags.network ?? 'bridge';
   if (network !== 'bridge' && network !== 'host') throw new ConfigError(`--network must be bridge or host, got ${network}`);
   const machineId = flags.machineId ?? defaultMachineId();
@@ -242,7 +246,8 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
     ...resolveEtcd(flags, env),
     dataDir: resolve(flags.dataDir ?? env.PLATFORM_DATA_DIR ?? '.platform-data'),
     domain,
-    announceTtlSeconds: integer('--announce-ttl', flags.announceTtl, 2, 600) ?? 10,
+    announceTtlSeconds: integer('--announce-ttl', flags.announceTtl ?? (env.PLATFORM_ANNOUNCE_TTL || undefined), 2, 600) ?? 10,
+    announce: flags.announce !== false && switchSetting('PLATFORM_ANNOUNCE', env.PLATFORM_ANNOUNCE, true),
     logLevel: flags.logLevel ?? env.PLATFORM_LOG_LEVEL ?? 'info',
     logFormat: logFormat(flags.logFormat ?? (env.PLATFORM_LOG_FORMAT || undefined)),
     auth: authMode(flags.auth ?? (env.PLATFORM_AUTH || undefined) ?? 'auto'),
@@ -252,7 +257,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
       machineId,
       network,
       ...(env.DOCKER_HOST ? { dockerHost: env.DOCKER_HOST } : {}),
-      unitHost: flags.unitHost ?? '127.0.0.1',
+      unitHost: flags.unitHost ?? (env.PLATFORM_UNIT_HOST || undefined) ?? '127.0.0.1',
       stopGraceSeconds: integer('--stop-grace', flags.stopGrace, 0, 3600) ?? 10,
       drainSeconds: integer('--drain-seconds', flags.drainSeconds, 0, 600) ?? 2,
       labels: parseLabels(flags.label),
@@ -344,6 +349,15 @@ function allowedRegistries(flags: string[] | undefined, env: NodeJS.ProcessEnv):
     throw new ConfigError((error as Error).message);
   }
   return entries;
+}
+
+/** An on/off variable: true/false, yes/no, 1/0 or on/off; empty or unset is the default. */
+function switchSetting(name: string, text: string | undefined, fallback: boolean): boolean {
+  const value = (text ?? '').trim().toLowerCase();
+  if (value === '') return fallback;
+  if (['true', 'yes', '1', 'on'].includes(value)) return true;
+  if (['false', 'no', '0', 'off'].includes(value)) return false;
+  throw new ConfigError(`${name} must be true or false, got ${text}`);
 }
 
 function authMode(text: string): AuthMode {

@@ -86,7 +86,7 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
       await started.listen(config.host, port);
       await started.start?.();
       const component = announcedAs[role];
-      if (component && !started.selfAnnounced) await announcements.set(componentKey(component), advertised);
+      if (component && config.announce && !started.selfAnnounced) await announcements.set(componentKey(component), advertised);
       running.push({ role, url: `http://${config.host === '0.0.0.0' ? config.advertiseHost : config.host}:${port}` });
     }
   } catch (error) {

@@ -192,3 +192,14 @@ async function waitHealthy(url: string, tls: TlsCertificates | undefined, proc: 
   proc.kill('SIGKILL');
   throw new Error(`etcd did not become healthy at ${url} within ${STARTUP_TIMEOUT_MS} ms:\n${output().join('\n')}`);
 }
+
+/** An etcd for one test file and a reader of its keys, both stopped when the file's tests end. */
+export async function startEtcdWithReader(t: { teardown(fn: () => Promise<void>): void }): Promise<{ etcd: EtcdProcess; read(key: string): Promise<string | null> }> {
+  const etcd = await startEtcd();
+  const client = new Etcd3({ hosts: etcd.url });
+  t.teardown(async () => {
+    client.close();
+    await etcd.stop();
+  });
+  return { etcd, read: (key) => client.get(key).string() };
+}

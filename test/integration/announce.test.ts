@@ -1,22 +1,16 @@
 import t from 'tap';
 import { rmSync } from 'node:fs';
-import { Etcd3 } from 'etcd3';
-import { startEtcd } from '../harness/etcd.js';
+import { startEtcdWithReader } from '../harness/etcd.js';
 import { freePort } from '../harness/free-port.js';
 import { runPlatform, serveRole } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
 
 // Announcements under TTL leases on a real etcd: present while the role runs, gone within the
-// TTL after kill -9, gone at once after SIGTERM, back after etcd loses everything.
+// TTL after kill -9, gone at once after SIGTERM, back after etcd loses everything. The sidekick
+// (`platform announce`) has its own file, announce-sidekick.test.ts.
 
 const TTL = 3;
-const etcd = await startEtcd();
-const client = new Etcd3({ hosts: etcd.url });
-t.teardown(async () => {
-  client.close();
-  await etcd.stop();
-});
-const read = (key: string) => client.get(key).string();
+const { etcd, read } = await startEtcdWithReader(t);
 const flags = ['--etcd', etcd.url, '--announce-ttl', String(TTL)];
 
 t.test('a role announces host:port, and kill -9 lets the key expire within the TTL', async (t) => {
@@ -57,11 +51,7 @@ t.test('after etcd restarts, and even after it lost its data, the announcement c
   t.equal(await waitFor(() => read('/platform/services/service-directory'), 20_000), `127.0.0.1:${port}`, 'rewritten into an empty etcd');
 });
 
-t.test('platform announce keeps a sidekick announcement and revokes it on SIGTERM', async (t) => {
-  const sidekick = runPlatform(['announce', '--role', 'web', '--address', '127.0.0.1:7777', '--etcd', etcd.url, '--announce-ttl', String(TTL)]);
-  t.equal(await waitFor(() => read('/platform/services/web'), 10_000), '127.0.0.1:7777');
-  await sidekick.stop('SIGTERM');
-  t.equal(await read('/platform/services/web'), null);
+t.test('platform announce refuses a role that is not a component', async (t) => {
   const refused = runPlatform(['announce', '--role', 'nope', '--address', '127.0.0.1:1', '--etcd', etcd.url]);
   const code = await new Promise((resolve) => refused.child.once('exit', resolve));
   t.equal(code, 2);

@@ -3,7 +3,8 @@ import type { Compare, Lease, Store, Watch } from '../../store/store.js';
 import { componentKey, schedulerLeaderKey } from '../../store/keys.js';
 
 // One scheduler leads at a time: it holds the leader key, created under its own lease, and
-// announces itself as /platform/services/scheduler under the same lease. A lock alone does not
+// announces itself as /platform/services/scheduler under the same lease (unless a `platform
+// announce` sidekick does that: --no-announce; the sidekick then announces only a leader). A lock alone does not
 // guarantee mutual exclusion (a paused leader may wake up after its lease expired), so every
 // write the leader makes is fenced: the transaction also checks that the leader key still has
 // the create revision it had when this scheduler won, and fails otherwise.
@@ -32,7 +33,7 @@ export class Leadership {
 
   constructor(
     private readonly store: Store,
-    private readonly options: { id: string; address: string; ttlSeconds: number; log: FastifyBaseLogger; events: LeadershipEvents },
+    private readonly options: { id: string; address: string; announce: boolean; ttlSeconds: number; log: FastifyBaseLogger; events: LeadershipEvents },
   ) {}
 
   async start(): Promise<void> {
@@ -82,7 +83,7 @@ export class Leadership {
         [{ key: schedulerLeaderKey, target: 'createRevision', equals: 0 }],
         [
           { op: 'put', key: schedulerLeaderKey, value, lease: this.lease.id },
-          { op: 'put', key: componentKey('scheduler'), value: this.options.address, lease: this.lease.id },
+          ...(this.options.announce ? [{ op: 'put' as const, key: componentKey('scheduler'), value: this.options.address, lease: this.lease.id }] : []),
         ],
       );
       if (result.succeeded) {

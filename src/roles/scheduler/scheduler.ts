@@ -28,6 +28,8 @@ export interface SchedulerOptions {
   /** This scheduler's id and address, for the leader key and its announcement. */
   id: string;
   address: string;
+  /** Whether the leader writes /platform/services/scheduler (false when a `platform announce` sidekick does). */
+  announce?: boolean;
   /** TTL of the leadership lease: a dead leader is replaced within it. */
   leaseTtlSeconds: number;
   registry?: RegistryClientOptions;
@@ -66,6 +68,7 @@ export class Scheduler {
     this.leadership = new Leadership(options.store, {
       id: options.id,
       address: options.address,
+      announce: options.announce ?? true,
       ttlSeconds: options.leaseTtlSeconds,
       log: options.log,
       events: { elected: () => void this.lead(), deposed: () => this.runner?.forget() },

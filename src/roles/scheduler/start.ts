@@ -12,6 +12,7 @@ export async function startScheduler({ config, store, log, advertised, access }:
     log,
     id: `${config.agent.machineId}:${advertised}`,
     address: advertised,
+    announce: config.announce,
     leaseTtlSeconds: config.announceTtlSeconds,
     registry: { insecureRegistries: config.scheduler.insecureRegistries, allowedRegistries: config.scheduler.allowedRegistries },
     retention: config.scheduler.retention,

@@ -1,0 +1,126 @@
+import t from 'tap';
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { defaultSettings, renderUnitFiles } from '../../src/systemd/unit-files.js';
+import { machineSettings } from '../../src/systemd/units-command.js';
+import { announceOptions } from '../../src/announce.js';
+import { ConfigError, resolveConfig } from '../../src/config.js';
+
+// The systemd units `platform systemd render` writes, and the settings that drive them.
+
+const deployDir = fileURLToPath(new URL('../../../deploy/systemd/', import.meta.url));
+
+t.test('deploy/systemd/ holds exactly what the defaults render', async (t) => {
+  const rendered = renderUnitFiles(defaultSettings);
+  t.same(readdirSync(deployDir).sort(), [...rendered.keys()].sort(), 'the same files');
+  for (const [name, content] of rendered) {
+    t.equal(readFileSync(`${deployDir}${name}`, 'utf8'), content, `${name} is current (run: platform systemd render --out deploy/systemd --force)`);
+  }
+  t.same(
+    [...rendered.keys()].filter((name) => name.endsWith('.service')).sort(),
+    [
+      'agent.service',
+      'gateway.service',
+      'orchestrator-announce.service',
+      'orchestrator.service',
+      'scheduler-announce.service',
+      'scheduler.service',
+      'service-directory-announce.service',
+      'service-directory.service',
+      'web-announce.service',
+      'web.service',
+    ],
+    'the specification\'s names',
+  );
+});
+
+t.test('a role with a sidekick runs with --no-announce; the sidekick is bound to it and probes its address', async (t) => {
+  const files = renderUnitFiles({ ...defaultSettings, roles: ['scheduler', 'agent', 'gateway'] });
+  t.same([...files.keys()].sort(), ['agent.service', 'gateway.service', 'platform.env', 'scheduler-announce.service', 'scheduler.service']);
+  const scheduler = files.get('scheduler.service')!;
+  t.match(scheduler, /^ExecStart=\/usr\/local\/bin\/platform serve --role scheduler --port 9002 --no-announce \$PLATFORM_SCHEDULER_FLAGS$/m);
+  t.match(scheduler, /^Wants=.*scheduler-announce\.service/m);
+  t.match(scheduler, /^Restart=always$/m);
+  t.match(scheduler, /^EnvironmentFile=\/etc\/platform\/platform\.env$/m);
+  const sidekick = files.get('scheduler-announce.service')!;
+  t.match(sidekick, /^BindsTo=scheduler\.service$/m);
+  t.match(sidekick, /^After=scheduler\.service$/m);
+  t.match(sidekick, /^ExecStart=\/usr\/local\/bin\/platform announce --role scheduler --address \$\{PLATFORM_ADVERTISE\}:9002$/m);
+});
+
+t.test('the agent may use the Docker socket and the gateway port 80; nothing else gets either', async (t) => {
+  const files = renderUnitFiles(defaultSettings);
+  const agent = files.get('agent.service')!;
+  const gateway = files.get('gateway.service')!;
+  t.match(agent, /^SupplementaryGroups=docker$/m);
+  t.match(agent, /^After=.*docker\.service/m);
+  t.notMatch(agent, /--no-announce/, 'agents register their machine themselves');
+  t.match(gateway, /^AmbientCapabilities=CAP_NET_BIND_SERVICE$/m);
+  t.match(gateway, /--port 80 --host 0\.0\.0\.0 \$PLATFORM_GATEWAY_FLAGS$/m);
+  t.notMatch(gateway, /--no-announce/, 'the gateway has no sidekick');
+  for (const [name, content] of files) {
+    if (!name.endsWith('.service')) continue;
+    for (const setting of ['NoNewPrivileges=yes', 'ProtectSystem=strict', 'ProtectHome=yes', 'PrivateTmp=yes', 'SystemCallFilter=@system-service', 'User=platform']) {
+      t.match(content, new RegExp(`^${setting}$`, 'm'), `${name}: ${setting}`);
+    }
+    if (name !== 'agent.service') t.notMatch(content, /docker/i, `${name}: no Docker`);
+    if (name !== 'gateway.service') t.match(content, /^CapabilityBoundingSet=$/m, `${name}: no capabilities`);
+  }
+});
+
+t.test('the environment file carries the machine\'s settings', async (t) => {
+  const settings = machineSettings({
+    roles: 'agent,directory',
+    etcd: 'https://10.0.0.1:2379,https://10.0.0.2:2379',
+    advertise: '10.0.0.2',
+    etcdCa: '/etc/platform/ca.pem',
+    etcdCert: '/etc/platform/c.pem',
+    etcdKey: '/etc/platform/k.pem',
+  });
+  const env = renderUnitFiles(settings).get('platform.env')!;
+  t.match(env, /^PLATFORM_ETCD=https:\/\/10\.0\.0\.1:2379,https:\/\/10\.0\.0\.2:2379$/m);
+  t.match(env, /^PLATFORM_ADVERTISE=10\.0\.0\.2$/m);
+  t.match(env, /^PLATFORM_HOST=10\.0\.0\.2$/m, '--listen defaults to --advertise');
+  t.match(env, /^PLATFORM_UNIT_HOST=10\.0\.0\.2$/m);
+  t.match(env, /^PLATFORM_ETCD_CA=\/etc\/platform\/ca\.pem$/m);
+  t.match(env, /^#PLATFORM_ETCD_USER=/m, 'unset settings stay commented out');
+  t.match(env, /^PLATFORM_AUTH=token$/m);
+  t.notMatch(env, /PLATFORM_ALLOWED_REGISTRIES/, 'scheduler settings only where a scheduler runs');
+});
+
+t.test('bad render settings are refused naming the flag', async (t) => {
+  t.throws(() => machineSettings({ advertise: '10.0.0.2:9000' }), new ConfigError('--advertise takes a host name or address without a port (each role adds its own), got 10.0.0.2:9000'));
+  t.throws(() => machineSettings({ etcd: 'http://10.0.0.1:2379', etcdCa: '/ca.pem' }), /--etcd-ca and --etcd-cert need https:\/\/ etcd URLs/);
+  t.throws(() => machineSettings({ bin: 'platform' }), /--bin takes an absolute path/);
+  t.throws(() => machineSettings({ etcd: '10.0.0.1:2379' }), /--etcd takes URLs such as/);
+  t.throws(() => machineSettings({ roles: 'directory,nope' }), /^--roles: unknown role nope/);
+  t.throws(() => machineSettings({ etcdCert: '/c.pem', etcd: 'https://e:2379' }), /--etcd-cert and --etcd-key go together/);
+});
+
+t.test('--no-announce and PLATFORM_ANNOUNCE switch a role\'s own announcement off', async (t) => {
+  t.equal(resolveConfig({ role: 'directory' }, {}).announce, true);
+  t.equal(resolveConfig({ role: 'directory', announce: false }, {}).announce, false);
+  t.equal(resolveConfig({ role: 'directory' }, { PLATFORM_ANNOUNCE: 'false' }).announce, false);
+  t.equal(resolveConfig({ role: 'directory', announce: true }, { PLATFORM_ANNOUNCE: 'no' }).announce, false, 'the variable turns it off too');
+  t.throws(() => resolveConfig({ role: 'directory' }, { PLATFORM_ANNOUNCE: 'maybe' }), new ConfigError('PLATFORM_ANNOUNCE must be true or false, got maybe'));
+});
+
+t.test('the units\' variables reach the config: listen, advertise, unit host, TTL', async (t) => {
+  const config = resolveConfig({ role: 'agent' }, { PLATFORM_HOST: '10.0.0.2', PLATFORM_ADVERTISE: '10.0.0.2', PLATFORM_UNIT_HOST: '10.0.0.2', PLATFORM_ANNOUNCE_TTL: '7' });
+  t.equal(config.host, '10.0.0.2');
+  t.equal(config.advertiseHost, '10.0.0.2');
+  t.equal(config.agent.unitHost, '10.0.0.2');
+  t.equal(config.announceTtlSeconds, 7);
+  const flagsWin = resolveConfig({ role: 'agent', host: '0.0.0.0', advertise: 'a.example:1', unitHost: 'b' }, { PLATFORM_HOST: '10.0.0.2', PLATFORM_ADVERTISE: '10.0.0.2', PLATFORM_UNIT_HOST: 'c' });
+  t.same([flagsWin.host, flagsWin.advertiseHost, flagsWin.advertisePort, flagsWin.agent.unitHost], ['0.0.0.0', 'a.example', 1, 'b'], 'a flag beats the variable');
+});
+
+t.test('a sidekick probes at most every third of its TTL, so a silent component is withdrawn within it', async (t) => {
+  const base = { role: 'web', address: '10.0.0.2:9004' };
+  t.equal(announceOptions(base, {}).checkIntervalMs, 2000);
+  t.equal(announceOptions({ ...base, announceTtl: '3' }, {}).checkIntervalMs, 750, 'a short TTL shortens the default interval');
+  t.equal(announceOptions(base, { PLATFORM_ANNOUNCE_TTL: '30' }).ttlSeconds, 30);
+  t.throws(() => announceOptions({ ...base, checkInterval: '4' }, {}), /--check-interval must be from 0\.1 s to a third of --announce-ttl \(10 s\)/);
+  t.throws(() => announceOptions({ ...base, address: '10.0.0.2' }, {}), /--address must be host:port/);
+  t.throws(() => announceOptions({ ...base, role: 'directory' }, {}), /--role must be one of service-directory/);
+});
