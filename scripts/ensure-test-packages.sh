@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real components the test suite runs (etcd, Docker Engine, the Distribution registry,
-# a static busybox for test images, Chromium for browser tests, openssl for etcd's test certificates)
-# when they are missing.
+# a static busybox for test images, Chromium for browser tests, openssl for etcd's test certificates,
+# docker-compose to check compose.yaml) when they are missing.
 set -euo pipefail
 declare -A packages=(
   [etcd]=etcd-server
@@ -9,6 +9,7 @@ declare -A packages=(
   [docker-registry]=docker-registry
   [chromium]=chromium
   [openssl]=openssl
+  [docker-compose]=docker-compose
 )
 missing=()
 for command in "${!packages[@]}"; do
