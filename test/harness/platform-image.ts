@@ -50,7 +50,7 @@ export async function buildPlatformImage(engine: DockerEngine, baseImage: string
   ensureCommand('docker', 'docker.io');
   const started = performance.now();
   const args = ['-H', engine.dockerHost, 'build', '--network', 'host', '--build-arg', `BASE_IMAGE=${baseImage}`, '--build-arg', `DIST=${dist}`, '-t', tag, '.'];
-  // The legacy builder reports the context size; the test engine (Debian's docker.io) has no BuildKit client to talk to.
+  // The legacy builder reports the context size, and the docker CLI here has no buildx plugin.
   const child = spawn('docker', args, { cwd: repositoryRoot, env: { ...process.env, DOCKER_BUILDKIT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
