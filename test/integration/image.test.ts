@@ -24,7 +24,10 @@ t.test('docker-compose config accepts compose.yaml: the development layout, the 
   t.equal(config.status, 0, config.stderr);
   t.same(compose('config', '--services').stdout.split('\n').filter(Boolean).sort(), ['agent', 'directory', 'etcd', 'gateway', 'orchestrator', 'scheduler', 'web']);
   const service = (name: string) => new RegExp(`\\n  ${name}:\\n((?:    .*\\n|\\s*- .*\\n)*)`).exec(config.stdout)?.[1] ?? '';
-  t.match(service('etcd'), /4001:4001\/tcp[\s\S]*7001:7001\/tcp/, 'etcd publishes 4001 and 7001');
+  // docker-compose renders a published port as `ip:host:container/tcp`, or as published/target without an ip.
+  const publishes = (port: number) => new RegExp(`\\b${port}:${port}/tcp|published: ${port}\\n\\s+target: ${port}`);
+  t.match(service('etcd'), publishes(4001), 'etcd publishes 4001');
+  t.match(service('etcd'), publishes(7001), 'etcd publishes 7001');
   for (const [role, port] of [['orchestrator', 9000], ['directory', 9001], ['scheduler', 9002], ['agent', 9003], ['web', 9004], ['gateway', 8080]] as const) {
     t.match(service(role), new RegExp(`- --role\\n\\s+- ${role}\\n\\s+- --port\\n\\s+- '${port}'`), `${role} serves on ${port}`);
   }
