@@ -5,3 +5,4 @@ await import('./releases.js');
 await import('./cluster.js');
 await import('./webhooks.js');
 await import('./gateway.js');
+await import('./image.js');

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real components the test suite runs (etcd, Docker Engine, the Distribution registry,
 # a static busybox for test images, Chromium for browser tests, openssl for etcd's test certificates,
-# Prometheus' promtool to check every role's /metrics, systemd-analyze to verify the unit files)
-# when they are missing.
+# Prometheus' promtool to check every role's /metrics, systemd-analyze to verify the unit files,
+# docker-compose to check compose.yaml) when they are missing.
 set -euo pipefail
 declare -A packages=(
   [etcd]=etcd-server
@@ -12,6 +12,7 @@ declare -A packages=(
   [openssl]=openssl
   [promtool]=prometheus
   [systemd-analyze]=systemd
+  [docker-compose]=docker-compose
 )
 missing=()
 for command in "${!packages[@]}"; do

@@ -50,23 +50,24 @@ export function runPlatform(args: string[], env: NodeJS.ProcessEnv = {}): Platfo
 }
 
 /**
- * Waits until `url` + /healthz answers 200, or fails with what the process printed. The deadline
- * is generous: on a saturated 2-core machine loading a role (Fastify, gRPC, the schemas) took over
- * 20 s, and how fast a role starts is measured by the benchmarks, not here.
+ * Waits until `url` + `path` (/healthz by default) answers 200, or fails with what the process
+ * printed. The deadline is generous: on a saturated 2-core machine loading a role (Fastify, gRPC,
+ * the schemas) took over 20 s, and how fast a role starts is measured by the benchmarks, not here.
  */
-export async function waitHealthy(url: string, process: PlatformProcess, timeoutMs = 60_000): Promise<void> {
+export async function waitHealthy(url: string, process: PlatformProcess, timeoutMs = 60_000, path: '/healthz' | '/readyz' = '/healthz'): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (process.child.exitCode !== null) throw new Error(`platform exited with ${process.child.exitCode}:\n${process.output()}`);
     try {
-      const response = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1000) });
+      const response = await fetch(`${url}${path}`, { signal: AbortSignal.timeout(1000) });
+      await response.body?.cancel();
       if (response.ok) return;
     } catch {
       // not listening yet
     }
-    await sleep(100);
+    await sleep(50);
   }
-  throw new Error(`platform at ${url} did not answer within ${timeoutMs} ms:\n${process.output()}`);
+  throw new Error(`platform at ${url} did not answer ${path} within ${timeoutMs} ms:\n${process.output()}`);
 }
 
 /** Starts `platform serve --role <role>` on a port and waits until it answers. */

@@ -1,13 +1,9 @@
-import { execFileSync, spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, chmodSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
 import type Docker from 'dockerode';
-import { ensureCommand } from './system-packages.js';
+import { followProgress, importRootfs, nodeBinary } from './rootfs.js';
 
-// Test images are built locally from Debian's busybox-static and pushed to the local registry:
-// nothing is pulled from the internet. The image is a tiny HTTP server whose page names the unit,
-// its GREETING and its release, so a test can tell which unit and release answered.
+// Test images are built locally from Debian's busybox-static (rootfs.ts) and pushed to the local
+// registry: nothing is pulled from the internet. The image is a tiny HTTP server whose page names
+// the unit, its GREETING and its release, so a test can tell which unit and release answered.
 //
 // busybox httpd closes the connection after every response. The `keep-alive` variant serves the
 // same page with Node's http server (this Node binary and the libraries it links, copied into the
@@ -27,9 +23,6 @@ export interface TestImage {
   /** The manifest digest the registry reported for the push: `sha256:…`. */
   digest: string;
 }
-
-/** The Node binary running the tests: the keep-alive variant's server runs on it. */
-const nodeBinary = realpathSync(process.execPath);
 
 const appletLinks = ['sh', 'httpd', 'echo', 'mkdir', 'cat', 'sleep', 'kill', 'env'];
 
@@ -54,61 +47,6 @@ const keepAliveScript = [
   "process.on('SIGTERM', () => process.exit(0));",
 ].join('\n');
 
-/** The shared libraries `binary` loads, as the paths the dynamic linker looks for (from ldd). */
-function linkedLibraries(binary: string): string[] {
-  const ldd = spawnSync('ldd', [binary], { encoding: 'utf8' });
-  if (ldd.status !== 0) return []; // statically linked: "not a dynamic executable"
-  const listing = ldd.stdout;
-  return [...listing.matchAll(/(?:=>\s*)?(\/\S+)\s+\(0x/g)].map((match) => match[1]!);
-}
-
-/** Copies `file` (following links) to the same path under `rootfs`. */
-function copyInto(rootfs: string, file: string): void {
-  const target = join(rootfs, file);
-  mkdirSync(dirname(target), { recursive: true });
-  copyFileSync(realpathSync(file), target);
-  chmodSync(target, 0o755);
-}
-
-function buildRootfsTar(withNode: boolean): { tarPath: string; cleanup: () => void } {
-  ensureCommand('busybox', 'busybox-static');
-  ensureCommand('tar', 'tar');
-  const dir = mkdtempSync(join(tmpdir(), 'platform-image-'));
-  const rootfs = join(dir, 'rootfs');
-  mkdirSync(join(rootfs, 'bin'), { recursive: true });
-  mkdirSync(join(rootfs, 'tmp'));
-  chmodSync(join(rootfs, 'tmp'), 0o1777);
-  const busybox = execFileSync('sh', ['-c', 'command -v busybox'], { encoding: 'utf8' }).trim();
-  copyFileSync(busybox, join(rootfs, 'bin', 'busybox'));
-  chmodSync(join(rootfs, 'bin', 'busybox'), 0o755);
-  for (const applet of appletLinks) symlinkSync('busybox', join(rootfs, 'bin', applet));
-  if (withNode) {
-    copyInto(rootfs, nodeBinary);
-    for (const library of linkedLibraries(nodeBinary)) copyInto(rootfs, library);
-  }
-  const tarPath = join(dir, 'rootfs.tar');
-  execFileSync('tar', ['-C', rootfs, '-cf', tarPath, '.']);
-  return { tarPath, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
-}
-
-interface ProgressEvent {
-  status?: string;
-  error?: string;
-  errorDetail?: { message?: string };
-  aux?: { Digest?: string };
-}
-
-function followProgress(docker: Docker, stream: NodeJS.ReadableStream): Promise<ProgressEvent[]> {
-  return new Promise((resolve, reject) => {
-    docker.modem.followProgress(stream, (error: Error | null, events: ProgressEvent[]) => {
-      if (error) return reject(error);
-      const failed = events.find((event) => event.error);
-      if (failed) return reject(new Error(failed.errorDetail?.message ?? failed.error));
-      resolve(events);
-    });
-  });
-}
-
 /** Builds the test image, pushes it to `registryHost` and returns its reference and digest. */
 export async function buildTestImage(
   docker: Docker,
@@ -122,12 +60,7 @@ export async function buildTestImage(
   const changes = [`CMD ${JSON.stringify(command)}`, 'ENV PATH=/bin'];
   if (options.label) changes.push(`ENV IMAGE_LABEL=${options.label}`);
   const repo = `${registryHost}/${repository}`;
-  const { tarPath, cleanup } = buildRootfsTar(options.variant === 'keep-alive');
-  try {
-    await followProgress(docker, await docker.importImage(tarPath, { repo, tag, changes }));
-  } finally {
-    cleanup();
-  }
+  await importRootfs(docker, { applets: appletLinks, node: options.variant === 'keep-alive' }, { repo, tag, changes });
   const pushed = await followProgress(docker, await docker.getImage(`${repo}:${tag}`).push({ tag, authconfig: {} } as object));
   const digest = pushed.map((event) => event.aux?.Digest).find((value) => value);
   if (!digest) throw new Error(`pushing ${repo}:${tag} reported no digest`);
