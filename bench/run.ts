@@ -6,3 +6,4 @@ await import('./cluster.js');
 await import('./webhooks.js');
 await import('./gateway.js');
 await import('./image.js');
+await import('./auth.js');
