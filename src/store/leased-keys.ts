@@ -120,7 +120,9 @@ export class LeasedKeys {
   private async attempt(): Promise<boolean> {
     try {
       const lease = this.lease ?? (await this.grant());
-      while (this.dirty.size > 0 && !this.closed) await this.writeKeys([...this.dirty].slice(0, KEYS_PER_TXN), lease);
+      // The keys dirty now; ones set meanwhile go in the loop's next attempt, after this one's callers resolve.
+      const keys = [...this.dirty];
+      for (let at = 0; at < keys.length && !this.closed; at += KEYS_PER_TXN) await this.writeKeys(keys.slice(at, at + KEYS_PER_TXN), lease);
       if (this.failing) this.log?.info?.(`store ${this.store.description} reachable again; leased keys are written`);
       this.failing = false;
       return true;
