@@ -51,8 +51,12 @@ export interface TakenByContainers {
 export type UnitState = Pick<ObservedStatus, 'active' | 'sub' | 'address' | 'containerId'>;
 
 const probeRetryMs = 500;
-/** How long a passed image check is trusted (an operator removing the image meanwhile makes the create fail, and the unit retry). */
-const IMAGE_CHECK_TTL_MS = 10_000;
+/**
+ * How long a passed image check is trusted: images are pinned by digest, and a deploy should not
+ * wait for an inspect of what it found a minute ago. An operator removing the image meanwhile
+ * makes a create fail with 404, which ends the trust at once; the unit's retry checks again.
+ */
+const IMAGE_CHECK_TTL_MS = 5 * 60_000;
 // A fresh process usually listens within tens of milliseconds: probe often at first (10, 15, 22,
 // 34 ms, then every 50 ms for about two seconds), then once a second. A probe is one loopback
 // connect (or GET), so the early ones cost little next to noticing readiness 100 ms late.
@@ -188,6 +192,7 @@ export class UnitReconciler {
       // With host networking the unit's port is known now: probe at once, not after the next pass.
       listening = this.options.network === 'host' ? ports.port : undefined;
     } catch (error) {
+      if ((error as { statusCode?: number }).statusCode === 404) this.images.delete(assignment.image);
       await starting;
       return this.fail(assignment, memory, { error: `container failed to start: ${dockerErrorMessage(error)}`, errorKind: 'container-start' });
     }
