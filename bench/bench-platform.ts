@@ -1,3 +1,6 @@
+import type Docker from 'dockerode';
+import type { Assignment } from '../src/schemas/cluster.js';
+import { containerCreateOptions } from '../src/roles/agent/container-spec.js';
 import { startEtcd, type EtcdProcess } from '../test/harness/etcd.js';
 import { startDockerd, type DockerEngine } from '../test/harness/docker.js';
 import { startRegistry, type Registry } from '../test/harness/registry.js';
@@ -51,14 +54,41 @@ export function pullImage(engine: DockerEngine, reference: string): Promise<void
   );
 }
 
-/** Creates and starts `count` containers of `image` straight through the Docker API: the floor. */
-export async function dockerApiStart(engine: DockerEngine, image: string, count: number): Promise<number> {
+/**
+ * How the reference creates its containers: `unit` with the options the agent gives a unit
+ * (labels, dropped capabilities, no-new-privileges, private IPC; host networking as the
+ * benchmarks' agent), so the floor does what a deploy does in Docker; `bare` with only the
+ * image, PORT and host networking, as the reference did until 2026-11-23.
+ */
+export type ReferenceOptions = 'unit' | 'bare';
+
+function referenceCreateOptions(kind: ReferenceOptions, name: string, image: string, port: number): Docker.ContainerCreateOptions {
+  if (kind === 'bare') return { name, Image: image, Env: [`PORT=${port}`], HostConfig: { NetworkMode: 'host' } };
+  const assignment: Assignment = {
+    unit: name,
+    service: 'reference',
+    instance: 1,
+    machine: 'reference',
+    release: 1,
+    spec: 'reference',
+    image,
+    ports: [],
+    env: {},
+    stopGraceSeconds: 1,
+    deployment: 'reference',
+    assignedAt: new Date().toISOString(),
+  };
+  return containerCreateOptions({ assignment, machineId: 'reference', network: 'host', port });
+}
+
+/** Creates and starts `count` containers of `image` straight through the Docker API, all at once: the floor. */
+export async function dockerApiStart(engine: DockerEngine, image: string, count: number, kind: ReferenceOptions = 'unit'): Promise<number> {
   const prefix = `ref-${Math.random().toString(36).slice(2, 8)}`;
   const ports = await Promise.all(Array.from({ length: count }, () => freePort()));
   const started = performance.now();
   const containers = await Promise.all(
     ports.map(async (port, i) => {
-      const container = await engine.docker.createContainer({ name: `${prefix}-${i + 1}.service`, Image: image, Env: [`PORT=${port}`], HostConfig: { NetworkMode: 'host' } });
+      const container = await engine.docker.createContainer(referenceCreateOptions(kind, `${prefix}-${i + 1}.service`, image, port));
       await container.start();
       return container;
     }),

@@ -359,6 +359,21 @@ t.test('removing an assignment stops and removes the container and withdraws its
   t.same(names, [`/${unit(1)}`]);
 });
 
+t.test('an image removed from the engine after its check passed is pulled again for the next unit', async (t) => {
+  // The agent trusts a passed image check for minutes; a create refused for a missing image must end that trust.
+  const first = assignment(machineId, 12, 1, imageV2);
+  await assign(first);
+  await waitFor(() => runningStatus(machineId, first.unit, 1), 30_000, { what: `${first.unit} running` });
+  await unassign(machineId, first.unit);
+  await waitFor(async () => !(await containersOf(machineId)).some((info) => info.Labels['platform.unit'] === first.unit), 30_000, { what: 'its container removed' });
+  await docker.getImage(imageV2).remove({ force: true });
+  const second = assignment(machineId, 13, 1, imageV2);
+  await assign(second);
+  t.ok(await waitFor(() => runningStatus(machineId, second.unit, 1), 8_000, { what: `${second.unit} running on the pulled image` }), 'the next unit runs on the pulled image');
+  await unassign(machineId, second.unit);
+  await waitFor(async () => !(await statusOf(machineId, second.unit)), 30_000, { what: `${second.unit} status gone` });
+});
+
 t.test('close() withdraws the machine at once; units keep running and a new agent adopts them', async (t) => {
   const before = (await runningStatus(machineId, unit(1), 2))!;
   await main.close();

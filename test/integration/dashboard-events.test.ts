@@ -9,70 +9,11 @@ import { EventHub, eventsRoute } from '../../src/roles/orchestrator/events.js';
 import { startEtcd } from '../harness/etcd.js';
 import { freePort } from '../harness/free-port.js';
 import { waitFor } from '../harness/wait.js';
+import { openEventStream as openStream } from '../harness/event-stream.js';
 
 // GET /events on real etcd: a snapshot first, then one event per change, unit events joining the
 // scheduler's assignment with the agent's status, heartbeats, shared watches that close when the
 // last client leaves, and streams that end (and reconnect to a fresh snapshot) across an etcd outage.
-
-interface ServerSentEvent {
-  event: string;
-  id?: string;
-  data: any;
-}
-
-interface EventStream {
-  events: ServerSentEvent[];
-  comments: string[];
-  ended: Promise<void>;
-  next(event: string, match?: (data: any) => boolean, timeoutMs?: number): Promise<ServerSentEvent>;
-  close(): void;
-}
-
-async function openStream(url: string): Promise<EventStream> {
-  const controller = new AbortController();
-  const response = await request(`${url}/events`, { signal: controller.signal, bodyTimeout: 0 });
-  if (response.statusCode !== 200) throw Object.assign(new Error(`GET /events answered ${response.statusCode}: ${await response.body.text()}`), { statusCode: response.statusCode });
-  const events: ServerSentEvent[] = [];
-  const comments: string[] = [];
-  let buffer = '';
-  let seen = 0;
-  const ended = (async () => {
-    try {
-      for await (const chunk of response.body) {
-        buffer += chunk.toString();
-        let end;
-        while ((end = buffer.indexOf('\n\n')) >= 0) {
-          const block = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          const parsed: Partial<ServerSentEvent> & { data?: string } = {};
-          for (const line of block.split('\n')) {
-            if (line.startsWith(':')) comments.push(line);
-            else if (line.startsWith('event: ')) parsed.event = line.slice(7);
-            else if (line.startsWith('id: ')) parsed.id = line.slice(4);
-            else if (line.startsWith('data: ')) parsed.data = line.slice(6);
-          }
-          if (parsed.event) events.push({ event: parsed.event, ...(parsed.id ? { id: parsed.id } : {}), data: JSON.parse(parsed.data ?? 'null') });
-        }
-      }
-    } catch {
-      // aborted by close()
-    }
-  })();
-  return {
-    events,
-    comments,
-    ended,
-    async next(event, match = () => true, timeoutMs = 5000) {
-      return waitFor(() => {
-        const index = events.findIndex((e, i) => i >= seen && e.event === event && match(e.data));
-        if (index < 0) return undefined;
-        seen = index + 1;
-        return events[index];
-      }, timeoutMs, { what: `a ${event} event` });
-    },
-    close: () => controller.abort(),
-  };
-}
 
 const etcd = await startEtcd();
 const store = new EtcdStore([etcd.url]);

@@ -340,6 +340,22 @@ function contract(t: Tap, store: Store): void {
     await keys.close();
     t.same(await store.list(root), [], 'close revokes the lease: keys gone at once');
   });
+
+  t.test('LeasedKeys writes keys set together in one transaction of at most 100 keys', async (t) => {
+    const root = space();
+    const keys = await LeasedKeys.start(store, 5);
+    t.teardown(() => keys.close());
+    const names = (count: number, tag: string) => Array.from({ length: count }, (_, i) => `${root}${tag}${String(i).padStart(3, '0')}`);
+    const revisionsOf = async (prefix: string) => new Set((await store.list(prefix)).map((kv) => kv.modRevision));
+    await Promise.all(names(10, 'ten/').map((key) => keys.set(key, 'running')));
+    t.equal((await store.list(`${root}ten/`)).length, 10);
+    t.equal((await revisionsOf(`${root}ten/`)).size, 1, 'ten keys set together: one revision');
+    await Promise.all(names(150, 'many/').map((key) => keys.set(key, 'v')));
+    t.equal((await store.list(`${root}many/`)).length, 150);
+    t.equal((await revisionsOf(`${root}many/`)).size, 2, '150 keys: two transactions');
+    await Promise.all([...names(5, 'ten/').map((key) => keys.remove(key)), keys.set(`${root}ten/new`, 'n')]);
+    t.equal((await store.list(`${root}ten/`)).length, 6, 'removals and a set in one go');
+  });
 }
 
 t.test('embedded store', { buffered: true }, async (t) => {

@@ -167,31 +167,43 @@ class MachineAgent implements Agent {
   }
 
   private async reconcileOnce(): Promise<void> {
-    // Independent round trips: the store's assignments and the engine's health, at once.
-    const [listed, engine] = await Promise.all([this.options.store.list(assignmentPrefix(this.machineId)), this.checkDocker()]);
+    // Independent round trips, at once: the store's assignments, the engine's health and this
+    // machine's containers (used only when the engine is reachable; bounded like the health check).
+    const [listed, engine, containers] = await Promise.all([
+      this.options.store.list(assignmentPrefix(this.machineId)),
+      this.checkDocker(),
+      withTimeout(listUnitContainers(this.docker, this.machineId), dockerCheckTimeoutMs, 'Docker engine').then(
+        (list) => ({ list }),
+        (error: unknown) => ({ error }),
+      ),
+    ]);
     const { accepted: assignments, refused } = this.assignmentCheck.check(listed);
     const wanted = new Set(assignments.map(slotOf));
     // Reported first: a container an assignment had before it was refused is stopped at once, not drained.
     const refusedSlots = await this.reportRefused(refused);
-    if (engine.reachable) await this.reconcileUnits(assignments, wanted);
-    else await this.reportEngineDown(assignments, engine.error ?? 'no reason given');
+    if (!engine.reachable) await this.reportEngineDown(assignments, engine.error ?? 'no reason given');
+    else if ('error' in containers) throw containers.error;
+    else await this.reconcileUnits(assignments, wanted, containers.list);
     const keep = new Set([...wanted, ...refusedSlots, ...this.units.retiringSlots()]);
-    await Promise.all(this.reporter.slots().filter((slot) => !keep.has(slot)).map((slot) => this.reporter.forget(slot)));
+    // Memory first: a probe of a slot that goes must not write its status again after it is forgotten.
     this.units.forgetExcept(keep);
+    await Promise.all(this.reporter.slots().filter((slot) => !keep.has(slot)).map((slot) => this.reporter.forget(slot)));
     await this.registration.update(engine, assignments.length);
   }
 
-  private async reconcileUnits(assignments: Assignment[], wanted: ReadonlySet<string>): Promise<void> {
-    const containers = await listUnitContainers(this.docker, this.machineId);
+  private async reconcileUnits(assignments: Assignment[], wanted: ReadonlySet<string>, containers: UnitContainer[]): Promise<void> {
     const containerOf = new Map(containers.map((container) => [slotOf(container), container]));
-    const takenPorts = new Set(this.options.network === 'host' ? containers.map((container) => container.port) : []);
+    const taken = {
+      ports: new Set(this.options.network === 'host' ? containers.map((container) => container.port) : []),
+      names: new Set(containers.map((container) => container.name)),
+    };
     const log = this.options.log;
     for (const container of containers) if (!wanted.has(slotOf(container))) this.units.retire(container);
     // Units are independent: one unit's slow pull must not hold up the others.
     await Promise.all(
       assignments.map((assignment) =>
         this.units
-          .reconcile(assignment, containerOf.get(slotOf(assignment)), takenPorts)
+          .reconcile(assignment, containerOf.get(slotOf(assignment)), taken)
           .catch((error) => log.warn({ unit: assignment.unit, reason: dockerErrorMessage(error) }, 'could not reconcile unit')),
       ),
     );

@@ -95,14 +95,20 @@ export async function ensureImage(docker: Docker, image: string): Promise<void> 
  * Creates and starts a unit container under `name`, or under `fallbackName` when another
  * container holds the name: the old slot of the same unit during a rolling update, or another
  * machine's unit on an engine shared by several machines (tests), which this agent must not
- * touch. Units are found by label; `canonicalName` gives the unit its name back later.
+ * touch. Units are found by label; `canonicalName` gives the unit its name back later. With
+ * `nameTaken` (the caller saw a container holding `name`) it goes straight to `fallbackName`.
  */
-export async function createAndStart(docker: Docker, options: Docker.ContainerCreateOptions & { name: string }, fallbackName: string): Promise<string> {
+export async function createAndStart(
+  docker: Docker,
+  options: Docker.ContainerCreateOptions & { name: string },
+  fallbackName: string,
+  nameTaken = false,
+): Promise<string> {
   let container: Docker.Container;
   try {
-    container = await docker.createContainer(options);
+    container = await docker.createContainer(nameTaken ? { ...options, name: fallbackName } : options);
   } catch (error) {
-    if (statusCodeOf(error) !== 409) throw error;
+    if (nameTaken || statusCodeOf(error) !== 409) throw error;
     container = await docker.createContainer({ ...options, name: fallbackName });
   }
   await container.start();

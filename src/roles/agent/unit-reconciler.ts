@@ -40,14 +40,28 @@ interface SlotMemory {
   probing?: string;
 }
 
+/** What this machine's containers hold, which a new container must not take. */
+export interface TakenByContainers {
+  /** Host ports (host networking); a chosen one is added. */
+  ports: Set<number>;
+  names: ReadonlySet<string>;
+}
+
 /** What one pass saw of a slot, apart from a failure or wait (which comes with its kind). */
 export type UnitState = Pick<ObservedStatus, 'active' | 'sub' | 'address' | 'containerId'>;
 
 const probeRetryMs = 500;
-/** How long a passed image check is trusted (an operator removing the image meanwhile makes the create fail, and the unit retry). */
-const IMAGE_CHECK_TTL_MS = 10_000;
-// A fresh process usually listens within tens of milliseconds: probe often at first, then back off.
-const probeDelayMs = (failedProbes: number): number => Math.min(20 * 1.5 ** failedProbes, 1000);
+/**
+ * How long a passed image check is trusted: images are pinned by digest, and a deploy should not
+ * wait for an inspect of what it found a minute ago. An operator removing the image meanwhile
+ * makes a create fail with 404, which ends the trust at once; the unit's retry checks again.
+ */
+const IMAGE_CHECK_TTL_MS = 5 * 60_000;
+// A fresh process usually listens within tens of milliseconds: probe often at first (10, 15, 22,
+// 34 ms, then every 50 ms for about two seconds), then once a second. A probe is one loopback
+// connect (or GET), so the early ones cost little next to noticing readiness 100 ms late.
+const FREQUENT_PROBES = 45;
+const probeDelayMs = (failedProbes: number): number => (failedProbes < FREQUENT_PROBES ? Math.min(10 * 1.5 ** failedProbes, 50) : 1000);
 
 export class UnitReconciler {
   private readonly memory = new Map<string, SlotMemory>();
@@ -58,10 +72,14 @@ export class UnitReconciler {
 
   constructor(private readonly options: UnitReconcilerOptions) {}
 
-  /** Brings `assignment`'s slot one step closer to running; `takenPorts` are host ports other units hold. */
-  async reconcile(assignment: Assignment, container: UnitContainer | undefined, takenPorts: Set<number>): Promise<void> {
+  /**
+   * Brings `assignment`'s slot one step closer to running. `taken` is what this machine's other
+   * containers hold: host ports, and names (during a rolling update the old container of the unit
+   * holds its name).
+   */
+  async reconcile(assignment: Assignment, container: UnitContainer | undefined, taken: TakenByContainers): Promise<void> {
     const memory = this.memoryOf(slotOf(assignment));
-    if (!container) return this.create(assignment, memory, takenPorts);
+    if (!container) return this.create(assignment, memory, taken);
     if (container.state === 'running') return this.observeRunning(assignment, memory, container);
     return this.restartStopped(assignment, memory, container);
   }
@@ -79,6 +97,9 @@ export class UnitReconciler {
   retire(container: UnitContainer): void {
     if (this.stopping.has(container.id)) return;
     const slot = slotOf(container);
+    // A probe still running must not report a unit that is going away as running.
+    const memory = this.memory.get(slot);
+    if (memory?.probing === container.id) memory.probing = undefined;
     const done = this.drainAndStop(container, slot)
       .catch((error) => this.options.log.warn({ unit: container.unit, reason: dockerErrorMessage(error) }, 'could not stop unit'))
       .finally(() => {
@@ -148,7 +169,7 @@ export class UnitReconciler {
     return known;
   }
 
-  private async create(assignment: Assignment, memory: SlotMemory, takenPorts: Set<number>): Promise<void> {
+  private async create(assignment: Assignment, memory: SlotMemory, taken: TakenByContainers): Promise<void> {
     const { docker } = this.options;
     if (await this.waitingForRetry(assignment, memory)) return;
     memory.backoff.retrying();
@@ -163,12 +184,15 @@ export class UnitReconciler {
     let containerId: string;
     let listening: number | undefined;
     try {
-      const ports = await chooseUnitPorts(assignment, this.options.network, takenPorts);
+      const ports = await chooseUnitPorts(assignment, this.options.network, taken.ports);
       const spec = { assignment, machineId: this.options.machineId, network: this.options.network, ...ports };
-      containerId = await createAndStart(docker, containerCreateOptions(spec), `${assignment.unit}.${assignment.spec}.${this.options.machineId}`);
+      const fallbackName = `${assignment.unit}.${assignment.spec}.${this.options.machineId}`;
+      // When one of this machine's containers holds the unit's name, the create would only be refused (409).
+      containerId = await createAndStart(docker, containerCreateOptions(spec), fallbackName, taken.names.has(assignment.unit));
       // With host networking the unit's port is known now: probe at once, not after the next pass.
       listening = this.options.network === 'host' ? ports.port : undefined;
     } catch (error) {
+      if ((error as { statusCode?: number }).statusCode === 404) this.images.delete(assignment.image);
       await starting;
       return this.fail(assignment, memory, { error: `container failed to start: ${dockerErrorMessage(error)}`, errorKind: 'container-start' });
     }
@@ -198,24 +222,29 @@ export class UnitReconciler {
   }
 
   /**
-   * Probes a started container in the background, often at first and then backing off, and asks
-   * for a pass as soon as it serves: readiness is noticed within tens of milliseconds without
-   * running whole reconcile passes that often. A new container or a stopped one ends the loop.
+   * Probes a started container in the background, at once, often at first and then backing off,
+   * and reports it running as soon as it serves: readiness reaches the store within milliseconds,
+   * without waiting for a whole reconcile pass (engine check, container list) to notice it. A
+   * new container, a stopped one or a slot no longer assigned ends the loop (they clear
+   * `probing`), and with it the report: the check and the report are in one tick, so a pass's
+   * later report of that slot always comes after this one.
    */
   private probeUntilReady(assignment: Assignment, memory: SlotMemory, containerId: string, port: number): void {
     if (memory.probing === containerId) return;
     memory.probing = containerId;
+    const address = `${this.options.unitHost}:${port}`;
     void (async () => {
       for (let attempt = 0; memory.probing === containerId; attempt++) {
         if (await passesProbe(this.options.unitHost, port, assignment.healthCheck)) {
-          if (memory.probing === containerId) memory.readyContainer = containerId;
-          break;
+          if (memory.probing !== containerId) return;
+          memory.probing = undefined;
+          memory.readyContainer = containerId;
+          await this.report(assignment, memory, { active: 'active', sub: 'running', address, containerId });
+          return;
         }
         await new Promise((resolve) => setTimeout(resolve, probeDelayMs(attempt)));
       }
-      if (memory.probing === containerId) memory.probing = undefined;
-      this.options.wakeIn(0);
-    })();
+    })().catch((error) => this.options.log.warn({ unit: assignment.unit, reason: dockerErrorMessage(error) }, 'could not report unit ready'));
   }
 
   private async restartStopped(assignment: Assignment, memory: SlotMemory, container: UnitContainer): Promise<void> {

@@ -156,7 +156,7 @@ async function recordRelease(store: Store, service: Service, draft: ReleaseDraft
     triggeredAt: draft.triggeredAt,
     deployment: id,
     ...(draft.rollbackOf ? { rollbackOf: draft.rollbackOf } : {}),
-  });
+  }, releases);
   const deployment = await startDeployment(store, release, draft.trigger, { id });
   const origin = draft.rollbackOf ? `, rollback to v${draft.rollbackOf}` : '';
   return { release, deployment, reply: reply('created', release, id, `deploying ${service.name} v${release.version} (${release.config.numInstances} units${origin})`) };

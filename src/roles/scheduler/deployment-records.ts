@@ -4,7 +4,7 @@ import { deleteKeys, listRecords, readRecord, updateRecord } from '../../store/j
 import { currentTarget, type Deployment, type Release, type UnitProgress } from '../../schemas/release.js';
 import { isFinished } from '../../schemas/states.js';
 import { timeOrderedId } from './ids.js';
-import { appendJournal } from './journal.js';
+import { appendJournal, journalWrite } from './journal.js';
 
 // The one owner of deployment records: every write of one (start, progress, outcome, stop,
 // deletion beyond the retention limit) and
@@ -35,9 +35,15 @@ export async function startDeployment(store: Store, release: Release, trigger: s
   const now = new Date().toISOString();
   const id = options.id ?? newDeploymentId();
   const deployment: Deployment = { id, service: release.service, release: release.version, image: release.image, state: 'pending', trigger, units: [], createdAt: now, updatedAt: now };
-  await store.put(deploymentKey(id), JSON.stringify(deployment));
-  await appendJournal(store, { service: release.service, deployment: id, kind: 'deployment.created', message: `v${release.version} ${release.image} (${trigger})` });
-  if (options.why) await appendJournal(store, { service: release.service, deployment: id, kind: `service.${trigger === 'reschedule' ? 'rescheduled' : trigger}`, message: options.why });
+  // One transaction: the record and its journal lines appear together, in one round trip.
+  await store.txn(
+    [],
+    [
+      { op: 'put', key: deploymentKey(id), value: JSON.stringify(deployment) },
+      journalWrite({ service: release.service, deployment: id, kind: 'deployment.created', message: `v${release.version} ${release.image} (${trigger})` }),
+      ...(options.why ? [journalWrite({ service: release.service, deployment: id, kind: `service.${trigger === 'reschedule' ? 'rescheduled' : trigger}`, message: options.why })] : []),
+    ],
+  );
   return deployment;
 }
 

@@ -1,12 +1,17 @@
-import type { Store } from '../../store/store.js';
+import type { Operation, Store } from '../../store/store.js';
 import { journalKey, journalPrefix } from '../../store/keys.js';
 import { listRecords } from '../../store/json-records.js';
 import type { JournalEntry } from '../../schemas/release.js';
 import { timeOrderedId } from './ids.js';
 
-export async function appendJournal(store: Store, entry: Omit<JournalEntry, 'id' | 'at'>): Promise<void> {
+/** The write of a journal entry, for a transaction that records something together with its line. */
+export function journalWrite(entry: Omit<JournalEntry, 'id' | 'at'>): Operation {
   const id = timeOrderedId();
-  await store.put(journalKey(id), JSON.stringify({ id, at: new Date().toISOString(), ...entry }));
+  return { op: 'put', key: journalKey(id), value: JSON.stringify({ id, at: new Date().toISOString(), ...entry }) };
+}
+
+export async function appendJournal(store: Store, entry: Omit<JournalEntry, 'id' | 'at'>): Promise<void> {
+  await store.txn([], [journalWrite(entry)]);
 }
 
 /** Newest first; `before` pages back from an entry id. */

@@ -37,13 +37,17 @@ export async function claimReleases(store: Store, service: Declared): Promise<Re
   return all.filter(belongsTo(service));
 }
 
-/** Writes the release under the next free version; create-if-absent makes concurrent writers take turns. */
-export async function createRelease(store: Store, draft: Omit<Release, 'version' | 'createdAt'>): Promise<Release> {
+/**
+ * Writes the release under the next free version; create-if-absent makes concurrent writers take
+ * turns. `known` (the service's releases the caller has just read) saves the first listing.
+ */
+export async function createRelease(store: Store, draft: Omit<Release, 'version' | 'createdAt'>, known?: Release[]): Promise<Release> {
+  let versions = known?.map((release) => release.version);
   for (;;) {
-    const releases = await store.list(releasePrefix(draft.service));
-    const last = releases.at(-1);
-    const version = last ? (JSON.parse(last.value) as Release).version + 1 : 1;
+    versions ??= (await listRecords<Release>(store, releasePrefix(draft.service))).map((release) => release.version);
+    const version = Math.max(0, ...versions) + 1;
     const release: Release = { ...draft, version, createdAt: new Date().toISOString() };
     if (await store.create(releaseKey(draft.service, version), JSON.stringify(release))) return release;
+    versions = undefined;
   }
 }
