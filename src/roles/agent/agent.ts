@@ -10,7 +10,7 @@ import { CoalescingRunner } from './coalescing-runner.js';
 import type { NetworkMode } from './container-spec.js';
 import { canonicalName, listUnitContainers, type UnitContainer } from './containers.js';
 import { slotOf } from '../../units.js';
-import { checkEngine, connectDocker, dockerErrorMessage, engineUnreachableAdvice } from './docker-client.js';
+import { checkEngine, connectDocker, dockerErrorMessage, engineCheckTimeoutMs, engineUnreachableAdvice, withTimeout } from './docker-client.js';
 import { watchContainerEvents, type DockerEventWatch } from './docker-events.js';
 import { MachineRegistration } from './machine-registration.js';
 import { registerAgentRoutes } from './routes.js';
@@ -172,7 +172,7 @@ class MachineAgent implements Agent {
     const [listed, engine, containers] = await Promise.all([
       this.options.store.list(assignmentPrefix(this.machineId)),
       this.checkDocker(),
-      withTimeout(listUnitContainers(this.docker, this.machineId), dockerCheckTimeoutMs, 'Docker engine').then(
+      withTimeout(listUnitContainers(this.docker, this.machineId), engineCheckTimeoutMs, 'Docker engine').then(
         (list) => ({ list }),
         (error: unknown) => ({ error }),
       ),

@@ -36,7 +36,7 @@ export function dockerErrorMessage(error: unknown): string {
   return withJson.json?.message ?? withJson.message ?? String(error);
 }
 
-const engineCheckTimeoutMs = 5_000;
+export const engineCheckTimeoutMs = 5_000;
 
 /** Whether the engine answers, with its version or why not (the machine record's `docker`). */
 export async function checkEngine(docker: Docker): Promise<{ reachable: boolean; version?: string; error?: string }> {
