@@ -62,8 +62,13 @@ t.test('platform announce takes the same material from PLATFORM_ETCD_* variables
     PLATFORM_ETCD_USER: 'root',
     PLATFORM_ETCD_PASSWORD: PASSWORD,
   };
-  const sidekick = runPlatform(['announce', '--role', 'web', '--address', '127.0.0.1:7777', '--announce-ttl', '3'], env);
-  t.equal(await waitFor(() => read('/platform/services/web'), 10_000), '127.0.0.1:7777');
+  // The sidekick announces only a component that answers: a web role that does not announce itself.
+  const port = await freePort();
+  const web = await serveRole('web', port, [...rightFlags, '--no-announce']);
+  t.teardown(() => web.stop());
+  const sidekick = runPlatform(['announce', '--role', 'web', '--address', `127.0.0.1:${port}`, '--announce-ttl', '3'], env);
+  t.teardown(() => sidekick.stop('SIGKILL'));
+  t.equal(await waitFor(() => read('/platform/services/web'), 10_000), `127.0.0.1:${port}`);
   await sidekick.stop('SIGTERM');
   t.equal(await read('/platform/services/web'), null, 'revoked on SIGTERM');
   t.notMatch(sidekick.output(), PASSWORD);
