@@ -157,6 +157,9 @@ export function installAccessControl(server: FastifyInstance, control: AccessCon
       }
     };
     route.onRequest = appendHook(route.onRequest, checkOnRequest);
-    route.preValidation = appendHook(route.preValidation, checkBody);
+    // Only routes declaring their service in the body get the second check (a hook on every route
+    // costs every call a pass of Fastify's hook runner); no scope's onRoute hook sets `service`.
+    const service = (route.config as { service?: ServiceSource } | undefined)?.service;
+    if (service && 'body' in service) route.preValidation = appendHook(route.preValidation, checkBody);
   });
 }
