@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyRequest } from 'fastify';
-import { cookieValue, SESSION_COOKIE } from './session.js';
+import { cookieValue, openSession, SESSION_COOKIE, type SessionClaims } from './session.js';
 
 // Who is calling: the bearer token or dashboard session a request presents, and whether it was made on this machine.
 // The one rule of "a local call needs no credentials" lives here, for the API's tokens
@@ -21,6 +21,13 @@ export function sessionCredential(headers: IncomingHttpHeaders): { value: string
   if (passedOn !== undefined) return { value: passedOn, from: 'header' };
   const cookie = cookieValue(headers.cookie, SESSION_COOKIE);
   return cookie ? { value: cookie, from: 'cookie' } : undefined;
+}
+
+/** The claims of the dashboard session a request presents instead of a bearer token, if `sessionKey` signed it. */
+export function presentedSession(headers: IncomingHttpHeaders, sessionKey: Buffer | undefined): SessionClaims | undefined {
+  if (!sessionKey || bearerToken(headers.authorization) !== undefined) return undefined;
+  const session = sessionCredential(headers);
+  return session ? openSession(sessionKey, session.value) : undefined;
 }
 
 /** What a role passes on for its caller: the caller's Authorization header, or its session cookie as `Session <value>`. */

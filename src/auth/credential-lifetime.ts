@@ -1,8 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { callerToken, type AccessControl } from './guard.js';
 import { isExpired } from './access.js';
-import { bearerToken, sessionCredential } from './caller.js';
-import { openSession } from './session.js';
+import { presentedSession } from './caller.js';
 
 // A call is checked when it arrives, but a stream (the dashboard's events) lasts for hours: it
 // must end when what let it in does, so revoking a token, a token or session expiring, or signing
@@ -16,8 +15,7 @@ export function untilCredentialsEnd(request: FastifyRequest, access: AccessContr
   const token = callerToken(request);
   const { tokens } = access;
   if (!token || !tokens) return () => undefined;
-  const session = bearerToken(request.headers.authorization) === undefined ? sessionCredential(request.headers) : undefined;
-  const claims = session && access.sessionKey ? openSession(access.sessionKey, session.value) : undefined;
+  const claims = presentedSession(request.headers, access.sessionKey);
   const endsAt = Math.min(claims?.expiresAt ?? Infinity, token.expiresAt === undefined ? Infinity : Date.parse(token.expiresAt));
   const { endedSessions } = access;
   let timer: NodeJS.Timeout | undefined;

@@ -110,8 +110,8 @@ function appendHook<H>(existing: H | H[] | undefined, hook: H): H[] {
 
 /**
  * Each route gets its own synchronous (done-callback) checks when it is registered, instead of a
- * global async hook: a checked call then costs little more than an unchecked one (bench/auth.ts
- * holds it to 0.95x). What a route needs is read on its first call, not at registration, because
+ * global async hook, so a checked call costs little more than an unchecked one (bench/auth.ts
+ * measures it against --auth none). What a route needs is read on its first call, not at registration, because
  * onRoute hooks of inner scopes (the webhooks' `open`) set it after this one has run.
  */
 export function installAccessControl(server: FastifyInstance, control: AccessControl): void {
@@ -128,8 +128,8 @@ export function installAccessControl(server: FastifyInstance, control: AccessCon
     };
     const checkOnRequest: onRequestHookHandler = (request, reply, done) => {
       try {
-        const { access, service } = needOf(request);
-        if (access === 'open') return done();
+        const need = needOf(request);
+        if (need.access === 'open') return done();
         // A local call that presents a token or a session is checked anyway: the orchestrator forwards its caller's.
         const presents = request.headers.authorization !== undefined || sessionCredential(request.headers) !== undefined;
         if (control.mode === 'auto' && !presents && isLocalCall(request, control.listenerLoopback)) {
@@ -139,7 +139,7 @@ export function installAccessControl(server: FastifyInstance, control: AccessCon
         refuseWhileLimited(control, request, reply);
         const token = authenticate(control, request, reply);
         request.caller = token;
-        if (!service || 'param' in service) authorize(token, needOf(request), request);
+        if (!need.service || 'param' in need.service) authorize(token, need, request);
         done();
       } catch (error) {
         done(error as Error);
@@ -148,9 +148,8 @@ export function installAccessControl(server: FastifyInstance, control: AccessCon
     // The service some routes act on is named in the body: checked once the body is parsed.
     const checkBody: preValidationHookHandler = (request, _reply, done) => {
       const token = tokenOf(request);
-      const { service } = needOf(request);
       try {
-        if (token && service && 'body' in service) authorize(token, needOf(request), request);
+        if (token) authorize(token, needOf(request), request);
         done();
       } catch (error) {
         done(error as Error);

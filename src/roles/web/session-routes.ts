@@ -6,8 +6,8 @@ import type { SessionInfo } from '../../schemas/session.js';
 import type { TokenRecord } from '../../schemas/token.js';
 import { callerToken, refuseWhileLimited, type AccessControl } from '../../auth/guard.js';
 import { isExpired } from '../../auth/access.js';
-import { bearerToken, cameOverHttps, clientAddress, sessionCredential } from '../../auth/caller.js';
-import { openSession, sealSession, sessionClaims, sessionCookie } from '../../auth/session.js';
+import { cameOverHttps, clientAddress, presentedSession } from '../../auth/caller.js';
+import { sealSession, sessionClaims, sessionCookie } from '../../auth/session.js';
 
 // Signing in to the dashboard, on both servers that serve it (the orchestrator and the web role):
 // POST /session takes a token and sets the session cookie, GET /session says who the page acts
@@ -48,8 +48,7 @@ export function sessionRoutes(server: RoleServer, access: AccessControl): void {
   server.route({
     ...unaudited(apiRoute('DELETE /session')),
     handler: async (request, reply) => {
-      const session = bearerToken(request.headers.authorization) === undefined ? sessionCredential(request.headers) : undefined;
-      const claims = session && access.sessionKey ? openSession(access.sessionKey, session.value) : undefined;
+      const claims = presentedSession(request.headers, access.sessionKey);
       if (claims && access.endedSessions) await access.endedSessions.end(claims);
       return reply.header('set-cookie', sessionCookie('', 0, cameOverHttps(request))).status(204).send(null);
     },
@@ -59,8 +58,7 @@ export function sessionRoutes(server: RoleServer, access: AccessControl): void {
 function sessionInfo(request: FastifyRequest, access: AccessControl): SessionInfo {
   const token = callerToken(request);
   if (!token) return { via: 'none' };
-  const session = bearerToken(request.headers.authorization) === undefined ? sessionCredential(request.headers) : undefined;
-  const claims = session && access.sessionKey ? openSession(access.sessionKey, session.value) : undefined;
+  const claims = presentedSession(request.headers, access.sessionKey);
   if (!claims) return { via: 'token', token: shown(token) };
   return { via: 'session', token: shown(token), expiresAt: new Date(claims.expiresAt).toISOString() };
 }
