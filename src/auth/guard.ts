@@ -18,6 +18,10 @@ declare module 'fastify' {
     access?: Access;
     service?: ServiceSource;
   }
+  interface FastifyInstance {
+    /** The role's access control, for what outlives the check at arrival (streams end with their credentials). */
+    accessControl: AccessControl;
+  }
   interface FastifyRequest {
     /** Who made the call (set by the access check): its token, `local` for a local call under auto, else null. */
     caller: TokenRecord | 'local' | null;
@@ -118,6 +122,7 @@ export function installAccessControl(server: FastifyInstance, control: AccessCon
   // A decorated property, not a WeakMap keyed by request: ephemeron entries for every call cost
   // the garbage collector measurably at tens of thousands of calls a second.
   server.decorateRequest('caller', null);
+  server.decorate('accessControl', control);
   if (control.mode === 'none') return;
   server.addHook('onRoute', (route) => {
     const needs = new Map<string, RouteAccess>(); // by method: a route may serve several

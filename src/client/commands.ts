@@ -183,7 +183,9 @@ export function addClientCommands(program: Command): void {
       const name = /^\d+$/.test(unit) ? `${service}-${unit}.service` : unit;
       const body = await client(command).logs(service, name, { tail: options.tail, follow: Boolean(options.follow) });
       try {
-        await pipeline(body, process.stdout);
+        await pipeline(body, process.stdout, { end: false });
+        // A followed log ends only when the server ends it: say so, or it reads like a quiet unit.
+        if (options.follow) process.stderr.write("platform: the followed log ended (the unit's container stopped, or the token that opened it was revoked or expired)\n");
       } catch (error) {
         // A reader that stopped early (`| head`) is not an error.
         if ((error as NodeJS.ErrnoException).code !== 'EPIPE') throw error;

@@ -21,7 +21,7 @@ const log = pino({ level: 'silent' }) as unknown as FastifyBaseLogger;
 const hub = new EventHub(store, log, { heartbeatMs: 300, lingerMs: 100 });
 const access = { mode: 'none' as const, listenerLoopback: true };
 const server = await createRoleServer({ role: 'orchestrator', logger: log, access, readiness: async () => ({}) });
-eventsRoute(server, hub, access);
+eventsRoute(server, hub);
 const port = await freePort();
 await server.listen({ host: '127.0.0.1', port });
 const url = `http://127.0.0.1:${port}`;

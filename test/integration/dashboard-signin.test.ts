@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { createServer, type Server } from 'node:http';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -225,13 +225,48 @@ t.test('the standalone web role takes the same session and passes it on to the o
   t.match(elsewhere, { status: 403, body: { message: /must send Content-Type: application\/json, not text\/plain/ } }, 'the web role holds its callers to the CSRF rule before passing them on');
 });
 
-t.test('revoking the token ends its session at once, its open event stream too', async (t) => {
+/** A followed log tail of the service's unit, opened with `headers`; `ended` resolves `ended` when the server ends it cleanly. */
+async function followedLog(t: Test, url: string, headers: Record<string, string>): Promise<{ ended: Promise<string> }> {
+  const response = await fetch(url, { headers });
+  t.equal(response.status, 200, `a followed log opens at ${url}`);
+  const reader = response.body!.getReader();
+  let text = '';
+  while (!/serving .*-1\.service on port/.test(text)) {
+    const chunk = await reader.read();
+    if (chunk.done) break;
+    text += new TextDecoder().decode(chunk.value);
+  }
+  t.match(text, /serving .*-1\.service on port/, 'and sends the unit output');
+  const rest = (async () => {
+    for (;;) if ((await reader.read()).done) return 'ended';
+  })();
+  return { ended: rest.catch(() => 'broken') };
+}
+
+/** Each stream ends (cleanly) within 10 s. */
+async function allEnd(t: Test, streams: Record<string, Promise<string>>): Promise<void> {
+  for (const [what, ended] of Object.entries(streams)) {
+    const outcome = await Promise.race([ended, sleep(10_000).then(() => 'still open')]);
+    t.equal(outcome, 'ended', `${what} ended (${outcome})`);
+  }
+}
+
+const unitLogPaths = () => ({
+  'the log followed through the orchestrator': `${orchestrator.url}/services/${service}/units/${service}-1.service/logs?follow=true&tail=5`,
+  'the log followed at the agent': `${agent.url}/units/${service}-1.service/logs?follow=true&tail=5`,
+});
+
+t.test('revoking the token ends its session at once, its open event stream and followed logs too', async (t) => {
   const { context, page: reader } = await freshPage(`${orchestrator.url}/#/services`);
   t.teardown(() => context.close());
-  await signIn(reader, (await http('POST', `${orchestrator.url}/tokens`, { name: 'brief', role: 'read' }, bearer(admin))).body.secret);
+  const brief = (await http('POST', `${orchestrator.url}/tokens`, { name: 'brief', role: 'read' }, bearer(admin))).body.secret as string;
+  await signIn(reader, brief);
   t.equal((await pageFetch(reader, 'GET', 'services')).status, 200);
+  const logs: Record<string, Promise<string>> = {};
+  for (const [what, url] of Object.entries(unitLogPaths())) logs[what] = (await followedLog(t, url, bearer(brief))).ended;
   const since = Date.now();
   t.equal((await http('DELETE', `${orchestrator.url}/tokens/brief`, undefined, bearer(admin))).status, 204);
+  await allEnd(t, logs);
   // The orchestrator ends the page's stream; the page asks who it is, is refused, and starts again at the sign-in form.
   await reader.getByText('The session ended: token brief was revoked.').waitFor({ timeout: 10_000 });
   t.comment(`the sign-in form was back ${Date.now() - since} ms after the revocation`);
@@ -249,6 +284,8 @@ t.test('signing out shows the sign-in page again, and the data routes answer 401
   const stream = await fetch(`${orchestrator.url}/events`, { headers: { cookie: `platform_session=${copy}` } });
   t.equal(stream.status, 200, 'the copy opens a stream');
   const streamEnded = stream.text().then(() => 'ended', () => 'ended');
+  const logs: Record<string, Promise<string>> = {};
+  for (const [what, url] of Object.entries(unitLogPaths())) logs[what] = (await followedLog(t, url, { cookie: `platform_session=${copy}` })).ended;
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
   t.same(await adminContext.cookies(), [], 'the cookie is gone');
@@ -259,7 +296,7 @@ t.test('signing out shows the sign-in page again, and the data routes answer 401
     const reply = await http('GET', url, undefined, { cookie: `platform_session=${copy}` });
     t.match(reply, { status: 401, body: { message: 'the session was signed out: sign in again' } }, `a copy of the cookie at ${url}`);
   }
-  t.equal(await Promise.race([streamEnded, sleep(10_000).then(() => 'still open')]), 'ended', "the copy's event stream ended");
+  await allEnd(t, { "the copy's event stream": streamEnded, ...logs });
 });
 
 t.test("one client's failed tokens through the web role slow that client, not every dashboard user", async (t) => {

@@ -8,6 +8,7 @@ import { UnitName, errorResponses, textResponse } from '../../schemas/common.js'
 import { findUnitContainer } from './containers.js';
 import { dockerErrorMessage } from './docker-client.js';
 import { MAX_LOG_TAILS, StreamLimit } from '../../http/stream-limit.js';
+import { followedWhileCredentialsLast } from '../../auth/credential-lifetime.js';
 
 // The agent's own API: what runs on this machine and the units' logs. The orchestrator proxies
 // these for people; the store holds the same statuses for everyone else.
@@ -73,7 +74,8 @@ export function registerAgentRoutes(server: RoleServer, agent: AgentRouteTarget)
         : Readable.from([await viaDocker(() => handle.logs({ stdout: true, stderr: true, tail, follow: false }))]);
       // A followed log never ends by itself: stop reading from Docker when the client goes away.
       reply.raw.once('close', () => (source as Readable).destroy());
-      return reply.type('text/plain; charset=utf-8').send(demultiplexed(agent.docker, source));
+      const text = demultiplexed(agent.docker, source);
+      return reply.type('text/plain; charset=utf-8').send(follow ? followedWhileCredentialsLast(request, reply, text) : text);
     },
   );
 }

@@ -15,7 +15,6 @@ import { assignmentRoot, deploymentPrefix, journalPrefix, machineDrainPrefix, ma
 import { joinMachine, joinUnit } from './cluster-view.js';
 import { redactEnv, seesEnvValues } from '../../auth/env-redaction.js';
 import { untilCredentialsEnd } from '../../auth/credential-lifetime.js';
-import type { AccessControl } from '../../auth/guard.js';
 import { MAX_EVENT_STREAMS, StreamLimit } from '../../http/stream-limit.js';
 
 // GET /events: Server-Sent Events of the cluster for the dashboard. One watched copy of each key
@@ -316,7 +315,7 @@ export class EventHub {
 }
 
 /** Registers GET /events on a role server; at most `maxStreams` are open at once (503 past it). */
-export function eventsRoute(server: RoleServer, hub: EventHub, access: AccessControl, maxStreams = MAX_EVENT_STREAMS): void {
+export function eventsRoute(server: RoleServer, hub: EventHub, maxStreams = MAX_EVENT_STREAMS): void {
   const streams = new StreamLimit('event streams', maxStreams);
   server.route({
     ...apiRoute('GET /events'),
@@ -324,7 +323,7 @@ export function eventsRoute(server: RoleServer, hub: EventHub, access: AccessCon
       streams.admit(reply);
       await hub.attach(reply.raw, () => reply.hijack(), !seesEnvValues(request));
       // The stream ends with the token or session that opened it; the page then finds out why.
-      reply.raw.once('close', untilCredentialsEnd(request, access, () => reply.raw.end()));
+      reply.raw.once('close', untilCredentialsEnd(request, () => reply.raw.end()));
       // A client that left while the watches started got no stream: there is nothing to send.
       if (!reply.sent) reply.hijack();
     },

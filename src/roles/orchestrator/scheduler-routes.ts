@@ -12,6 +12,7 @@ import type { Machine } from '../../schemas/cluster.js';
 import { listClusterUnits } from './cluster-view.js';
 import { passedOnAuthorization } from '../../auth/caller.js';
 import { MAX_LOG_TAILS, StreamLimit } from '../../http/stream-limit.js';
+import { followedWhileCredentialsLast } from '../../auth/credential-lifetime.js';
 
 // The orchestrator's view of deployments, the journal, rollbacks and unit logs: forwarded to the
 // scheduler, or to the agent of the machine a unit runs on.
@@ -61,7 +62,8 @@ export function schedulerViewRoutes(server: RoleServer, store: Store, scheduler:
         throw new HttpError(response.statusCode >= 500 ? 502 : response.statusCode, body.message ?? `agent answered ${response.statusCode}`);
       }
       reply.raw.once('close', () => response.body.destroy());
-      return reply.type('text/plain; charset=utf-8').send(response.body);
+      const text = request.query.follow ? followedWhileCredentialsLast(request, reply, response.body) : response.body;
+      return reply.type('text/plain; charset=utf-8').send(text);
     },
   });
 }

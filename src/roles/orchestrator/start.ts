@@ -30,7 +30,7 @@ export async function startOrchestrator({ config, store, log, access }: RoleCont
   tokenRoutes(server, store);
   sessionRoutes(server, access);
   const events = new EventHub(store, log);
-  eventsRoute(server, events, access);
+  eventsRoute(server, events);
   // Serving the page warms the event watches, so the page's stream finds them open.
   dashboardRoutes(server, { pageServed: () => events.warm() });
   return fastifyRole(server, () => events.close());
