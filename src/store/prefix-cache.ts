@@ -1,17 +1,16 @@
 import { StoreUnavailableError, type Store, type Watch, type WatchEvent } from './store.js';
+import { onStorePing } from './store-heartbeat.js';
 
 // An in-memory copy of every key under a prefix, kept current by a watch (the informer pattern of
 // Kubernetes clients), so hot read paths do not go to the store. Writers that must read their own
 // writes wait for the write's revision with caughtUp(). While the store does not answer the
-// periodic ping, reads fail with StoreUnavailableError instead of serving an unknown staleness.
+// periodic ping (one per store and process: store-heartbeat.ts), reads fail with StoreUnavailableError instead of serving an unknown staleness.
 
 export interface CachedValue {
   key: string;
   value: string;
   modRevision: number;
 }
-
-const PING_INTERVAL_MS = 1000;
 
 // Entries are replaced, never mutated, on change: a parsed value can be memoised per entry.
 const parsed = new WeakMap<CachedValue, unknown>();
@@ -29,7 +28,7 @@ export class PrefixCache {
   private seenRevision = 0;
   private waiters: { revision: number; resolve: () => void }[] = [];
   private watch: Watch | undefined;
-  private pingTimer: NodeJS.Timeout | undefined;
+  private stopHearing: (() => void) | undefined;
   private unreachable: unknown;
   private readonly listeners: ((event: WatchEvent) => void)[] = [];
 
@@ -43,7 +42,7 @@ export class PrefixCache {
     // Watch first, then list: nothing written in between is missed, and revisions order the two.
     cache.watch = await store.watchPrefix(prefix, (event) => cache.apply(event));
     await cache.relist();
-    cache.pingTimer = setInterval(() => void cache.checkStore(), PING_INTERVAL_MS).unref();
+    cache.stopHearing = onStorePing(store, (failure) => void cache.heardPing(failure));
     return cache;
   }
 
@@ -93,7 +92,7 @@ export class PrefixCache {
   }
 
   async close(): Promise<void> {
-    clearInterval(this.pingTimer);
+    this.stopHearing?.();
     await this.watch?.close();
   }
 
@@ -149,9 +148,12 @@ export class PrefixCache {
     for (const event of missed) this.notify(event);
   }
 
-  private async checkStore(): Promise<void> {
+  private async heardPing(failure: unknown): Promise<void> {
+    if (failure !== undefined) {
+      this.unreachable = failure;
+      return;
+    }
     try {
-      await this.store.ping();
       if (this.unreachable !== undefined) await this.relist();
       this.unreachable = undefined;
     } catch (error) {
