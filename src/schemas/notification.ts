@@ -17,7 +17,8 @@ export const notifyEventNames = [
 ] as const;
 export type NotifyEventName = (typeof notifyEventNames)[number];
 
-export const NotifyEventName = literalUnion(notifyEventNames, { description: `one of ${notifyEventNames.join(', ')}` });
+/** A string enum, not a union of literals: a wrong name is then told as "must be one of …", naming them. */
+export const NotifyEventName = Type.Unsafe<NotifyEventName>({ type: 'string', enum: [...notifyEventNames], description: `one of ${notifyEventNames.join(', ')}` });
 
 /** What a receiver gets, as the JSON body of a POST. */
 export const NotificationEvent = Type.Object({
