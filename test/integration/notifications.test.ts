@@ -251,6 +251,8 @@ t.test('killing the leading scheduler while deliveries are retried loses none an
   t.equal(mine.length, 2);
   t.equal(receiver.repeats, 0, 'no event acknowledged twice');
   t.equal(new Set(receiver.requests.filter((request) => request.status === 200).map((request) => request.id)).size, receiver.events.size);
+  // Two schedulers again, for the tests after this one.
+  schedulers[leaderIndex] = await serveRole('scheduler', await freePort(), schedulerFlags);
 });
 
 t.test('a redirect is not followed, and an endpoint that never takes a delivery is given up', async (t) => {
@@ -263,4 +265,12 @@ t.test('a redirect is not followed, and an endpoint that never takes a delivery 
   t.ok(given[0]!.attempts >= 3, `${given[0]!.attempts} attempts`);
   t.equal(elsewhereHits, 0, 'the other host never got the signed body');
   t.match((await deliveries('?state=failed&limit=1')).length, 1, 'deliveries filter by state');
+});
+
+t.test('a machine whose agent dies is told as machine.lost, naming the services it ran', async (t) => {
+  await agent.stop('SIGKILL');
+  const lost = await received('machine.lost', (event) => event.details.machine === 'm1', (TTL + 30) * 1000);
+  t.match(lost, { service: null, text: /^machine m1 lost; it ran units of / });
+  t.ok((lost.details.services as string[]).includes('good'), `services: ${String(lost.details.services)}`);
+  t.equal([...receiver.events.values()].filter((event) => event.event === 'machine.lost').length, 1, 'once, though two schedulers saw it');
 });

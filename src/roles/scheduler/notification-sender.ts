@@ -64,7 +64,9 @@ function redirectHost(location: string | string[] | undefined): string {
   const text = Array.isArray(location) ? location[0] : location;
   if (!text) return 'nowhere';
   try {
-    return new URL(text, 'http://same-host').host;
+    // A relative location resolves against this base, which no real URL names.
+    const host = new URL(text, 'http://relative.invalid').host;
+    return host === 'relative.invalid' ? 'the same host' : host;
   } catch {
     return 'an invalid location';
   }
