@@ -1,6 +1,6 @@
 import t from 'tap';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { startEtcd } from '../harness/etcd.js';
 import { startDockerd } from '../harness/docker.js';
 import { startRegistry } from '../harness/registry.js';
@@ -54,10 +54,10 @@ class Receiver {
 
   static async start(path = '/hook'): Promise<Receiver> {
     const port = await freePort();
-    let receiver: Receiver | undefined;
-    const server = createServer((request, response) => void receiver!.handle(request).then((status) => response.writeHead(status).end()));
+    const server = createServer();
+    const receiver = new Receiver(server, `http://127.0.0.1:${port}${path}`);
+    server.on('request', (request: IncomingMessage, response: ServerResponse) => void receiver.handle(request).then((status) => response.writeHead(status).end()));
     await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
-    receiver = new Receiver(server, `http://127.0.0.1:${port}${path}`);
     return receiver;
   }
 
