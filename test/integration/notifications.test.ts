@@ -1,12 +1,13 @@
 import t from 'tap';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { execFile } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { startEtcd } from '../harness/etcd.js';
 import { startDockerd } from '../harness/docker.js';
 import { startRegistry } from '../harness/registry.js';
 import { buildTestImage } from '../harness/test-image.js';
 import { freePort } from '../harness/free-port.js';
-import { http, serveRole, type PlatformProcess } from '../harness/platform.js';
+import { http, platformBin, serveRole, type PlatformProcess } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
 import type { NotificationEvent, NotifyDelivery } from '../../src/schemas/notification.js';
 
@@ -267,10 +268,41 @@ t.test('a redirect is not followed, and an endpoint that never takes a delivery 
   t.match((await deliveries('?state=failed&limit=1')).length, 1, 'deliveries filter by state');
 });
 
+/** The CLI against the orchestrator: exit code, stdout and stderr. */
+const platform = (...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> =>
+  new Promise((resolve) => {
+    execFile(process.execPath, [platformBin, ...args], { env: { ...process.env, PLATFORM_ORCHESTRATOR: orchestrator.url }, timeout: 60_000 }, (error, stdout, stderr) => {
+      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
+    });
+  });
+
+t.test('platform notify add, list, deliveries and remove', async (t) => {
+  const bad = await platform('notify', 'add', 'http://127.0.0.1:9/x', '--events', 'deployment.failed,deploy.exploded');
+  t.not(bad.code, 0);
+  t.match(bad.stderr, /unknown event deploy\.exploded; events are deployment\.started, /);
+  const added = await platform('notify', 'add', 'http://127.0.0.1:9/cli', '--services', 'cli-*', '--events', 'deployment.failed,unit.failed');
+  t.equal(added.code, 0, added.stderr);
+  t.match(added.stdout, /^whsec_[A-Za-z0-9_-]{43}\n$/, 'the secret alone on stdout');
+  const id = /endpoint ([0-9a-f]{12}) added/.exec(added.stderr)?.[1] ?? '';
+  t.ok(id, added.stderr);
+  const listed = await platform('notify', 'list');
+  t.match(listed.stdout, new RegExp(`${id}\\s+http://127\\.0\\.0\\.1:9/cli\\s+cli-\\*\\s+deployment\\.failed,unit\\.failed`));
+  t.notOk(listed.stdout.includes(added.stdout.trim()), 'no secret in the listing');
+  const shown = await platform('notify', 'deliveries', '--state', 'delivered', '--limit', '3');
+  t.equal(shown.code, 0, shown.stderr);
+  t.match(shown.stdout, /CREATED\s+EVENT\s+SERVICE\s+ENDPOINT\s+STATE/);
+  t.match(shown.stdout, /delivered/);
+  t.equal((await platform('notify', 'remove', id)).code, 0);
+  const again = await platform('notify', 'remove', id);
+  t.not(again.code, 0);
+  t.match(again.stderr, /404: notification endpoint [0-9a-f]{12} does not exist/);
+});
+
 t.test('a machine whose agent dies is told as machine.lost, naming the services it ran', async (t) => {
   await agent.stop('SIGKILL');
   const lost = await received('machine.lost', (event) => event.details.machine === 'm1', (TTL + 30) * 1000);
   t.match(lost, { service: null, text: /^machine m1 lost; it ran units of / });
   t.ok((lost.details.services as string[]).includes('good'), `services: ${String(lost.details.services)}`);
   t.equal([...receiver.events.values()].filter((event) => event.event === 'machine.lost').length, 1, 'once, though two schedulers saw it');
+  await waitFor(async () => (await deliveries('?limit=10')).some((delivery) => delivery.event.event === 'machine.lost' && delivery.state === 'delivered'), 10_000, { what: 'machine.lost listed delivered' });
 });

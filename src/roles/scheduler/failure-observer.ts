@@ -34,7 +34,13 @@ export class FailureObserver {
       this.failing.delete(event.key);
       return;
     }
-    const status = JSON.parse(event.value) as UnitStatus;
+    // A listener runs inside the store's watch callback: what it throws would end the process.
+    let status: UnitStatus;
+    try {
+      status = JSON.parse(event.value) as UnitStatus;
+    } catch {
+      return;
+    }
     if (isRunning(status)) this.failing.delete(event.key);
     else if (status.active === 'failed' && !this.failing.has(event.key)) {
       this.failing.add(event.key);
@@ -44,8 +50,19 @@ export class FailureObserver {
 
   private machineGone(event: WatchEvent): void {
     const machine = lastSegment(event.key);
-    // Its assignments are still there: healing moves them after this.
-    const services = this.cluster.snapshot().assignments.filter((assignment) => assignment.machine === machine).map((assignment) => assignment.service);
-    this.record(machineLostEvent(machine, event.modRevision, services, new Date().toISOString()));
+    this.record(machineLostEvent(machine, event.modRevision, this.servicesOn(machine), new Date().toISOString()));
+  }
+
+  /**
+   * The services with units assigned to the machine: its assignments are still there, healing
+   * moves them after this. None when the store is unreachable (a lease that expires then is often
+   * why), since the watched copy refuses reads of unknown age and the event must not wait.
+   */
+  private servicesOn(machine: string): string[] {
+    try {
+      return this.cluster.snapshot().assignments.filter((assignment) => assignment.machine === machine).map((assignment) => assignment.service);
+    } catch {
+      return [];
+    }
   }
 }
