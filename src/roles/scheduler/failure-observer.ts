@@ -21,7 +21,7 @@ export class FailureObserver {
   private readonly failing = new Set<string>();
 
   constructor(
-    private readonly cluster: ClusterWatch,
+    private readonly cluster: Pick<ClusterWatch, 'statuses' | 'onChange' | 'snapshot'>,
     private readonly record: (event: NotificationEvent) => void,
   ) {
     for (const status of cluster.statuses()) if (status.active === 'failed') this.failing.add(unitStatusKey(status.machine, slotOf(status)));
