@@ -7,6 +7,8 @@ import { machineIdPattern } from './schemas/cluster.js';
 import { authModes, type AuthMode } from './auth/guard.js';
 import { RegistryAllowList } from './roles/scheduler/registry-policy.js';
 import { parseAllowedHosts } from './http/host-rule.js';
+import { defaultRetryPolicy, type RetryPolicy } from './notifications/retry-schedule.js';
+import { DurationError, parseDuration } from './auth/duration.js';
 
 // Flags and environment → one typed config. Every role reads its settings from here.
 
@@ -135,6 +137,8 @@ export interface SchedulerConfig {
   allowedRegistries: string[];
   webhooks: WebhookSecrets;
   retention: RetentionLimits;
+  /** Outbound notifications (README "Notifications"). */
+  notify: { policy: RetryPolicy; timeoutMs: number };
 }
 
 export interface RawFlags {
@@ -186,6 +190,9 @@ export interface RawFlags {
   keepDeployments?: string;
   keepJournal?: string;
   keepReleases?: string;
+  notifyRetry?: string;
+  notifyGiveUp?: string;
+  notifyTimeout?: string;
 }
 
 export class ConfigError extends Error {}
@@ -197,6 +204,26 @@ export function parseRoles(text: string): Role[] {
     if (!(roles as readonly string[]).includes(name)) throw new ConfigError(`--role: unknown role ${name} (roles: ${roles.join(', ')})`);
   }
   return [...new Set(names)] as Role[];
+}
+
+function duration(flag: string, text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  try {
+    return parseDuration(text);
+  } catch (error) {
+    if (error instanceof DurationError) throw new ConfigError(`${flag}: ${error.message}`);
+    throw error;
+  }
+}
+
+function resolveNotify(flags: RawFlags): SchedulerConfig['notify'] {
+  const firstRetryMs = duration('--notify-retry', flags.notifyRetry) ?? defaultRetryPolicy.firstRetryMs;
+  const giveUpAfterMs = duration('--notify-give-up', flags.notifyGiveUp) ?? defaultRetryPolicy.giveUpAfterMs;
+  if (firstRetryMs > giveUpAfterMs) throw new ConfigError(`--notify-retry (${flags.notifyRetry ?? '10s'}) must not be longer than --notify-give-up (${flags.notifyGiveUp ?? '24h'})`);
+  return {
+    policy: { firstRetryMs, giveUpAfterMs, maxRetryMs: Math.min(defaultRetryPolicy.maxRetryMs, giveUpAfterMs) },
+    timeoutMs: (integer('--notify-timeout', flags.notifyTimeout, 1, 300) ?? 10) * 1000,
+  };
 }
 
 function integer(flag: string, text: string | undefined, min: number, max: number): number | undefined {
@@ -271,6 +298,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
         journalEntries: integer('--keep-journal', flags.keepJournal, 1, 10_000_000) ?? defaultRetention.journalEntries,
         releasesPerService: integer('--keep-releases', flags.keepReleases, 1, 100_000) ?? defaultRetention.releasesPerService,
       },
+      notify: resolveNotify(flags),
     },
     gateway: resolveGatewayConfig(flags, env, domain),
     http: resolveHttpLimits(flags),

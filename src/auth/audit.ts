@@ -31,6 +31,17 @@ interface AuditedRoute {
 const tokenSpec = (body: Record<string, unknown>): string =>
   `token ${String(body.name)} (${String(body.role)}${body.services ? `, services ${String(body.services)}` : ''}${body.expiresIn ? `, expires in ${String(body.expiresIn)}` : ''})`;
 
+/** An endpoint by its origin only: the rest of a URL may be a secret (a Slack webhook's path is). */
+const endpointSpec = (body: Record<string, unknown>): string => {
+  let origin = 'an invalid URL';
+  try {
+    origin = new URL(String(body.url)).origin;
+  } catch {
+    // told as invalid
+  }
+  return `endpoint at ${origin}${body.services ? `, services ${String(body.services)}` : ''}${Array.isArray(body.events) ? `, events ${body.events.join(', ')}` : ''}`;
+};
+
 /** Known changes by `METHOD /route`; any other change is journaled as `api.<METHOD> <route>`. */
 const auditedRoutes: Record<string, AuditedRoute> = {
   'POST /services': { kind: 'service.declared', service: { body: 'name' } },
@@ -45,6 +56,8 @@ const auditedRoutes: Record<string, AuditedRoute> = {
   'POST /tokens': { kind: 'token.created', describe: tokenSpec },
   'DELETE /tokens/:name': { kind: 'token.revoked' },
   'POST /tokens/bootstrap': { kind: 'token.bootstrapped' },
+  'POST /notifications/endpoints': { kind: 'notify.endpoint-added', describe: endpointSpec },
+  'DELETE /notifications/endpoints/:id': { kind: 'notify.endpoint-removed' },
 };
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);

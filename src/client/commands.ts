@@ -4,6 +4,7 @@ import { OrchestratorClient } from './orchestrator-client.js';
 import { currentTarget, type DeployReply } from '../schemas/release.js';
 import { watchDeployment } from './deploy-watch.js';
 import { table } from './table.js';
+import { addNotifyCommands } from './notify-commands.js';
 import { watchStatus } from './status-watch.js';
 import { DurationError, parseDuration } from '../auth/duration.js';
 import type { Token, TokenRole } from '../schemas/token.js';
@@ -78,6 +79,7 @@ export function addClientCommands(program: Command): void {
   program.option('--orchestrator <url>', 'orchestrator URL for client commands (env PLATFORM_ORCHESTRATOR)');
   program.option('--token <token>', 'API token for client commands (env PLATFORM_TOKEN, preferred: flags show in ps)');
   addTokenCommands(program.command('token').description('Create, list and revoke API tokens (README "Access tokens").'));
+  addNotifyCommands(program.command('notify').description('Send events to your endpoints: add, list and remove them, see their deliveries (README "Notifications").'), client);
 
   program.command('services').description('List services.').action(async (_options, command: Command) => {
     const services = await client(command).listServices();

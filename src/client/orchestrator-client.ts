@@ -5,6 +5,7 @@ import type { OrchestratorServiceCreate, ServiceConfigPatch } from '../schemas/s
 import type { ApiRequest, OrchestratorRoute, ReplyOf, RequestArgs } from '../schemas/api.js';
 import { requestLine } from '../schemas/route-key.js';
 import type { TokenCreate } from '../schemas/token.js';
+import type { DeliveryState, NotifyEndpointCreate } from '../schemas/notification.js';
 
 /** A typed client of the orchestrator API: each call names its route in the API table, which types it. */
 export class OrchestratorClient {
@@ -57,6 +58,10 @@ export class OrchestratorClient {
   bootstrapToken = () => this.call('POST /tokens/bootstrap');
   listTokens = () => this.call('GET /tokens');
   revokeToken = (name: string) => this.call('DELETE /tokens/:name', { params: { name } });
+  addNotifyEndpoint = (body: NotifyEndpointCreate) => this.call('POST /notifications/endpoints', { body });
+  listNotifyEndpoints = () => this.call('GET /notifications/endpoints');
+  removeNotifyEndpoint = (id: string) => this.call('DELETE /notifications/endpoints/:id', { params: { id } });
+  notifyDeliveries = (limit: number, state?: DeliveryState) => this.call('GET /notifications/deliveries', { query: { limit, state } });
   deployment = (id: string) => this.call('GET /deployments/:id', { params: { id } });
   release = (name: string, version: number) => this.call('GET /services/:name/config/history/:version', { params: { name, version: String(version) } });
 

@@ -6,6 +6,7 @@ import { ClusterUnit, Machine, MachineDrain, MachineDrainRequest, MachineParams 
 import { splitRouteKey, type RouteKey } from './route-key.js';
 import { bootstrapTokenSchema, createTokenSchema, listTokensSchema, revokeTokenSchema } from './token.js';
 import { endSessionSchema, sessionSchema, startSessionSchema } from './session.js';
+import { addEndpointSchema, listDeliveriesSchema, listEndpointsSchema, removeEndpointSchema } from './notification.js';
 import type { Access, ServiceSource } from '../auth/access.js';
 
 // The orchestrator's API, one entry per route: the key is its method and path, the value its
@@ -96,6 +97,11 @@ export const orchestratorApi = {
   'GET /tokens': { ...listTokensSchema, access: 'admin' },
   'DELETE /tokens/:name': revokeTokenSchema,
   'POST /tokens/bootstrap': { ...bootstrapTokenSchema, access: 'open' },
+  // Notification endpoints are an admin's, reading them and their deliveries too (URLs may hold secrets).
+  'POST /notifications/endpoints': addEndpointSchema,
+  'GET /notifications/endpoints': { ...listEndpointsSchema, access: 'admin' },
+  'DELETE /notifications/endpoints/:id': removeEndpointSchema,
+  'GET /notifications/deliveries': { ...listDeliveriesSchema, access: 'admin' },
   // Signing in and out needs no token (signing in takes one); who one is needs the read right.
   'POST /session': { ...startSessionSchema, access: 'open' },
   'GET /session': sessionSchema,

@@ -1,4 +1,4 @@
-import type { Store, KeyValue } from './store.js';
+import type { KeyValue, Operation, Store } from './store.js';
 
 // JSON records in the store: read, list, and update under compare-and-swap so concurrent
 // writers never lose each other's changes.
@@ -22,16 +22,17 @@ export async function listRecords<T>(store: Store, prefix: string): Promise<T[]>
 /**
  * Applies `change` to the record at `key` and writes it if nobody wrote in between, retrying on
  * conflict. Returns the record and the write's revision, or undefined when the key does not
- * exist. `change` may throw to refuse.
+ * exist. `change` may throw to refuse. `alsoWrite` adds writes that must land with the record's
+ * (its journal line, say) in the same transaction.
  */
-export async function updateRecord<T>(store: Store, key: string, change: (current: T) => T): Promise<{ record: T; revision: number } | undefined> {
+export async function updateRecord<T>(store: Store, key: string, change: (current: T) => T, alsoWrite: (record: T) => Operation[] = () => []): Promise<{ record: T; revision: number } | undefined> {
   for (;;) {
     const current = await readRecord<T>(store, key);
     if (!current) return undefined;
     const record = change(current.record);
     const result = await store.txn(
       [{ key, target: 'modRevision', equals: current.modRevision }],
-      [{ op: 'put', key, value: JSON.stringify(record) }],
+      [{ op: 'put', key, value: JSON.stringify(record) }, ...alsoWrite(record)],
     );
     if (result.succeeded) return { record, revision: result.revision };
   }

@@ -101,3 +101,17 @@ export const sessionKeyKey = `${ROOT}session-key`;
  */
 export const endedSessionPrefix = `${ROOT}ended-sessions/`;
 export const endedSessionKey = (id: string): string => `${endedSessionPrefix}${id}`;
+
+/**
+ * Outbound notifications (README "Notifications"). Endpoints are written only through
+ * src/notifications/endpoints.ts (by the orchestrator, for admins); the outbox of events and the
+ * deliveries made of them only through src/notifications/outbox.ts (by schedulers; deliveries by
+ * the leader alone). A delivery is keyed by its event's id and its endpoint, so an event reaches
+ * an endpoint once however many schedulers saw it.
+ */
+export const notifyEndpointPrefix = `${ROOT}notify/endpoints/`;
+export const notifyEndpointKey = (id: string): string => `${notifyEndpointPrefix}${id}`;
+export const notifyOutboxPrefix = `${ROOT}notify/outbox/`;
+export const notifyOutboxKey = (eventId: string): string => `${notifyOutboxPrefix}${eventId}`;
+export const notifyDeliveryPrefix = `${ROOT}notify/deliveries/`;
+export const notifyDeliveryKey = (eventId: string, endpointId: string): string => `${notifyDeliveryPrefix}${eventId}/${endpointId}`;

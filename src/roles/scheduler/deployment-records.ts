@@ -5,10 +5,12 @@ import { currentTarget, type Deployment, type Release, type UnitProgress } from 
 import { isFinished } from '../../schemas/states.js';
 import { timeOrderedId } from './ids.js';
 import { appendJournal, journalWrite } from './journal.js';
+import { outboxWrite } from '../../notifications/outbox.js';
+import { deploymentEvent } from '../../notifications/events.js';
 
 // The one owner of deployment records: every write of one (start, progress, outcome, stop,
 // deletion beyond the retention limit) and
-// the journal line that goes with it is here, so a deployment's life reads in one place:
+// the journal line (and outbound notification) that goes with it is here, so a deployment's life reads in one place:
 //   pending → pulling → rolling → succeeded | failed | reverted | superseded
 // A stop is recorded as a deployment of its own (trigger `stop`), after which the service runs
 // nothing. Reads are here too; records are listed newest first (ids sort by creation time).
@@ -42,6 +44,7 @@ export async function startDeployment(store: Store, release: Release, trigger: s
       { op: 'put', key: deploymentKey(id), value: JSON.stringify(deployment) },
       journalWrite({ service: release.service, deployment: id, kind: 'deployment.created', message: `v${release.version} ${release.image} (${trigger})` }),
       ...(options.why ? [journalWrite({ service: release.service, deployment: id, kind: `service.${trigger === 'reschedule' ? 'rescheduled' : trigger}`, message: options.why })] : []),
+      outboxWrite(deploymentEvent(deployment, 'started', now)),
     ],
   );
   return deployment;
@@ -57,10 +60,21 @@ export const recordPhase = (store: Store, deployment: Deployment, state: 'pullin
 /** What the deployment's units are doing now, for people watching it. */
 export const recordProgress = (store: Store, deployment: Deployment, units: UnitProgress[]): Promise<void> => updateDeployment(store, deployment.id, { units });
 
-/** The deployment ended: its state, why (unless it succeeded), and a journal line. */
+/**
+ * The deployment ended: its state, why (unless it succeeded), a journal line and the notification
+ * (src/notifications/outbox.ts), in one transaction, so a leader that dies here leaves all or none.
+ */
 export async function recordOutcome(store: Store, deployment: Deployment, state: 'succeeded' | 'failed' | 'reverted' | 'superseded', reason: string): Promise<void> {
-  await updateDeployment(store, deployment.id, { state, finishedAt: new Date().toISOString(), ...(state === 'succeeded' ? {} : { reason }) });
-  await appendJournal(store, { service: deployment.service, deployment: deployment.id, kind: `deployment.${state}`, message: `v${deployment.release}: ${reason}` });
+  const finishedAt = new Date().toISOString();
+  await updateRecord<Deployment>(
+    store,
+    deploymentKey(deployment.id),
+    (current) => ({ ...current, state, finishedAt, updatedAt: finishedAt, ...(state === 'succeeded' ? {} : { reason }) }),
+    (record) => [
+      journalWrite({ service: deployment.service, deployment: deployment.id, kind: `deployment.${state}`, message: `v${deployment.release}: ${reason}` }),
+      outboxWrite(deploymentEvent(record, state, finishedAt, state === 'succeeded' ? '' : reason)),
+    ],
+  );
 }
 
 /**

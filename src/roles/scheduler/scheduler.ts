@@ -16,6 +16,8 @@ import { DeploymentRunner } from './runner.js';
 import { planHealing } from './healing.js';
 import { Housekeeping } from './housekeeping.js';
 import { defaultRetention, type RetentionLimits } from '../../config.js';
+import { Notifier } from './notifier.js';
+import { defaultRetryPolicy, type RetryPolicy } from '../../notifications/retry-schedule.js';
 
 // The scheduler role's lifecycle: leadership (one leader at a time, every write fenced on it), the
 // watched cluster snapshot, and the wiring of what the leader does: deployments (runner.ts),
@@ -37,6 +39,8 @@ export interface SchedulerOptions {
   stopTimeoutSeconds?: number;
   /** How much history the leader keeps. */
   retention?: RetentionLimits;
+  /** Outbound notifications: when failed deliveries are retried, and how long one attempt may take. */
+  notify?: { policy: RetryPolicy; timeoutMs: number };
 }
 
 /** How long a follower waits for the leader to answer work it handed over. */
@@ -59,11 +63,12 @@ export class Scheduler {
   private readonly housekeeping: Housekeeping;
   private cluster?: ClusterWatch;
   private runner?: DeploymentRunner;
+  private notifier?: Notifier;
   private healTimer?: NodeJS.Timeout;
   private pruneTimer?: NodeJS.Timeout;
   private healing = false;
 
-  constructor(options: SchedulerOptions) {
+  constructor(private readonly options: SchedulerOptions) {
     this.log = options.log;
     this.leadership = new Leadership(options.store, {
       id: options.id,
@@ -84,6 +89,14 @@ export class Scheduler {
     const cluster = await ClusterWatch.start(this.store);
     this.cluster = cluster;
     this.runner = new DeploymentRunner({ store: this.store, log: this.log, cluster, isLeader: () => this.isLeader(), stopTimeoutSeconds: this.stopTimeoutSeconds });
+    this.notifier = await Notifier.start({
+      store: this.options.store,
+      leaderStore: this.store,
+      cluster,
+      isLeader: () => this.isLeader(),
+      log: this.log,
+      ...(this.options.notify ?? { policy: defaultRetryPolicy, timeoutMs: 10_000 }),
+    });
     // Level-triggered clean-up: whenever a declaration disappears (by any route), its units and history go.
     cluster.onChange('services', (event) => {
       if (event.type === 'delete' && this.isLeader()) void this.cleanUp();
@@ -92,7 +105,7 @@ export class Scheduler {
     cluster.onChange('machines', (event) => event.type === 'delete' && this.isLeader() && void this.heal());
     cluster.onChange('drains', (event) => event.type === 'put' && this.isLeader() && void this.heal());
     this.healTimer = setInterval(() => void (this.isLeader() && this.heal()), HEAL_INTERVAL_MS);
-    this.pruneTimer = setInterval(() => void (this.isLeader() && this.housekeeping.pruneHistory()), PRUNE_INTERVAL_MS);
+    this.pruneTimer = setInterval(() => void (this.isLeader() && this.prune()), PRUNE_INTERVAL_MS);
     await this.leadership.start();
   }
 
@@ -106,6 +119,7 @@ export class Scheduler {
     await this.handOff.close();
     await this.leadership.close();
     await this.runner?.close();
+    await this.notifier?.close();
     await this.cluster?.close();
     await this.registry.close();
   }
@@ -141,6 +155,8 @@ export class Scheduler {
         if (newest) sortAfter(newest);
       }
       await this.handOff.serve((request) => this.execute(request), () => this.isLeader());
+      // Deliveries the last leader left pending go out from here.
+      this.notifier?.kick();
       await this.cleanUp();
       await this.leading().resume();
       await this.heal();
@@ -158,6 +174,13 @@ export class Scheduler {
       const status = error instanceof HttpError ? error.statusCode : 500;
       return { status, body: { message: (error as Error).message } };
     }
+  }
+
+  private async prune(): Promise<void> {
+    await this.housekeeping.pruneHistory();
+    await this.notifier?.prune().catch((error: unknown) => {
+      if (!(error instanceof FencedWriteError || error instanceof NotLeaderError)) this.log.warn({ err: error }, 'pruning notification deliveries failed; retrying at the next check');
+    });
   }
 
   private async cleanUp(): Promise<void> {
