@@ -45,6 +45,9 @@ const auditedRoutes: Record<string, AuditedRoute> = {
   'POST /tokens': { kind: 'token.created', describe: tokenSpec },
   'DELETE /tokens/:name': { kind: 'token.revoked' },
   'POST /tokens/bootstrap': { kind: 'token.bootstrapped' },
+  // The user, never the password.
+  'PUT /registries/:host': { kind: 'registry.login', describe: (body) => `user ${String(body.username)}` },
+  'DELETE /registries/:host': { kind: 'registry.logout' },
 };
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);

@@ -57,6 +57,9 @@ export class OrchestratorClient {
   bootstrapToken = () => this.call('POST /tokens/bootstrap');
   listTokens = () => this.call('GET /tokens');
   revokeToken = (name: string) => this.call('DELETE /tokens/:name', { params: { name } });
+  registryLogin = (host: string, username: string, password: string) => this.call('PUT /registries/:host', { params: { host }, body: { username, password } });
+  registryLogins = () => this.call('GET /registries');
+  registryLogout = (host: string) => this.call('DELETE /registries/:host', { params: { host } });
   deployment = (id: string) => this.call('GET /deployments/:id', { params: { id } });
   release = (name: string, version: number) => this.call('GET /services/:name/config/history/:version', { params: { name, version: String(version) } });
 

@@ -101,3 +101,12 @@ export const sessionKeyKey = `${ROOT}session-key`;
  */
 export const endedSessionPrefix = `${ROOT}ended-sessions/`;
 export const endedSessionKey = (id: string): string => `${endedSessionPrefix}${id}`;
+
+/**
+ * Private registry logins by registry host (`host[:port]`, validated first): the user name and the
+ * password the scheduler resolves tags with and agents pull with. The password is kept as given,
+ * since both must send it; it leaves the store only towards its registry. Written only through
+ * src/auth/registry-credentials.ts.
+ */
+export const registryCredentialPrefix = `${ROOT}registry-credentials/`;
+export const registryCredentialKey = (host: string): string => `${registryCredentialPrefix}${host}`;
