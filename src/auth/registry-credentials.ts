@@ -11,6 +11,9 @@ export interface RegistryCredential {
   password: string;
 }
 
+/** How the scheduler and the agents find the login of a registry host. */
+export type CredentialLookup = (registry: string) => Promise<RegistryCredential | undefined>;
+
 type CredentialRecord = RegistryLogin & RegistryCredential;
 
 /** Stores (or replaces) the login of `host`; returns it as listed. */

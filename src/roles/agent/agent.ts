@@ -5,6 +5,7 @@ import type { RoleServer } from '../../http/server.js';
 import type { Store, Watch } from '../../store/store.js';
 import { assignmentPrefix } from '../../store/keys.js';
 import { LeasedKeys } from '../../store/leased-keys.js';
+import { credentialFor } from '../../auth/registry-credentials.js';
 import { AssignmentCheck, type RefusedAssignment } from './assignment-check.js';
 import { CoalescingRunner } from './coalescing-runner.js';
 import type { NetworkMode } from './container-spec.js';
@@ -104,6 +105,7 @@ class MachineAgent implements Agent {
       stopGraceSeconds: options.stopGraceSeconds ?? 10,
       drainSeconds: options.drainSeconds ?? 2,
       reporter: this.reporter,
+      credentials: (registry) => credentialFor(options.store, registry),
       wakeIn: (ms) => this.wakeIn(ms),
       log: options.log,
     });

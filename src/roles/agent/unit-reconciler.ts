@@ -8,6 +8,7 @@ import { createAndStart, ensureImage, inspectExit, startContainer, stopAndRemove
 import { dockerErrorMessage } from './docker-client.js';
 import { chooseUnitPorts } from './ports.js';
 import { passesProbe } from './readiness-probe.js';
+import type { CredentialLookup } from '../../auth/registry-credentials.js';
 import type { ObservedStatus, UnitFailure, UnitStatusReporter } from './status-reporter.js';
 
 // Makes one unit slot's container match its assignment, one step per pass: create a missing one,
@@ -25,6 +26,8 @@ export interface UnitReconcilerOptions {
   /** How long a unit is announced as draining before it is sent SIGTERM. */
   drainSeconds: number;
   reporter: UnitStatusReporter;
+  /** Registry logins for pulls (src/auth/registry-credentials.ts). */
+  credentials?: CredentialLookup;
   /** Asks for another pass in `ms` (a backoff ending, a port to probe again). */
   wakeIn: (ms: number) => void;
   log: FastifyBaseLogger;
@@ -152,7 +155,7 @@ export class UnitReconciler {
   private imageOnce(image: string): Promise<void> {
     let present = this.images.get(image);
     if (!present) {
-      present = ensureImage(this.options.docker, image);
+      present = ensureImage(this.options.docker, image, this.options.credentials);
       this.images.set(image, present);
       const forget = () => this.images.get(image) === present && this.images.delete(image);
       present.then(() => setTimeout(forget, IMAGE_CHECK_TTL_MS).unref(), forget);
