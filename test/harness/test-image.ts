@@ -15,6 +15,8 @@ export interface TestImageOptions {
   variant?: 'ok' | 'keep-alive' | 'crash';
   /** Baked into the image (ENV IMAGE_LABEL) and appended to the page, so tags differ in digest. */
   label?: string;
+  /** The registry's login, for a registry that requires one. */
+  auth?: { username: string; password: string };
 }
 
 export interface TestImage {
@@ -61,7 +63,7 @@ export async function buildTestImage(
   if (options.label) changes.push(`ENV IMAGE_LABEL=${options.label}`);
   const repo = `${registryHost}/${repository}`;
   await importRootfs(docker, { applets: appletLinks, node: options.variant === 'keep-alive' }, { repo, tag, changes });
-  const pushed = await followProgress(docker, await docker.getImage(`${repo}:${tag}`).push({ tag, authconfig: {} } as object));
+  const pushed = await followProgress(docker, await docker.getImage(`${repo}:${tag}`).push({ tag, authconfig: options.auth ? { ...options.auth, serveraddress: registryHost } : {} } as object));
   const digest = pushed.map((event) => event.aux?.Digest).find((value) => value);
   if (!digest) throw new Error(`pushing ${repo}:${tag} reported no digest`);
   return { reference: `${repo}:${tag}`, digest };
