@@ -9,6 +9,7 @@ import { dockerErrorMessage } from './docker-client.js';
 import { chooseUnitPorts } from './ports.js';
 import { passesProbe } from './readiness-probe.js';
 import type { CredentialLookup } from '../../auth/registry-credentials.js';
+import type { UnitLogRotation } from '../../config.js';
 import type { ObservedStatus, UnitFailure, UnitStatusReporter } from './status-reporter.js';
 
 // Makes one unit slot's container match its assignment, one step per pass: create a missing one,
@@ -25,6 +26,8 @@ export interface UnitReconcilerOptions {
   stopGraceSeconds: number;
   /** How long a unit is announced as draining before it is sent SIGTERM. */
   drainSeconds: number;
+  /** How much output of each unit the engine keeps. */
+  unitLogs: UnitLogRotation;
   reporter: UnitStatusReporter;
   /** Registry logins for pulls (src/auth/registry-credentials.ts). */
   credentials?: CredentialLookup;
@@ -188,7 +191,7 @@ export class UnitReconciler {
     let listening: number | undefined;
     try {
       const ports = await chooseUnitPorts(assignment, this.options.network, taken.ports);
-      const spec = { assignment, machineId: this.options.machineId, network: this.options.network, ...ports };
+      const spec = { assignment, machineId: this.options.machineId, network: this.options.network, logs: this.options.unitLogs, ...ports };
       const fallbackName = `${assignment.unit}.${assignment.spec}.${this.options.machineId}`;
       // When one of this machine's containers holds the unit's name, the create would only be refused (409).
       containerId = await createAndStart(docker, containerCreateOptions(spec), fallbackName, taken.names.has(assignment.unit));
