@@ -10,7 +10,7 @@ import { startRegistry } from '../harness/registry.js';
 import { makeTlsCertificates } from '../harness/tls-certificates.js';
 import { buildTestImage } from '../harness/test-image.js';
 import { freePort } from '../harness/free-port.js';
-import { http, platformBin, serveRole } from '../harness/platform.js';
+import { http, platformBin, serveRole, waitHealthy } from '../harness/platform.js';
 import { EtcdStore } from '../../src/store/etcd-store.js';
 import { ROOT } from '../../src/store/keys.js';
 
@@ -59,6 +59,8 @@ const roles = await Promise.all([
   }),
 ]);
 const orchestrator = roles[2]!;
+// Deploys need the scheduler announced: the orchestrator is ready once its peers answer.
+await waitHealthy(orchestrator.url, orchestrator, 60_000, '/readyz');
 
 interface Run {
   code: number;
