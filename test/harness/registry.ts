@@ -20,6 +20,10 @@ export interface RegistryOptions {
   tls?: { cert: string; key: string; ca: string };
   /** Require these users (Basic authentication against a bcrypt htpasswd file, as `htpasswd -B` writes). */
   users?: Record<string, string>;
+  /** Require bearer tokens from `realm`, signed with the key of the certificate in `rootCertBundle` (Distribution's token auth). */
+  tokenAuth?: { realm: string; service: string; issuer: string; rootCertBundle: string };
+  /** Serve the storage of another registry (started with its own): what was pushed there is here too. */
+  storageDir?: string;
 }
 
 export interface Registry {
@@ -27,6 +31,8 @@ export interface Registry {
   host: string;
   /** Where its log is, for failure messages. */
   logPath: string;
+  /** Its blobs and manifests, which another registry may serve too (`storageDir`). */
+  storageDir: string;
   stop(): Promise<void>;
 }
 
@@ -38,7 +44,7 @@ export const REGISTRY_ADDRESS = '127.0.0.1';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function configYaml(port: number, storageDir: string, options: RegistryOptions): string {
+function configYaml(port: number, storageDir: string, htpasswdPath: string, options: RegistryOptions): string {
   const lines = [
     'version: 0.1',
     'log:',
@@ -52,7 +58,11 @@ function configYaml(port: number, storageDir: string, options: RegistryOptions):
     `  addr: ${REGISTRY_ADDRESS}:${port}`,
   ];
   if (options.tls) lines.push('  tls:', `    certificate: ${options.tls.cert}`, `    key: ${options.tls.key}`);
-  if (options.users) lines.push('auth:', '  htpasswd:', '    realm: platform-test', `    path: ${join(storageDir, '..', 'htpasswd')}`);
+  if (options.users) lines.push('auth:', '  htpasswd:', '    realm: platform-test', `    path: ${htpasswdPath}`);
+  if (options.tokenAuth) {
+    const { realm, service, issuer, rootCertBundle } = options.tokenAuth;
+    lines.push('auth:', '  token:', `    realm: ${realm}`, `    service: ${service}`, `    issuer: ${issuer}`, `    rootcertbundle: ${rootCertBundle}`);
+  }
   if (options.notificationUrl) {
     lines.push(
       'notifications:',
@@ -63,7 +73,7 @@ function configYaml(port: number, storageDir: string, options: RegistryOptions):
       '      threshold: 5',
       '      backoff: 1s',
     );
-    if (options.token) {
+    if (options.tokenAuth) {
       lines.push('      headers:', `        Authorization: ["Bearer ${options.token}"]`);
     }
   }
@@ -104,8 +114,10 @@ export async function startRegistry(options: RegistryOptions = {}): Promise<Regi
   const port = await freePort();
   const host = `${REGISTRY_ADDRESS}:${port}`;
   const configPath = join(dir, 'config.yml');
-  writeFileSync(configPath, configYaml(port, join(dir, 'storage'), options));
-  if (options.users) writeFileSync(join(dir, 'htpasswd'), htpasswd(options.users));
+  const storageDir = options.storageDir ?? join(dir, 'storage');
+  const htpasswdPath = join(dir, 'htpasswd');
+  writeFileSync(configPath, configYaml(port, storageDir, htpasswdPath, options));
+  if (options.users) writeFileSync(htpasswdPath, htpasswd(options.users));
   const logPath = join(dir, 'registry.log');
   const log = createWriteStream(logPath);
   const child = spawn('docker-registry', ['serve', configPath], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -138,5 +150,5 @@ export async function startRegistry(options: RegistryOptions = {}): Promise<Regi
   } finally {
     await dispatcher?.close();
   }
-  return { host, logPath, stop };
+  return { host, logPath, storageDir, stop };
 }

@@ -1,7 +1,8 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, copyFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, copyFileSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:https';
+import { X509Certificate, createPrivateKey, randomBytes, sign } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startEtcd } from '../harness/etcd.js';
@@ -13,14 +14,19 @@ import { freePort } from '../harness/free-port.js';
 import { http, platformBin, serveRole, waitHealthy } from '../harness/platform.js';
 import { EtcdStore } from '../../src/store/etcd-store.js';
 import { ROOT } from '../../src/store/keys.js';
+import { waitFor } from '../harness/wait.js';
 
 // Private registries with real parts: Debian's docker-registry behind htpasswd (bcrypt) and TLS
 // from a test CA, which the test engine trusts through /etc/docker/certs.d/<host:port>/ca.crt and
 // the scheduler through NODE_EXTRA_CA_CERTS. A deploy fails with the registry's 401 before a
 // login and with a wrong password, and works after `platform registry login`: the scheduler
 // resolves the tag with the login and the agent pulls with it (the engine holds no copy). The
-// password is answered, listed and journaled nowhere, and stored once.
+// password is answered, listed and journaled nowhere, and stored once. Then the bearer flow: a
+// second docker-registry serving the same storage with token auth, whose token realm (this test's
+// HTTPS endpoint, issuing Distribution's ES256 tokens) takes the login as Basic credentials.
 
+let tokenServer: Server | undefined;
+let tokenRegistry: Awaited<ReturnType<typeof startRegistry>> | undefined;
 const USER = 'deployer';
 const PASSWORD = `pw-${randomBytes(12).toString('hex')}`;
 
@@ -35,6 +41,8 @@ const engine = await startDockerd();
 const etcd = await startEtcd();
 const store = new EtcdStore([etcd.url]);
 t.teardown(async () => {
+  tokenServer?.close();
+  await tokenRegistry?.stop();
   await Promise.all(roles.map((role) => role.stop()));
   await store.close();
   await engine.stop();
@@ -168,4 +176,66 @@ t.test('after logout the registry is reached without a login again', async (t) =
   const deploy = await http('POST', `${orchestrator.url}/services/private-web/deploy`, { containerRepository: image.reference }, bearer(admin));
   t.equal(deploy.status, 400);
   t.match(deploy.body.message, `401 from ${registry.host}: authentication required (no login`);
+});
+
+/**
+ * A token realm as Distribution's token auth expects one: Basic credentials in, an ES256 JWT out
+ * (signed with the key of `certs.otherCa`, which the registry's rootcertbundle holds, the
+ * certificate in its `x5c`), granting pull on the scope asked for; 401 with a reason otherwise.
+ */
+async function startTokenRealm(service: string, issuer: string): Promise<{ server: Server; realm: string }> {
+  const key = createPrivateKey(readFileSync(certs.otherCaKey));
+  const x5c = [new X509Certificate(readFileSync(certs.otherCa)).raw.toString('base64')];
+  const part = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  const server = createServer({ cert: readFileSync(certs.serverCert), key: readFileSync(certs.serverKey) }, (request, response) => {
+    const url = new URL(request.url ?? '/', 'https://realm');
+    const expected = `Basic ${Buffer.from(`${USER}:${PASSWORD}`).toString('base64')}`;
+    if (request.headers.authorization !== expected) {
+      return void response.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ details: 'incorrect username or password' }));
+    }
+    const [, name] = (url.searchParams.get('scope') ?? '').split(':');
+    const now = Math.floor(Date.now() / 1000);
+    const claims = { iss: issuer, sub: USER, aud: service, exp: now + 300, nbf: now - 10, iat: now, jti: randomBytes(8).toString('hex'), access: [{ type: 'repository', name, actions: ['pull'] }] };
+    const unsigned = `${part({ alg: 'ES256', typ: 'JWT', x5c })}.${part(claims)}`;
+    const signature = sign('sha256', Buffer.from(unsigned), { key, dsaEncoding: 'ieee-p1363' }).toString('base64url');
+    response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ token: `${unsigned}.${signature}` }));
+  });
+  const port = await freePort();
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  return { server, realm: `https://127.0.0.1:${port}/token` };
+}
+
+t.test('with token auth the scheduler asks the realm for a token with the login, and names the realm that refused', async (t) => {
+  const realm = await startTokenRealm('platform-test-registry', 'platform-test-issuer');
+  tokenServer = realm.server;
+  tokenRegistry = await startRegistry({
+    tls: { cert: certs.serverCert, key: certs.serverKey, ca: certs.ca },
+    tokenAuth: { realm: realm.realm, service: 'platform-test-registry', issuer: 'platform-test-issuer', rootCertBundle: certs.otherCa },
+    storageDir: registry.storageDir,
+  });
+  const origin = new URL(realm.realm).origin;
+  const declared = await http('PATCH', `${roles[0]!.url}/services/private-web`, { containerImage: `${tokenRegistry.host}/${repository}` }, bearer(admin));
+  t.equal(declared.status, 200, JSON.stringify(declared.body));
+  // A new digest (pushed to the first registry, served by both), so the deploy is not `unchanged`.
+  const v2 = await buildTestImage(engine.docker, registry.host, repository, 'v2', { label: 'two', auth: { username: USER, password: PASSWORD } });
+  const reference = `${tokenRegistry.host}/${repository}:v2`;
+
+  const anonymous = await http('POST', `${orchestrator.url}/services/private-web/deploy`, { containerRepository: reference }, bearer(admin));
+  t.equal(anonymous.status, 400);
+  t.equal(anonymous.body.message, `401 from the token realm ${origin} of registry ${tokenRegistry.host}: incorrect username or password (no login for ${tokenRegistry.host}: platform registry login ${tokenRegistry.host})`);
+
+  await platform(admin, 'wrong-password\n', 'registry', 'login', tokenRegistry.host, '--username', USER, '--password-stdin');
+  const wrong = await http('POST', `${orchestrator.url}/services/private-web/deploy`, { containerRepository: reference }, bearer(admin));
+  t.equal(wrong.status, 400);
+  t.match(wrong.body.message, `401 from the token realm ${origin} of registry ${tokenRegistry.host}: incorrect username or password (the login of user ${USER} was refused`);
+
+  await platform(admin, `${PASSWORD}\n`, 'registry', 'login', tokenRegistry.host, '--username', USER, '--password-stdin');
+  const deploy = await http('POST', `${orchestrator.url}/services/private-web/deploy`, { containerRepository: reference }, bearer(admin));
+  t.equal(deploy.status, 200, JSON.stringify(deploy.body));
+  t.match(deploy.body, { outcome: 'created', image: `${tokenRegistry.host}/${repository}@${v2.digest}` }, 'the tag resolved to the pushed digest through the token');
+  const finished = await waitFor(async () => {
+    const record = (await http('GET', `${orchestrator.url}/deployments/${deploy.body.deployment}`, undefined, bearer(admin))).body as { state: string; reason?: string };
+    return ['pending', 'pulling', 'rolling'].includes(record.state) ? undefined : record;
+  }, 120_000, { what: 'the deployment to end' });
+  t.match(finished, { state: 'succeeded' }, 'and the agent pulled it through the token flow, with the login');
 });
