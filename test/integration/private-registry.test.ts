@@ -15,6 +15,8 @@ import { http, platformBin, serveRole, waitHealthy } from '../harness/platform.j
 import { EtcdStore } from '../../src/store/etcd-store.js';
 import { ROOT } from '../../src/store/keys.js';
 import { waitFor } from '../harness/wait.js';
+import { RegistryClient } from '../../src/roles/scheduler/registry-client.js';
+import { parseImageReference } from '../../src/image-reference.js';
 
 // Private registries with real parts: Debian's docker-registry behind htpasswd (bcrypt) and TLS
 // from a test CA, which the test engine trusts through /etc/docker/certs.d/<host:port>/ca.crt and
@@ -110,6 +112,16 @@ t.test('before any login a deploy fails with the registry\'s 401 and its reason'
   const deploy = await platform(admin, '', 'deploy', 'private-web', '--image', image.reference);
   t.not(deploy.code, 0);
   t.match(deploy.stderr, `400: 401 from ${registry.host}: authentication required (no login for ${registry.host}: platform registry login ${registry.host})`);
+});
+
+t.test('a scheduler that does not trust the registry\'s CA says so, and how to give it', async (t) => {
+  // This test process was started without NODE_EXTRA_CA_CERTS, so its client trusts only the system's CAs.
+  const client = new RegistryClient({ allowedRegistries: ['127.0.0.1'] });
+  t.teardown(() => client.close());
+  await t.rejects(client.resolveDigest(parseImageReference(image.reference)), {
+    statusCode: 502,
+    message: `registry ${registry.host} presented a certificate the scheduler does not trust (UNABLE_TO_VERIFY_LEAF_SIGNATURE): give the scheduler its CA with NODE_EXTRA_CA_CERTS`,
+  });
 });
 
 t.test('registry logins are an admin\'s: a read token and no token are refused, a bad host is named', async (t) => {

@@ -29,6 +29,9 @@ const isLoopback = (host: string): boolean => /^(127\.\d+\.\d+\.\d+|localhost|\[
 /** What a TLS client reads when the server answers in plain HTTP: the registry speaks no TLS. */
 const PLAIN_HTTP_ANSWER = 'ERR_SSL_WRONG_VERSION_NUMBER';
 
+/** Node's codes for a certificate no trusted CA vouches for. */
+const UNTRUSTED_CERTIFICATE = new Set(['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'SELF_SIGNED_CERT_IN_CHAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY']);
+
 /** An error answer's reason is one line of a registry's JSON `errors`: read at most this much of it. */
 const REASON_REPLY_BYTES = 16 * 1024;
 const REASON_CHARS = 200;
@@ -118,7 +121,11 @@ export class RegistryClient {
       const refused = refusalIn(error);
       if (refused) throw badRequest(`containerRepository: registry ${image.registry} is not allowed: ${refused.message}; ${NOT_ALLOWED_RULE}`);
       // Only the error's code: a message can carry bytes the registry sent.
-      throw badGateway(`registry ${image.registry} is unreachable (${codeOf(error)})`);
+      const code = codeOf(error);
+      if (UNTRUSTED_CERTIFICATE.has(code)) {
+        throw badGateway(`registry ${image.registry} presented a certificate the scheduler does not trust (${code}): give the scheduler its CA with NODE_EXTRA_CA_CERTS`);
+      }
+      throw badGateway(`registry ${image.registry} is unreachable (${code})`);
     }
   }
 
