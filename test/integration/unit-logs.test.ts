@@ -13,7 +13,10 @@ import { waitFor } from '../harness/wait.js';
 
 // Bounded unit output on real parts: a unit writing 50 MB leaves at most the agent's default
 // rotation (10 MB x 3) in the test engine's data root, and `platform logs -f`, started before
-// the output, keeps following through every rotation to the lines written after it.
+// the output, keeps following through every rotation to the lines written after it, each line
+// once and in order. How much it reads of the 50 MB depends on how far it is behind the unit when
+// a file rotates (Docker 20.10's follower then skips the unread rest of that file), so that is
+// reported, not asserted.
 
 const LOG_BYTES = 50_000_000;
 const BOUND = 3 * 10 * 1024 * 1024;
@@ -114,13 +117,14 @@ t.test('a unit writing 50 MB keeps at most 10 MB x 3 on disk, and logs -f follow
       return /\ntick 3\n/.test(recent);
     },
     240_000,
-    { intervalMs: 200, what: `the follower to read past the 50 MB to "tick 3" (read ${received} bytes; stderr: ${followerErrors})` },
+    { intervalMs: 200, what: 'the follower to read past the 50 MB to "tick 3"' },
   );
   t.ok(recent.includes('\nchatter done\n'), 'the follower read the line after the 50 MB');
-  // A reader behind the writer by more than the bound misses what was rotated away (the bound at work).
+  // A reader behind the writer at a rotation misses the rest of that file (Docker 20.10's follower).
   t.comment(`read ${lines.read} of ${LOG_BYTES / 100} lines; rotated away before they were read: ${lines.gaps.join(', ') || 'none'}`);
   t.same(lines.repeated, [], 'no line twice or out of order (Docker 20.10 re-reads a rotated file; the agent drops what it passed already)');
-  t.ok(received > BOUND, `and followed through the rotations: ${(received / 1e6).toFixed(1)} MB read, more than the ${BOUND / 1e6} MB kept`);
+  t.equal(lines.next - 1, LOG_BYTES / 100, 'and the last line of the 50 MB, after every rotation');
+  t.ok(lines.read > 0, `${lines.read} chatter lines (${(received / 1e6).toFixed(1)} MB) read as they came`);
 
   const onDisk = logBytes(inspected.LogPath);
   t.ok(onDisk.files <= 3, `${onDisk.files} files`);
