@@ -43,6 +43,8 @@ function addServeFlags(command: Command): Command {
     .option('--stop-grace <seconds>', 'agent: seconds between SIGTERM and SIGKILL when a unit stops (services may set their own)')
     .option('--drain-seconds <seconds>', 'agent: seconds a unit is marked draining (deactivating) before it is stopped (default 2)')
     .option('--label <key=value...>', 'agent: machine labels')
+    .option('--log-max-size <size>', "agent: a unit container's output file is rotated at this size, e.g. 10m (k, m, g; env PLATFORM_LOG_MAX_SIZE; default 10m)")
+    .option('--log-max-files <n>', "agent: output files kept per unit container, the current one included (env PLATFORM_LOG_MAX_FILES; default 3)")
     .option('--insecure-registry <host:port...>', 'scheduler: registries reached over plain HTTP (loopback ones always are)')
     .option('--allowed-registry <host...>', 'scheduler: registries on loopback, private or link-local addresses deploys may use: host, host:port or a range such as 10.0.0.0/8 (env PLATFORM_ALLOWED_REGISTRIES, comma-separated); public ones always may')
     .option('--registry-webhook-token <token>', 'scheduler: bearer token POST /hooks/registry requires (env PLATFORM_REGISTRY_WEBHOOK_TOKEN, preferred: flags show in ps)')

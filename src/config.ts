@@ -80,6 +80,27 @@ export interface AgentConfig {
   stopGraceSeconds: number;
   drainSeconds: number;
   labels: Record<string, string>;
+  /** How much output of each unit container the engine keeps (--log-max-size, --log-max-files). */
+  unitLogs: UnitLogRotation;
+}
+
+/** Docker's json-file rotation of a unit's output: at most `maxFiles` files of `maxSize` each. */
+export interface UnitLogRotation {
+  /** Docker's size notation: a number and k, m or g (e.g. 10m). */
+  maxSize: string;
+  maxFiles: number;
+}
+
+/** 10 MB × 3: a unit's output costs its machine at most 30 MB of disk. */
+export const defaultUnitLogs: UnitLogRotation = { maxSize: '10m', maxFiles: 3 };
+
+function logMaxSize(text: string | undefined): string {
+  if (text === undefined) return defaultUnitLogs.maxSize;
+  const size = text.trim().toLowerCase();
+  if (!/^[1-9][0-9]{0,5}[kmg]$/.test(size) || (size.endsWith('k') && Number(size.slice(0, -1)) < 64)) {
+    throw new ConfigError(`--log-max-size must be a size such as 10m: a whole number and k, m or g, at least 64k, got ${text}`);
+  }
+  return size;
 }
 
 export interface GatewayConfig {
@@ -160,6 +181,8 @@ export interface RawFlags {
   unitHost?: string;
   stopGrace?: string;
   drainSeconds?: string;
+  logMaxSize?: string;
+  logMaxFiles?: string;
   label?: string[];
   announceTtl?: string;
   /** false with --no-announce (commander's negated option); undefined or true otherwise. */
@@ -288,6 +311,10 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
       stopGraceSeconds: integer('--stop-grace', flags.stopGrace, 0, 3600) ?? 10,
       drainSeconds: integer('--drain-seconds', flags.drainSeconds, 0, 600) ?? 2,
       labels: parseLabels(flags.label),
+      unitLogs: {
+        maxSize: logMaxSize(flags.logMaxSize ?? (env.PLATFORM_LOG_MAX_SIZE || undefined)),
+        maxFiles: integer('--log-max-files', flags.logMaxFiles ?? (env.PLATFORM_LOG_MAX_FILES || undefined), 1, 100) ?? defaultUnitLogs.maxFiles,
+      },
     },
     scheduler: {
       insecureRegistries: flags.insecureRegistry ?? [],

@@ -58,6 +58,9 @@ const auditedRoutes: Record<string, AuditedRoute> = {
   'POST /tokens/bootstrap': { kind: 'token.bootstrapped' },
   'POST /notifications/endpoints': { kind: 'notify.endpoint-added', describe: endpointSpec },
   'DELETE /notifications/endpoints/:id': { kind: 'notify.endpoint-removed' },
+  // The user, never the password.
+  'PUT /registries/:host': { kind: 'registry.login', describe: (body) => `user ${String(body.username)}` },
+  'DELETE /registries/:host': { kind: 'registry.logout' },
 };
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);

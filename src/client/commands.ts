@@ -80,6 +80,7 @@ export function addClientCommands(program: Command): void {
   program.option('--token <token>', 'API token for client commands (env PLATFORM_TOKEN, preferred: flags show in ps)');
   addTokenCommands(program.command('token').description('Create, list and revoke API tokens (README "Access tokens").'));
   addNotifyCommands(program.command('notify').description('Send events to your endpoints: add, list and remove them, see their deliveries (README "Notifications").'), client);
+  addRegistryCommands(program.command('registry').description('Log in to private registries deploys pull from (README "Private registries").'));
 
   program.command('services').description('List services.').action(async (_options, command: Command) => {
     const services = await client(command).listServices();
@@ -270,6 +271,38 @@ function addTokenCommands(token: Command): void {
   token.command('revoke <name>').description('Revoke a token: every role refuses it at once.').action(async (name: string, _o, command: Command) => {
     await client(command).revokeToken(name);
     print(`revoked ${name}\n`);
+  });
+}
+
+/** The password as piped in: one line (a trailing newline, as `echo` or a file gives, is not part of it). */
+async function passwordFromStdin(): Promise<string> {
+  if (process.stdin.isTTY) throw new Error('--password-stdin reads the password from standard input: pipe it in (e.g. platform registry login HOST --username U --password-stdin < file)');
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  const password = Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+  if (!password) throw new Error('--password-stdin: standard input held no password');
+  return password;
+}
+
+function addRegistryCommands(registry: Command): void {
+  registry
+    .command('login <host>')
+    .description('Store the user name and password deploys use for a registry (host or host:port); the scheduler resolves tags and agents pull with them.')
+    .requiredOption('--username <user>', 'user name at the registry')
+    .requiredOption('--password-stdin', 'read the password from standard input (never a flag: flags show in ps)')
+    .action(async (host: string, options: { username: string }, command: Command) => {
+      const login = await client(command).registryLogin(host, options.username, await passwordFromStdin());
+      print(`logged in to ${login.host} as ${login.username}\n`);
+    });
+
+  registry.command('list').description('List registry logins: hosts, users and when they were added (never a password).').action(async (_o, command: Command) => {
+    const logins = await client(command).registryLogins();
+    print(table(['REGISTRY', 'USERNAME', 'ADDED'], logins.map((l) => [l.host, l.username, l.addedAt])));
+  });
+
+  registry.command('logout <host>').description("Forget a registry's login.").action(async (host: string, _o, command: Command) => {
+    await client(command).registryLogout(host);
+    print(`logged out of ${host}\n`);
   });
 }
 

@@ -62,6 +62,9 @@ export class OrchestratorClient {
   listNotifyEndpoints = () => this.call('GET /notifications/endpoints');
   removeNotifyEndpoint = (id: string) => this.call('DELETE /notifications/endpoints/:id', { params: { id } });
   notifyDeliveries = (limit: number, state?: DeliveryState) => this.call('GET /notifications/deliveries', { query: { limit, state } });
+  registryLogin = (host: string, username: string, password: string) => this.call('PUT /registries/:host', { params: { host }, body: { username, password } });
+  registryLogins = () => this.call('GET /registries');
+  registryLogout = (host: string) => this.call('DELETE /registries/:host', { params: { host } });
   deployment = (id: string) => this.call('GET /deployments/:id', { params: { id } });
   release = (name: string, version: number) => this.call('GET /services/:name/config/history/:version', { params: { name, version: String(version) } });
 

@@ -7,6 +7,7 @@ import { splitRouteKey, type RouteKey } from './route-key.js';
 import { bootstrapTokenSchema, createTokenSchema, listTokensSchema, revokeTokenSchema } from './token.js';
 import { endSessionSchema, sessionSchema, startSessionSchema } from './session.js';
 import { addEndpointSchema, listDeliveriesSchema, listEndpointsSchema, removeEndpointSchema } from './notification.js';
+import { listRegistryLoginsSchema, registryLoginSchema, registryLogoutSchema } from './registry.js';
 import type { Access, ServiceSource } from '../auth/access.js';
 
 // The orchestrator's API, one entry per route: the key is its method and path, the value its
@@ -102,6 +103,10 @@ export const orchestratorApi = {
   'GET /notifications/endpoints': { ...listEndpointsSchema, access: 'admin' },
   'DELETE /notifications/endpoints/:id': removeEndpointSchema,
   'GET /notifications/deliveries': { ...listDeliveriesSchema, access: 'admin' },
+  // Registry logins are an admin's, listing them too (the hosts and users say what the cluster pulls from).
+  'PUT /registries/:host': registryLoginSchema,
+  'GET /registries': { ...listRegistryLoginsSchema, access: 'admin' },
+  'DELETE /registries/:host': registryLogoutSchema,
   // Signing in and out needs no token (signing in takes one); who one is needs the read right.
   'POST /session': { ...startSessionSchema, access: 'open' },
   'GET /session': sessionSchema,

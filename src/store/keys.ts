@@ -115,3 +115,12 @@ export const notifyOutboxPrefix = `${ROOT}notify/outbox/`;
 export const notifyOutboxKey = (eventId: string): string => `${notifyOutboxPrefix}${eventId}`;
 export const notifyDeliveryPrefix = `${ROOT}notify/deliveries/`;
 export const notifyDeliveryKey = (eventId: string, endpointId: string): string => `${notifyDeliveryPrefix}${eventId}/${endpointId}`;
+
+/**
+ * Private registry logins by registry host (`host[:port]`, validated first): the user name and the
+ * password the scheduler resolves tags with and agents pull with. The password is kept as given,
+ * since both must send it; it leaves the store only towards its registry. Written only through
+ * src/auth/registry-credentials.ts.
+ */
+export const registryCredentialPrefix = `${ROOT}registry-credentials/`;
+export const registryCredentialKey = (host: string): string => `${registryCredentialPrefix}${host}`;

@@ -2,23 +2,37 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync, createWriteStream, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { request } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
+import bcrypt from 'bcryptjs';
 import { ensureCommand } from './system-packages.js';
 import { freePort } from './free-port.js';
 
 // A real Distribution (Docker Registry v2) on 127.0.0.1, storing blobs in a temp dir. Docker treats
-// 127.0.0.0/8 registries as insecure by default, so no TLS is needed for pushes and pulls.
+// 127.0.0.0/8 registries as insecure by default, so no TLS is needed for pushes and pulls; a test
+// of private registries asks for TLS from its own CA and htpasswd users.
 
 export interface RegistryOptions {
   /** Where the registry posts its push/pull notifications (an event envelope per batch). */
   notificationUrl?: string;
   /** Sent as `Authorization: Bearer <token>` with each notification. */
   token?: string;
+  /** Serve HTTPS with this certificate (PEM files); the caller's CA must have signed it for 127.0.0.1. */
+  tls?: { cert: string; key: string; ca: string };
+  /** Require these users (Basic authentication against a bcrypt htpasswd file, as `htpasswd -B` writes). */
+  users?: Record<string, string>;
+  /** Require bearer tokens from `realm`, signed with the key of the certificate in `rootCertBundle` (Distribution's token auth). */
+  tokenAuth?: { realm: string; service: string; issuer: string; rootCertBundle: string };
+  /** Serve the storage of another registry (started with its own): what was pushed there is here too. */
+  storageDir?: string;
 }
 
 export interface Registry {
   /** `127.0.0.1:PORT`, the registry part of image references. */
   host: string;
+  /** Where its log is, for failure messages. */
+  logPath: string;
+  /** Its blobs and manifests, which another registry may serve too (`storageDir`). */
+  storageDir: string;
   stop(): Promise<void>;
 }
 
@@ -30,7 +44,7 @@ export const REGISTRY_ADDRESS = '127.0.0.1';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function configYaml(port: number, storageDir: string, options: RegistryOptions): string {
+function configYaml(port: number, storageDir: string, htpasswdPath: string, options: RegistryOptions): string {
   const lines = [
     'version: 0.1',
     'log:',
@@ -43,6 +57,12 @@ function configYaml(port: number, storageDir: string, options: RegistryOptions):
     'http:',
     `  addr: ${REGISTRY_ADDRESS}:${port}`,
   ];
+  if (options.tls) lines.push('  tls:', `    certificate: ${options.tls.cert}`, `    key: ${options.tls.key}`);
+  if (options.users) lines.push('auth:', '  htpasswd:', '    realm: platform-test', `    path: ${htpasswdPath}`);
+  if (options.tokenAuth) {
+    const { realm, service, issuer, rootCertBundle } = options.tokenAuth;
+    lines.push('auth:', '  token:', `    realm: ${realm}`, `    service: ${service}`, `    issuer: ${issuer}`, `    rootcertbundle: ${rootCertBundle}`);
+  }
   if (options.notificationUrl) {
     lines.push(
       'notifications:',
@@ -53,14 +73,20 @@ function configYaml(port: number, storageDir: string, options: RegistryOptions):
       '      threshold: 5',
       '      backoff: 1s',
     );
-    if (options.token) {
+    if (options.tokenAuth) {
       lines.push('      headers:', `        Authorization: ["Bearer ${options.token}"]`);
     }
   }
   return `${lines.join('\n')}\n`;
 }
 
-async function waitForApi(host: string, child: ChildProcess, logPath: string, timeoutMs: number): Promise<void> {
+/** A bcrypt htpasswd file (cost 5: the registry checks it on every request, and these are test passwords). */
+const htpasswd = (users: Record<string, string>): string =>
+  Object.entries(users)
+    .map(([user, password]) => `${user}:${bcrypt.hashSync(password, 5)}\n`)
+    .join('');
+
+async function waitForApi(base: string, child: ChildProcess, logPath: string, timeoutMs: number, dispatcher?: Dispatcher): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {
@@ -68,9 +94,10 @@ async function waitForApi(host: string, child: ChildProcess, logPath: string, ti
       throw new Error(`docker-registry exited with ${child.exitCode}:\n${readFileSync(logPath, 'utf8').slice(-4000)}`);
     }
     try {
-      const response = await request(`http://${host}/v2/`);
+      const response = await request(`${base}/v2/`, dispatcher ? { dispatcher } : {});
       await response.body.dump();
-      if (response.statusCode === 200) return;
+      // With authentication, the API answers 401 to an anonymous call once it is up.
+      if (response.statusCode === 200 || response.statusCode === 401) return;
       lastError = new Error(`GET /v2/ answered ${response.statusCode}`);
     } catch (error) {
       lastError = error;
@@ -87,7 +114,10 @@ export async function startRegistry(options: RegistryOptions = {}): Promise<Regi
   const port = await freePort();
   const host = `${REGISTRY_ADDRESS}:${port}`;
   const configPath = join(dir, 'config.yml');
-  writeFileSync(configPath, configYaml(port, join(dir, 'storage'), options));
+  const storageDir = options.storageDir ?? join(dir, 'storage');
+  const htpasswdPath = join(dir, 'htpasswd');
+  writeFileSync(configPath, configYaml(port, storageDir, htpasswdPath, options));
+  if (options.users) writeFileSync(htpasswdPath, htpasswd(options.users));
   const logPath = join(dir, 'registry.log');
   const log = createWriteStream(logPath);
   const child = spawn('docker-registry', ['serve', configPath], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -111,11 +141,14 @@ export async function startRegistry(options: RegistryOptions = {}): Promise<Regi
     log.end();
     rmSync(dir, { recursive: true, force: true });
   };
+  const dispatcher = options.tls ? new Agent({ connect: { ca: readFileSync(options.tls.ca) } }) : undefined;
   try {
-    await waitForApi(host, child, logPath, 15_000);
+    await waitForApi(`${options.tls ? 'https' : 'http'}://${host}`, child, logPath, 15_000, dispatcher);
   } catch (error) {
     await stop();
     throw error;
+  } finally {
+    await dispatcher?.close();
   }
-  return { host, stop };
+  return { host, logPath, storageDir, stop };
 }

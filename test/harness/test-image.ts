@@ -11,10 +11,16 @@ import { followProgress, importRootfs, nodeBinary } from './rootfs.js';
 // pools and its benchmark need that case too.
 
 export interface TestImageOptions {
-  /** `ok` serves HTTP on $PORT (busybox httpd); `keep-alive` the same with Node (and GET /connections); `crash` exits 1 at once. */
-  variant?: 'ok' | 'keep-alive' | 'crash';
+  /**
+   * `ok` serves HTTP on $PORT (busybox httpd); `keep-alive` the same with Node (and GET /connections); `crash` exits 1 at once;
+   * `chatty` serves too, and once /tmp/chatter exists (a test creates it with exec) writes $LOG_BYTES bytes of output in
+   * numbered lines of 100 bytes (`chatter 000000001 000…`), then `chatter done` and a `tick N` line every 200 ms.
+   */
+  variant?: 'ok' | 'keep-alive' | 'crash' | 'chatty';
   /** Baked into the image (ENV IMAGE_LABEL) and appended to the page, so tags differ in digest. */
   label?: string;
+  /** The registry's login, for a registry that requires one. */
+  auth?: { username: string; password: string };
 }
 
 export interface TestImage {
@@ -24,7 +30,7 @@ export interface TestImage {
   digest: string;
 }
 
-const appletLinks = ['sh', 'httpd', 'echo', 'mkdir', 'cat', 'sleep', 'kill', 'env'];
+const appletLinks = ['sh', 'httpd', 'echo', 'mkdir', 'cat', 'sleep', 'kill', 'env', 'awk', 'touch'];
 
 // The trap makes SIGTERM end the unit at once, as a well-behaved service does, instead of waiting
 // out the stop grace period (PID 1 ignores signals it installs no handler for).
@@ -34,6 +40,14 @@ const serveScript =
   'echo "serving $PLATFORM_UNIT on port $PORT" && ' +
   'trap "kill \\$pid; exit 0" TERM; ' +
   'httpd -f -p $PORT -h /tmp/www & pid=$!; wait';
+// Waits for its signal file so a test can start following the output first.
+const chattyScript =
+  'mkdir -p /tmp/www && echo "$PLATFORM_UNIT" > /tmp/www/index.html && ' +
+  'trap "exit 0" TERM; httpd -f -p $PORT -h /tmp/www & ' +
+  'echo "waiting for /tmp/chatter"; while [ ! -e /tmp/chatter ]; do sleep 0.1; done; ' +
+  // Numbered lines of 100 bytes, so a reader can tell which it missed.
+  'awk -v n="$LOG_BYTES" \'BEGIN { for (i = 1; i <= n / 100; i++) printf "chatter %09d %081d\\n", i, 0 }\'; ' +
+  'echo "chatter done"; i=0; while true; do i=$((i+1)); echo "tick $i"; sleep 0.2; done';
 const crashScript = 'echo "$PLATFORM_UNIT crashing" >&2; exit 1';
 const keepAliveScript = [
   "const { PLATFORM_UNIT: unit, GREETING: greeting = '', PLATFORM_RELEASE: release, IMAGE_LABEL: label, PORT: port } = process.env;",
@@ -47,6 +61,8 @@ const keepAliveScript = [
   "process.on('SIGTERM', () => process.exit(0));",
 ].join('\n');
 
+const shellScripts = { ok: serveScript, crash: crashScript, chatty: chattyScript };
+
 /** Builds the test image, pushes it to `registryHost` and returns its reference and digest. */
 export async function buildTestImage(
   docker: Docker,
@@ -56,12 +72,12 @@ export async function buildTestImage(
   options: TestImageOptions = {},
 ): Promise<TestImage> {
   const command =
-    options.variant === 'keep-alive' ? [nodeBinary, '-e', keepAliveScript] : ['/bin/sh', '-c', options.variant === 'crash' ? crashScript : serveScript];
+    options.variant === 'keep-alive' ? [nodeBinary, '-e', keepAliveScript] : ['/bin/sh', '-c', shellScripts[options.variant ?? 'ok']];
   const changes = [`CMD ${JSON.stringify(command)}`, 'ENV PATH=/bin'];
   if (options.label) changes.push(`ENV IMAGE_LABEL=${options.label}`);
   const repo = `${registryHost}/${repository}`;
   await importRootfs(docker, { applets: appletLinks, node: options.variant === 'keep-alive' }, { repo, tag, changes });
-  const pushed = await followProgress(docker, await docker.getImage(`${repo}:${tag}`).push({ tag, authconfig: {} } as object));
+  const pushed = await followProgress(docker, await docker.getImage(`${repo}:${tag}`).push({ tag, authconfig: options.auth ? { ...options.auth, serveraddress: registryHost } : {} } as object));
   const digest = pushed.map((event) => event.aux?.Digest).find((value) => value);
   if (!digest) throw new Error(`pushing ${repo}:${tag} reported no digest`);
   return { reference: `${repo}:${tag}`, digest };

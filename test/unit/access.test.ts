@@ -99,12 +99,13 @@ t.test("an orchestrator route's access comes from its API table entry into its c
     t.same(need(key), { access: 'deploy', service: { param: 'name' } }, key);
   }
   t.same(need('GET /tokens'), { access: 'admin' });
+  for (const key of ['PUT /registries/:host', 'GET /registries', 'DELETE /registries/:host'] as const) t.same(need(key), { access: 'admin' }, key);
   t.same(need('POST /tokens/bootstrap'), { access: 'open' });
   t.same(need('POST /tokens'), { access: 'admin' });
   t.same(need('DELETE /services/:name'), { access: 'admin' });
   t.same(need('GET /services'), { access: 'read' });
   const declared = Object.keys(orchestratorApi).filter((key) => 'access' in orchestratorApi[key as OrchestratorRoute]);
-  t.same(declared.sort(), ['DELETE /session', 'GET /notifications/deliveries', 'GET /notifications/endpoints', 'GET /tokens', 'PATCH /services/:name/config/next', 'POST /services/:name/deploy', 'POST /services/:name/rollback', 'POST /session', 'POST /tokens/bootstrap']);
+  t.same(declared.sort(), ['DELETE /session', 'GET /notifications/deliveries', 'GET /notifications/endpoints', 'GET /registries', 'GET /tokens', 'PATCH /services/:name/config/next', 'POST /services/:name/deploy', 'POST /services/:name/rollback', 'POST /session', 'POST /tokens/bootstrap']);
   t.same(need('POST /session'), { access: 'open' }, 'signing in takes a token rather than needing one');
   t.same(need('GET /session'), { access: 'read' });
 });

@@ -69,6 +69,8 @@ const acceptedBodies: Record<string, Record<string, unknown>> = {
   'PUT /cluster/machines/:id/drain': {},
   'POST /tokens': { name: 'ci', role: 'read' },
   'POST /session': { token: 'plt_x' },
+  'PUT /registries/:host': { username: 'ci', password: 'secret' },
+  'POST /notifications/endpoints': { url: 'https://hooks.example.com/deploys' },
 };
 
 t.test('every body the orchestrator accepts refuses a field that asks for privileges', async (t) => {

@@ -5,6 +5,8 @@ import type { RoleServer } from '../../http/server.js';
 import type { Store, Watch } from '../../store/store.js';
 import { assignmentPrefix } from '../../store/keys.js';
 import { LeasedKeys } from '../../store/leased-keys.js';
+import { credentialFor } from '../../auth/registry-credentials.js';
+import { defaultUnitLogs, type UnitLogRotation } from '../../config.js';
 import { AssignmentCheck, type RefusedAssignment } from './assignment-check.js';
 import { CoalescingRunner } from './coalescing-runner.js';
 import type { NetworkMode } from './container-spec.js';
@@ -41,6 +43,8 @@ export interface AgentOptions {
   stopGraceSeconds?: number;
   /** Seconds a unit is announced as draining before it is stopped (default 2). */
   drainSeconds?: number;
+  /** How much output of each unit the engine keeps (default 10 MB × 3). */
+  unitLogs?: UnitLogRotation;
   resyncIntervalMs?: number;
   log: FastifyBaseLogger;
 }
@@ -103,7 +107,9 @@ class MachineAgent implements Agent {
       unitHost: options.unitHost ?? '127.0.0.1',
       stopGraceSeconds: options.stopGraceSeconds ?? 10,
       drainSeconds: options.drainSeconds ?? 2,
+      unitLogs: options.unitLogs ?? defaultUnitLogs,
       reporter: this.reporter,
+      credentials: (registry) => credentialFor(options.store, registry),
       wakeIn: (ms) => this.wakeIn(ms),
       log: options.log,
     });

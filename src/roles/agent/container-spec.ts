@@ -1,5 +1,6 @@
 import type { ContainerCreateOptions, HostConfig } from 'dockerode';
 import type { Assignment } from '../../schemas/cluster.js';
+import type { UnitLogRotation } from '../../config.js';
 
 // What a unit's container looks like: named after the unit, labelled so any agent (this one after
 // a restart included) can tell whose it is and what it runs (its slot: unit and spec), and given
@@ -36,7 +37,20 @@ export interface UnitContainerSpec {
   port: number;
   /** Bridge mode: the host port to publish on; undefined lets Docker choose. */
   hostPort?: number;
+  /** How much of the unit's output the engine keeps; none: the engine's own default (unbounded json-file). */
+  logs?: UnitLogRotation;
 }
+
+/**
+ * Docker's json-file driver with rotation, so a chatty unit cannot fill its machine's disk. It is
+ * named, not left to the engine's default: `platform logs` reads the output back through the
+ * engine, which the json-file driver serves (and follows across rotations); a daemon default of
+ * journald or syslog would keep no bound here.
+ */
+export const unitLogConfig = ({ maxSize, maxFiles }: UnitLogRotation): HostConfig['LogConfig'] => ({
+  Type: 'json-file',
+  Config: { 'max-size': maxSize, 'max-file': String(maxFiles) },
+});
 
 export function unitEnvironment(assignment: Assignment, port: number): string[] {
   const env: Record<string, string> = {
@@ -100,6 +114,7 @@ export function containerCreateOptions(spec: UnitContainerSpec): ContainerCreate
     ...(spec.network === 'bridge' ? { ExposedPorts: { [portKey]: {} } } : {}),
     HostConfig: {
       ...unitConfinement(),
+      ...(spec.logs ? { LogConfig: unitLogConfig(spec.logs) } : {}),
       ...(spec.network === 'host'
         ? { NetworkMode: 'host' }
         : { NetworkMode: 'bridge', PortBindings: { [portKey]: [{ HostIp: '', HostPort: spec.hostPort ? String(spec.hostPort) : '' }] } }),

@@ -1,6 +1,8 @@
 import type Docker from 'dockerode';
 import type { UnitFailure } from './status-reporter.js';
 import { labels, machineLabelFilters } from './container-spec.js';
+import { parseImageReference } from '../../image-reference.js';
+import type { CredentialLookup } from '../../auth/registry-credentials.js';
 
 // Docker operations on unit containers. Every query filters on this machine's label, so agents
 // sharing one engine (tests, or a machine migrated between ids) never touch each other's units.
@@ -72,15 +74,20 @@ interface ProgressEvent {
   errorDetail?: { message?: string };
 }
 
-/** Pulls `image` unless the engine has it already. Images are pinned by digest, so a local copy is never stale. */
-export async function ensureImage(docker: Docker, image: string): Promise<void> {
+/**
+ * Pulls `image` unless the engine has it already, with its registry's login when an admin stored
+ * one. Images are pinned by digest, so a local copy is never stale.
+ */
+export async function ensureImage(docker: Docker, image: string, credentials?: CredentialLookup): Promise<void> {
   try {
     await docker.getImage(image).inspect();
     return;
   } catch (error) {
     if (statusCodeOf(error) !== 404) throw error;
   }
-  const stream = await docker.pull(image);
+  const registry = parseImageReference(image).registry;
+  const credential = await credentials?.(registry);
+  const stream = await docker.pull(image, credential ? { authconfig: { ...credential, serveraddress: registry } } : {});
   await new Promise<void>((resolve, reject) => {
     docker.modem.followProgress(stream, (error: Error | null, events: ProgressEvent[]) => {
       const failed = events?.find((event) => event.error);

@@ -1,4 +1,4 @@
-import { PassThrough, Readable } from 'node:stream';
+import { Readable, type Transform } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import type Docker from 'dockerode';
 import type { RoleServer } from '../../http/server.js';
@@ -9,6 +9,7 @@ import { findUnitContainer } from './containers.js';
 import { dockerErrorMessage } from './docker-client.js';
 import { MAX_LOG_TAILS, StreamLimit } from '../../http/stream-limit.js';
 import { followedWhileCredentialsLast } from '../../auth/credential-lifetime.js';
+import { RotationDedup } from './log-rotation-dedup.js';
 
 // The agent's own API: what runs on this machine and the units' logs. The orchestrator proxies
 // these for people; the store holds the same statuses for everyone else.
@@ -35,9 +36,12 @@ async function viaDocker<T>(action: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Docker multiplexes stdout and stderr into one framed stream; people want the plain text. */
-function demultiplexed(docker: Docker, source: NodeJS.ReadableStream): PassThrough {
-  const text = new PassThrough();
+/**
+ * Docker multiplexes stdout and stderr into one framed stream; people want the plain text, each
+ * line once (the frames carry timestamps for that: log-rotation-dedup.ts).
+ */
+function demultiplexed(docker: Docker, source: NodeJS.ReadableStream): Transform {
+  const text = new RotationDedup();
   docker.modem.demuxStream(source, text, text);
   source.once('end', () => text.end());
   source.once('error', (error) => text.destroy(error));
@@ -70,8 +74,8 @@ export function registerAgentRoutes(server: RoleServer, agent: AgentRouteTarget)
       if (!container) throw notFound(`unit ${unit} has no container on machine ${agent.machineId}`);
       const handle = agent.docker.getContainer(container.id);
       const source = follow
-        ? await viaDocker(() => handle.logs({ stdout: true, stderr: true, tail, follow: true }))
-        : Readable.from([await viaDocker(() => handle.logs({ stdout: true, stderr: true, tail, follow: false }))]);
+        ? await viaDocker(() => handle.logs({ stdout: true, stderr: true, tail, follow: true, timestamps: true }))
+        : Readable.from([await viaDocker(() => handle.logs({ stdout: true, stderr: true, tail, follow: false, timestamps: true }))]);
       // A followed log never ends by itself: stop reading from Docker when the client goes away.
       reply.raw.once('close', () => (source as Readable).destroy());
       const text = demultiplexed(agent.docker, source);

@@ -19,6 +19,7 @@ export async function startAgentRole({ config, store, log, advertised, access }:
     leaseTtlSeconds: config.announceTtlSeconds,
     stopGraceSeconds: config.agent.stopGraceSeconds,
     drainSeconds: config.agent.drainSeconds,
+    unitLogs: config.agent.unitLogs,
   });
   readiness = () => agent.readiness();
   return fastifyRole(server, () => agent.close());

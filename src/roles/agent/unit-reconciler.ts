@@ -8,6 +8,8 @@ import { createAndStart, ensureImage, inspectExit, startContainer, stopAndRemove
 import { dockerErrorMessage } from './docker-client.js';
 import { chooseUnitPorts } from './ports.js';
 import { passesProbe } from './readiness-probe.js';
+import type { CredentialLookup } from '../../auth/registry-credentials.js';
+import type { UnitLogRotation } from '../../config.js';
 import type { ObservedStatus, UnitFailure, UnitStatusReporter } from './status-reporter.js';
 
 // Makes one unit slot's container match its assignment, one step per pass: create a missing one,
@@ -24,7 +26,11 @@ export interface UnitReconcilerOptions {
   stopGraceSeconds: number;
   /** How long a unit is announced as draining before it is sent SIGTERM. */
   drainSeconds: number;
+  /** How much output of each unit the engine keeps. */
+  unitLogs: UnitLogRotation;
   reporter: UnitStatusReporter;
+  /** Registry logins for pulls (src/auth/registry-credentials.ts). */
+  credentials?: CredentialLookup;
   /** Asks for another pass in `ms` (a backoff ending, a port to probe again). */
   wakeIn: (ms: number) => void;
   log: FastifyBaseLogger;
@@ -152,7 +158,7 @@ export class UnitReconciler {
   private imageOnce(image: string): Promise<void> {
     let present = this.images.get(image);
     if (!present) {
-      present = ensureImage(this.options.docker, image);
+      present = ensureImage(this.options.docker, image, this.options.credentials);
       this.images.set(image, present);
       const forget = () => this.images.get(image) === present && this.images.delete(image);
       present.then(() => setTimeout(forget, IMAGE_CHECK_TTL_MS).unref(), forget);
@@ -185,7 +191,7 @@ export class UnitReconciler {
     let listening: number | undefined;
     try {
       const ports = await chooseUnitPorts(assignment, this.options.network, taken.ports);
-      const spec = { assignment, machineId: this.options.machineId, network: this.options.network, ...ports };
+      const spec = { assignment, machineId: this.options.machineId, network: this.options.network, logs: this.options.unitLogs, ...ports };
       const fallbackName = `${assignment.unit}.${assignment.spec}.${this.options.machineId}`;
       // When one of this machine's containers holds the unit's name, the create would only be refused (409).
       containerId = await createAndStart(docker, containerCreateOptions(spec), fallbackName, taken.names.has(assignment.unit));

@@ -5,6 +5,7 @@ import { fastifyRole, type RoleContext, type StartedRole } from '../role.js';
 import { orchestratorRoutes } from './routes.js';
 import { tokenRoutes } from './token-routes.js';
 import { notificationRoutes } from './notification-routes.js';
+import { registryRoutes } from './registry-routes.js';
 import { EventHub, eventsRoute } from './events.js';
 import { dashboardRoutes } from '../web/dashboard-assets.js';
 import { sessionRoutes } from '../web/session-routes.js';
@@ -30,6 +31,7 @@ export async function startOrchestrator({ config, store, log, access }: RoleCont
   orchestratorRoutes(server, store, peers);
   tokenRoutes(server, store);
   notificationRoutes(server, store);
+  registryRoutes(server, store);
   sessionRoutes(server, access);
   const events = new EventHub(store, log);
   eventsRoute(server, events);

@@ -2,12 +2,14 @@ import { isIP } from 'node:net';
 import { Agent, request, type Dispatcher } from 'undici';
 import { HttpError, badGateway, badRequest } from '../../http/errors.js';
 import { DOCKER_HUB, type ImageReference } from '../../image-reference.js';
+import type { CredentialLookup, RegistryCredential } from '../../auth/registry-credentials.js';
 import { RegistryAllowList, RegistryRefused, checkedLookup, refusalOf } from './registry-policy.js';
 
 // Resolves a tag to its manifest digest through the Registry HTTP API v2, so that a release pins
 // exactly what was pushed, even if the tag moves later. Every host it contacts (the registry, the
-// token realm a registry points to) passes the policy in registry-policy.ts, and no error it
-// reports quotes what a registry or a realm answered: it names the registry and the status.
+// token realm a registry points to) passes the policy in registry-policy.ts. An error names the
+// registry and the status; of what a registry or realm answered it quotes only the reason of a
+// refused login (a short printable line of its JSON errors), so the person deploying learns why.
 
 const MANIFEST_TYPES = [
   'application/vnd.oci.image.index.v1+json',
@@ -24,10 +26,15 @@ const NOT_ALLOWED_RULE =
 
 const isLoopback = (host: string): boolean => /^(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?$/.test(host);
 
-function registryBase(registry: string, insecure: ReadonlySet<string>): URL {
-  if (registry === DOCKER_HUB) return new URL('https://registry-1.docker.io');
-  return new URL(`${isLoopback(registry) || insecure.has(registry) ? 'http' : 'https'}://${registry}`);
-}
+/** What a TLS client reads when the server answers in plain HTTP: the registry speaks no TLS. */
+const PLAIN_HTTP_ANSWER = 'ERR_SSL_WRONG_VERSION_NUMBER';
+
+/** Node's codes for a certificate no trusted CA vouches for. */
+const UNTRUSTED_CERTIFICATE = new Set(['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'SELF_SIGNED_CERT_IN_CHAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY']);
+
+/** An error answer's reason is one line of a registry's JSON `errors`: read at most this much of it. */
+const REASON_REPLY_BYTES = 16 * 1024;
+const REASON_CHARS = 200;
 
 const portOf = (url: URL): number => Number(url.port || (url.protocol === 'https:' ? 443 : 80));
 
@@ -47,6 +54,8 @@ async function boundedText(body: Dispatcher.ResponseData['body'], limit: number)
 }
 
 export interface RegistryClientOptions {
+  /** The registry logins admins stored; none: every registry is reached anonymously. */
+  credentials?: CredentialLookup;
   /** Registries reached over plain HTTP besides loopback ones. */
   insecureRegistries?: string[];
   /** --allowed-registry: registries on loopback, private or link-local addresses the operator allows. */
@@ -61,6 +70,8 @@ export class RegistryClient {
   private readonly named = new Agent();
   /** For every other host: a name connects only to the allowed addresses it resolves to. */
   private readonly checked: Agent;
+  /** Loopback and --insecure-registry registries found to speak plain HTTP (the others are tried with TLS first, as Docker does). */
+  private readonly plainHttp = new Set<string>();
 
   constructor(private readonly options: RegistryClientOptions = {}) {
     this.insecure = new Set(options.insecureRegistries ?? []);
@@ -72,24 +83,31 @@ export class RegistryClient {
     await Promise.all([this.named.close(), this.checked.close()]);
   }
 
-  /** The digest `image` (tag or digest) names now. 400 when it does not exist or its registry is not allowed, 502 when the registry fails. */
+  /**
+   * The digest `image` (tag or digest) names now. 400 when it does not exist, its registry is not
+   * allowed or refuses the login (naming the registry's status and reason), 502 when the registry fails.
+   */
   async resolveDigest(image: ImageReference): Promise<string> {
     const reference = image.digest ?? image.tag ?? 'latest';
-    const base = registryBase(image.registry, this.insecure);
-    const url = new URL(`/v2/${image.repository}/manifests/${reference}`, base);
-    const head = (authorization?: string) =>
-      this.send(url, { method: 'HEAD', headers: { accept: MANIFEST_TYPES, ...(authorization ? { authorization } : {}) } });
+    const path = `/v2/${image.repository}/manifests/${reference}`;
+    const credential = await this.options.credentials?.(image.registry);
     try {
-      let response = await head();
+      const first = await this.reach(image.registry, path);
+      const { base } = first;
+      let { response } = first;
+      let authorization: string | undefined;
       if (response.statusCode === 401) {
-        const challenge = String(response.headers['www-authenticate'] ?? '');
-        const token = challenge.startsWith('Bearer') ? await this.fetchToken(image.registry, base, challenge) : undefined;
-        if (token) {
+        authorization = await this.authorization(image.registry, base, String(response.headers['www-authenticate'] ?? ''), credential);
+        if (authorization) {
           await response.body.dump();
-          response = await head(`Bearer ${token}`);
+          response = await this.send(new URL(path, base), manifestHead(authorization));
         }
       }
       await response.body.dump();
+      if (response.statusCode === 401 || response.statusCode === 403) {
+        const reason = await this.reasonOf(new URL(path, base), authorization);
+        throw badRequest(`${response.statusCode} from ${image.registry}: ${reason} (${loginHint(image.registry, credential)})`);
+      }
       if (response.statusCode === 404) {
         throw badRequest(`containerRepository: ${image.repository}:${reference} does not exist in registry ${image.registry}`);
       }
@@ -103,7 +121,57 @@ export class RegistryClient {
       const refused = refusalIn(error);
       if (refused) throw badRequest(`containerRepository: registry ${image.registry} is not allowed: ${refused.message}; ${NOT_ALLOWED_RULE}`);
       // Only the error's code: a message can carry bytes the registry sent.
-      throw badGateway(`registry ${image.registry} is unreachable (${codeOf(error)})`);
+      const code = codeOf(error);
+      if (UNTRUSTED_CERTIFICATE.has(code)) {
+        throw badGateway(`registry ${image.registry} presented a certificate the scheduler does not trust (${code}): give the scheduler its CA with NODE_EXTRA_CA_CERTS`);
+      }
+      throw badGateway(`registry ${image.registry} is unreachable (${code})`);
+    }
+  }
+
+  private baseOf(registry: string): URL {
+    if (registry === DOCKER_HUB) return new URL('https://registry-1.docker.io');
+    return new URL(`${this.plainHttp.has(registry) ? 'http' : 'https'}://${registry}`);
+  }
+
+  /**
+   * The first, anonymous HEAD of a manifest. A loopback or --insecure-registry registry is tried
+   * with TLS first and over plain HTTP when it answers in plain HTTP (remembered), as Docker does:
+   * a registry behind TLS there is reached with TLS, its certificate checked.
+   */
+  private async reach(registry: string, path: string): Promise<{ response: Dispatcher.ResponseData; base: URL }> {
+    const base = this.baseOf(registry);
+    try {
+      return { response: await this.send(new URL(path, base), manifestHead()), base };
+    } catch (error) {
+      const mayBePlain = base.protocol === 'https:' && (isLoopback(registry) || this.insecure.has(registry));
+      if (!mayBePlain || codeOf(error) !== PLAIN_HTTP_ANSWER) throw error;
+      this.plainHttp.add(registry);
+      const plain = this.baseOf(registry);
+      return { response: await this.send(new URL(path, plain), manifestHead()), base: plain };
+    }
+  }
+
+  /** What to answer a registry's 401 challenge with: a bearer token (with the login, if any, else anonymous) or the login itself. */
+  private async authorization(registry: string, base: URL, challenge: string, credential: RegistryCredential | undefined): Promise<string | undefined> {
+    if (/^bearer\s/i.test(challenge)) {
+      const token = await this.fetchToken(registry, base, challenge, credential);
+      return token ? `Bearer ${token}` : undefined;
+    }
+    if (/^basic(\s|$)/i.test(challenge) && credential) return basicAuthorization(credential);
+    return undefined;
+  }
+
+  /**
+   * Why the registry refused: a HEAD answer has no body, so the same request again as a GET, and
+   * only the `message`s of its JSON `errors` (printable, bounded), never any other byte it sent.
+   */
+  private async reasonOf(url: URL, authorization?: string): Promise<string> {
+    try {
+      const response = await this.send(url, { method: 'GET', headers: { accept: MANIFEST_TYPES, ...(authorization ? { authorization } : {}) } });
+      return errorReason(await boundedText(response.body, REASON_REPLY_BYTES)) ?? 'no reason given';
+    } catch {
+      return 'no reason given';
     }
   }
 
@@ -121,11 +189,12 @@ export class RegistryClient {
   }
 
   /**
-   * An anonymous bearer token, for registries (Docker Hub, GHCR) that answer 401 with a challenge.
+   * A bearer token, for registries (Docker Hub, GHCR, a registry with token auth) that answer 401
+   * with a challenge: asked for with the registry's login when there is one, else anonymously.
    * The realm must be HTTPS or the registry's own host and port: a registry may not send the
-   * scheduler to fetch plain-HTTP URLs elsewhere, and it passes the same address policy.
+   * scheduler (and a login) to plain-HTTP URLs elsewhere, and it passes the same address policy.
    */
-  private async fetchToken(registry: string, base: URL, challenge: string): Promise<string | undefined> {
+  private async fetchToken(registry: string, base: URL, challenge: string, credential?: RegistryCredential): Promise<string | undefined> {
     const fields = Object.fromEntries([...challenge.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
     if (!fields.realm) return undefined;
     let url: URL;
@@ -142,11 +211,15 @@ export class RegistryClient {
     if (fields.scope) url.searchParams.set('scope', fields.scope);
     let response: Dispatcher.ResponseData;
     try {
-      response = await this.send(url, { method: 'GET', headers: { accept: 'application/json' } });
+      response = await this.send(url, { method: 'GET', headers: { accept: 'application/json', ...(credential ? { authorization: basicAuthorization(credential) } : {}) } });
     } catch (error) {
       const refused = refusalIn(error);
       if (refused) throw badGateway(`registry ${registry} named the token realm ${url.origin}, refused: ${refused.message}; ${NOT_ALLOWED_RULE}`);
       throw badGateway(`the token realm ${url.origin} of registry ${registry} is unreachable (${codeOf(error)})`);
+    }
+    if (response.statusCode === 401 || response.statusCode === 403) {
+      const reason = errorReason(await boundedText(response.body, REASON_REPLY_BYTES).catch(() => undefined)) ?? 'no reason given';
+      throw badRequest(`${response.statusCode} from the token realm ${url.origin} of registry ${registry}: ${reason} (${loginHint(registry, credential)})`);
     }
     if (response.statusCode !== 200) {
       await response.body.dump();
@@ -173,4 +246,35 @@ function refusalIn(error: unknown): RegistryRefused | undefined {
 function codeOf(error: unknown): string {
   const { code, name } = (error ?? {}) as { code?: unknown; name?: unknown };
   return typeof code === 'string' ? code : typeof name === 'string' ? name : 'error';
+}
+
+const manifestHead = (authorization?: string) =>
+  ({ method: 'HEAD', headers: { accept: MANIFEST_TYPES, ...(authorization ? { authorization } : {}) } }) as const;
+
+const basicAuthorization = ({ username, password }: RegistryCredential): string => `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}`;
+
+/** What the person deploying can do about a refusal. */
+const loginHint = (registry: string, credential: RegistryCredential | undefined): string =>
+  credential ? `the login of user ${credential.username} was refused; log in again with platform registry login ${registry}` : `no login for ${registry}: platform registry login ${registry}`;
+
+/**
+ * The reason in a registry's error body (`{"errors":[{"code","message"}]}`, as Distribution and
+ * token servers answer; `details` for some token servers): printable ASCII, at most 200 characters.
+ */
+export function errorReason(text: string | undefined): string | undefined {
+  if (!text) return undefined;
+  let body: { errors?: Array<{ message?: unknown; code?: unknown }>; details?: unknown };
+  try {
+    body = JSON.parse(text) as typeof body;
+  } catch {
+    return undefined;
+  }
+  const messages = Array.isArray(body?.errors) ? body.errors.map((error) => error?.message ?? error?.code) : [body?.details];
+  const reason = messages
+    .filter((message): message is string => typeof message === 'string')
+    .join('; ')
+    .replace(/[^\x20-\x7e]/g, '')
+    .trim()
+    .slice(0, REASON_CHARS);
+  return reason || undefined;
 }

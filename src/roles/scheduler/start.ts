@@ -5,6 +5,7 @@ import { Scheduler } from './scheduler.js';
 import { schedulerRoutes } from './routes.js';
 import { registerWebhooks } from './webhooks/routes.js';
 import { installAudit } from '../../auth/audit.js';
+import { credentialFor } from '../../auth/registry-credentials.js';
 
 export async function startScheduler({ config, store, log, advertised, access }: RoleContext): Promise<StartedRole> {
   const scheduler = new Scheduler({
@@ -14,7 +15,11 @@ export async function startScheduler({ config, store, log, advertised, access }:
     address: advertised,
     announce: config.announce,
     leaseTtlSeconds: config.announceTtlSeconds,
-    registry: { insecureRegistries: config.scheduler.insecureRegistries, allowedRegistries: config.scheduler.allowedRegistries },
+    registry: {
+      insecureRegistries: config.scheduler.insecureRegistries,
+      allowedRegistries: config.scheduler.allowedRegistries,
+      credentials: (registry) => credentialFor(store, registry),
+    },
     retention: config.scheduler.retention,
     notify: config.scheduler.notify,
   });
