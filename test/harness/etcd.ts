@@ -60,6 +60,8 @@ function assertEtcdInstalled(): void {
 export interface EtcdOptions {
   /** Serve clients over TLS with --client-cert-auth (peers stay on plain loopback HTTP). */
   tls?: boolean;
+  /** The address it listens on for clients and peers (default 127.0.0.1), e.g. a test bridge's. */
+  host?: string;
 }
 
 export async function startEtcd(options: EtcdOptions = {}): Promise<EtcdProcess> {
@@ -70,8 +72,9 @@ export async function startEtcd(options: EtcdOptions = {}): Promise<EtcdProcess>
   tempDirs.add(dataDir);
   // Beside the data directory, so deleting the data (a test of lost state) keeps the certificates.
   const tls = options.tls ? certificatesIn(`${dataDir}-tls`) : undefined;
-  const url = `${tls ? 'https' : 'http'}://127.0.0.1:${clientPort}`;
-  const peerUrl = `http://127.0.0.1:${peerPort}`;
+  const host = options.host ?? '127.0.0.1';
+  const url = `${tls ? 'https' : 'http'}://${host}:${clientPort}`;
+  const peerUrl = `http://${host}:${peerPort}`;
   const args = [
     '--name', 'test',
     '--data-dir', dataDir,

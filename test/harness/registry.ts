@@ -14,6 +14,8 @@ export interface RegistryOptions {
   notificationUrl?: string;
   /** Sent as `Authorization: Bearer <token>` with each notification. */
   token?: string;
+  /** The address it listens on (default REGISTRY_ADDRESS), e.g. a test bridge's, which test hosts reach. */
+  address?: string;
 }
 
 export interface Registry {
@@ -30,7 +32,7 @@ export const REGISTRY_ADDRESS = '127.0.0.1';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function configYaml(port: number, storageDir: string, options: RegistryOptions): string {
+function configYaml(address: string, port: number, storageDir: string, options: RegistryOptions): string {
   const lines = [
     'version: 0.1',
     'log:',
@@ -41,7 +43,7 @@ function configYaml(port: number, storageDir: string, options: RegistryOptions):
     '  delete:',
     '    enabled: true',
     'http:',
-    `  addr: ${REGISTRY_ADDRESS}:${port}`,
+    `  addr: ${address}:${port}`,
   ];
   if (options.notificationUrl) {
     lines.push(
@@ -85,9 +87,10 @@ export async function startRegistry(options: RegistryOptions = {}): Promise<Regi
   ensureCommand('docker-registry', 'docker-registry');
   const dir = mkdtempSync(join(tmpdir(), 'platform-registry-'));
   const port = await freePort();
-  const host = `${REGISTRY_ADDRESS}:${port}`;
+  const address = options.address ?? REGISTRY_ADDRESS;
+  const host = `${address}:${port}`;
   const configPath = join(dir, 'config.yml');
-  writeFileSync(configPath, configYaml(port, join(dir, 'storage'), options));
+  writeFileSync(configPath, configYaml(address, port, join(dir, 'storage'), options));
   const logPath = join(dir, 'registry.log');
   const log = createWriteStream(logPath);
   const child = spawn('docker-registry', ['serve', configPath], { stdio: ['ignore', 'pipe', 'pipe'] });

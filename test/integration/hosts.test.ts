@@ -1,0 +1,108 @@
+import t from 'tap';
+import { request } from 'undici';
+import { startTestHosts, type HostProcess, type TestHost } from '../harness/test-hosts.js';
+import { freePort } from '../harness/free-port.js';
+import { http, serveRole } from '../harness/platform.js';
+import { waitFor } from '../harness/wait.js';
+
+// Four test hosts (network namespaces on a test bridge, each with its own address and dockerd):
+// three run agents with bridge networking, the fourth a gateway that reaches units by their
+// hosts' addresses. The directory, scheduler and orchestrator run outside the hosts, on the
+// bridge. Default lease TTL (10 s) throughout: the partition must heal within 15 s as shipped.
+
+const cluster = await startTestHosts({ count: 4, agents: 3 });
+const [h1, h2, h3, h4] = cluster.hosts as [TestHost, TestHost, TestHost, TestHost];
+const directory = await serveRole('directory', await freePort(), cluster.flags, cluster.env);
+const scheduler = await serveRole('scheduler', await freePort(), cluster.flags, cluster.env);
+const orchestrator = await serveRole('orchestrator', await freePort(), cluster.flags, cluster.env);
+const gateway: HostProcess = await h4.serve('gateway', []);
+t.teardown(async () => {
+  await Promise.all([gateway, orchestrator, scheduler, directory].map((role) => role.stop()));
+  await cluster.stop();
+});
+
+// Calls from the bridge address are not local: the gateway's /routes on a test host needs a token.
+const bootstrap = await http('POST', `${orchestrator.url}/tokens/bootstrap`);
+if (bootstrap.status !== 200 && bootstrap.status !== 201) throw new Error(`token bootstrap: ${JSON.stringify(bootstrap.body)}`);
+const bearer = { authorization: `Bearer ${bootstrap.body.secret as string}` };
+
+const agentHosts = [h1, h2, h3];
+const orch = (path: string) => `${orchestrator.url}${path}`;
+interface Unit {
+  unit: string;
+  instance: number;
+  machine: string;
+  active: string;
+  sub: string;
+  address?: string;
+}
+const unitsOf = async (service: string): Promise<Unit[]> => (await http('GET', orch(`/services/${service}/units`))).body;
+const isRunning = (u: Unit) => u.active === 'active' && u.sub === 'running';
+const hostOf = (machine: string) => cluster.hosts.find((host) => host.name === machine)!;
+const routes = async (service: string): Promise<{ address: string; unit: string }[]> => {
+  const reply = await http('GET', `${gateway.url}/routes`, undefined, bearer);
+  if (reply.status !== 200) throw new Error(`GET /routes answered ${reply.status}: ${JSON.stringify(reply.body)}`);
+  const table = reply.body as { name: string; upstreams: { address: string; unit: string }[] }[];
+  return table.find((route) => route.name === service)?.upstreams ?? [];
+};
+
+async function declareAndDeploy(name: string, numInstances: number, conflictsWith = ''): Promise<void> {
+  const created = await http('POST', orch('/services'), {
+    name,
+    description: 'hosts',
+    containerRepository: `${cluster.registry.host}/${cluster.repository}`,
+    loadBalanced: true,
+    publicFacing: false,
+    numInstances,
+    conflictsWith,
+  });
+  if (created.status !== 201) throw new Error(JSON.stringify(created.body));
+  const reply = await http('POST', orch(`/services/${name}/deploy`), { containerRepository: cluster.image.reference });
+  if (reply.status !== 200) throw new Error(JSON.stringify(reply.body));
+  const outcome = await waitFor(async () => {
+    const deployment = (await http('GET', orch(`/deployments/${reply.body.deployment}`))).body;
+    return ['succeeded', 'failed', 'reverted', 'superseded'].includes(deployment.state) ? deployment : undefined;
+  }, 120_000, { what: `deployment of ${name}` });
+  if (outcome.state !== 'succeeded') throw new Error(`deployment of ${name} ${outcome.state}: ${outcome.reason}`);
+}
+
+const settled = (service: string, count: number, off?: string) =>
+  waitFor(async () => {
+    const units = await unitsOf(service);
+    return units.length === count && units.every(isRunning) && units.every((u) => u.machine !== off) ? units : undefined;
+  }, 60_000, { what: `${count} running units of ${service}${off ? ` off ${off}` : ''}` });
+
+const perMachine = (units: Unit[]) => Object.fromEntries(agentHosts.map((host) => [host.name, units.filter((u) => u.machine === host.name).length]));
+
+t.test('three hosts register with their own addresses and engines', async (t) => {
+  const machines = await waitFor(async () => {
+    const listed = (await http('GET', orch('/cluster/machines'))).body as { id: string; host: string; network: string; docker: { reachable: boolean } }[];
+    return listed.length === 3 ? listed : undefined;
+  }, 30_000, { what: 'three machines' });
+  for (const host of agentHosts) {
+    t.match(machines.find((m) => m.id === host.name), { host: host.address, network: 'bridge', docker: { reachable: true } }, `${host.name} at ${host.address}`);
+  }
+});
+
+t.test('a self-conflicting service goes one unit per host', async (t) => {
+  await declareAndDeploy('solo', 3, 'solo');
+  t.same(perMachine(await settled('solo', 3)), { [h1.name]: 1, [h2.name]: 1, [h3.name]: 1 });
+  t.equal((await http('DELETE', orch('/services/solo'))).status, 204);
+});
+
+t.test('6 units spread 2 per host; the gateway on a fourth host reaches all 6 by their hosts addresses', async (t) => {
+  await declareAndDeploy('spread', 6);
+  const units = await settled('spread', 6);
+  t.same(perMachine(units), { [h1.name]: 2, [h2.name]: 2, [h3.name]: 2 });
+  for (const unit of units) t.match(unit.address, new RegExp(`^${hostOf(unit.machine).address.replaceAll('.', '\\.')}:\\d+$`), `${unit.unit} at its host's address`);
+  await waitFor(async () => (await routes('spread')).length === 6, 30_000, { what: 'six routes' });
+  // Sequential requests visit every unit in turn (round robin when idle).
+  const seen = new Set<string>();
+  for (let i = 0; i < 24 && seen.size < 6; i++) {
+    const response = await request(`${gateway.url}/`, { headers: { host: 'spread.platform.internal' }, headersTimeout: 10_000 });
+    const text = await response.body.text();
+    t.equal(response.statusCode, 200, text.slice(0, 200));
+    seen.add(text.split(' ')[0]!);
+  }
+  t.same([...seen].sort(), units.map((u) => u.unit).sort(), 'every unit answered through the gateway');
+});
