@@ -4,6 +4,7 @@ import { startTestHosts, type HostProcess, type TestHost } from '../harness/test
 import { freePort } from '../harness/free-port.js';
 import { http, serveRole } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
+import { startLoad } from '../harness/http-load.js';
 
 // Four test hosts (network namespaces on a test bridge, each with its own address and dockerd):
 // three run agents with bridge networking, the fourth a gateway that reaches units by their
@@ -39,6 +40,8 @@ interface Unit {
 const unitsOf = async (service: string): Promise<Unit[]> => (await http('GET', orch(`/services/${service}/units`))).body;
 const isRunning = (u: Unit) => u.active === 'active' && u.sub === 'running';
 const hostOf = (machine: string) => cluster.hosts.find((host) => host.name === machine)!;
+const containersOn = async (host: TestHost, service: string) =>
+  host.engine.docker.listContainers({ filters: { label: [`platform.service=${service}`] } });
 const routes = async (service: string): Promise<{ address: string; unit: string }[]> => {
   const reply = await http('GET', `${gateway.url}/routes`, undefined, bearer);
   if (reply.status !== 200) throw new Error(`GET /routes answered ${reply.status}: ${JSON.stringify(reply.body)}`);
@@ -105,4 +108,61 @@ t.test('6 units spread 2 per host; the gateway on a fourth host reaches all 6 by
     seen.add(text.split(' ')[0]!);
   }
   t.same([...seen].sort(), units.map((u) => u.unit).sort(), 'every unit answered through the gateway');
+});
+
+/** Samples the gateway's routes until stopped: the most addresses any one unit was routed to at once. */
+function sampleRoutes(service: string): { stop(): Promise<{ most: number; twice: string[] }> } {
+  let sampling = true;
+  let most = 0;
+  const twice = new Set<string>();
+  const loop = (async () => {
+    while (sampling) {
+      const upstreams = await routes(service).catch(() => []);
+      for (const unit of new Set(upstreams.map((u) => u.unit))) {
+        const count = upstreams.filter((u) => u.unit === unit).length;
+        most = Math.max(most, count);
+        if (count > 1) twice.add(`${unit} at ${upstreams.filter((u) => u.unit === unit).map((u) => u.address).join(' and ')}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  })();
+  return {
+    stop: async () => {
+      sampling = false;
+      await loop;
+      return { most, twice: [...twice] };
+    },
+  };
+}
+
+t.test('a partitioned host: its units run elsewhere within 15 s and the gateway stops sending to it; healed, it stops the units that moved', async (t) => {
+  const victim = h3;
+  await settled('spread', 6);
+  const load = startLoad({ url: `${gateway.url}/`, host: 'spread.platform.internal', concurrency: 4, maxDurationMs: 120_000 });
+  await waitFor(() => load.progress.ok >= 20, 20_000, { what: 'load through the gateway' });
+  victim.partition();
+  const partitionedAt = Date.now();
+  const moved = await settled('spread', 6, victim.name);
+  const seconds = (Date.now() - partitionedAt) / 1000;
+  t.ok(seconds <= 15, `units of ${victim.name} running elsewhere ${seconds.toFixed(1)} s after the partition (default lease TTL)`);
+  t.same(perMachine(moved), { [h1.name]: 3, [h2.name]: 3, [h3.name]: 0 });
+  await waitFor(async () => (await routes('spread')).every((u) => !u.address.startsWith(`${victim.address}:`)), 15_000, { what: `the gateway to stop routing to ${victim.address}` });
+  const failedBefore = load.progress.failed;
+  // Once the routes say so, nothing more fails: a few more seconds of load all succeed.
+  const okBefore = load.progress.ok;
+  await waitFor(() => load.progress.ok >= okBefore + 40, 20_000, { what: 'load after the move' });
+  const result = await load.stop();
+  t.equal(result.failed, failedBefore, 'no request failed after the gateway dropped the host');
+  t.ok(result.failed <= 4, `at most the 4 requests in flight on the host failed (${result.failed}: ${result.failures.join('; ')})`);
+
+  const sampler = sampleRoutes('spread');
+  victim.heal();
+  await waitFor(async () => (await http('GET', orch('/cluster/machines'))).body.some((m: { id: string }) => m.id === victim.name), 30_000, { what: `${victim.name} back` });
+  await waitFor(async () => (await containersOn(victim, 'spread')).length === 0, 30_000, { what: `the moved units stopped on ${victim.name}` });
+  await new Promise((resolve) => setTimeout(resolve, 2000));
+  const { most, twice } = await sampler.stop();
+  t.equal(most, 1, `no unit was routed twice after the heal${twice.length ? `: ${twice.join('; ')}` : ''}`);
+  t.same(perMachine(await settled('spread', 6)), { [h1.name]: 3, [h2.name]: 3, [h3.name]: 0 }, 'the units stay where they moved');
+  const running = (await Promise.all(agentHosts.map((host) => containersOn(host, 'spread')))).flat();
+  t.equal(running.length, 6, 'six containers in all: no unit runs twice');
 });
