@@ -6,6 +6,7 @@ import type { EtcdSecurity } from './store/etcd-store.js';
 import { machineIdPattern } from './schemas/cluster.js';
 import { authModes, type AuthMode } from './auth/guard.js';
 import { RegistryAllowList } from './roles/scheduler/registry-policy.js';
+import { defaultEngineGraceSeconds } from './roles/scheduler/cluster-snapshot.js';
 import { parseAllowedHosts } from './http/host-rule.js';
 
 // Flags and environment → one typed config. Every role reads its settings from here.
@@ -135,6 +136,8 @@ export interface SchedulerConfig {
   allowedRegistries: string[];
   webhooks: WebhookSecrets;
   retention: RetentionLimits;
+  /** Seconds a machine may have no Docker engine before its units move elsewhere (docs/cluster.md). */
+  engineGraceSeconds: number;
 }
 
 export interface RawFlags {
@@ -184,6 +187,7 @@ export interface RawFlags {
   maxConnections?: string;
   maxConnectionsPerAddress?: string;
   keepDeployments?: string;
+  engineGrace?: string;
   keepJournal?: string;
   keepReleases?: string;
 }
@@ -271,6 +275,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
         journalEntries: integer('--keep-journal', flags.keepJournal, 1, 10_000_000) ?? defaultRetention.journalEntries,
         releasesPerService: integer('--keep-releases', flags.keepReleases, 1, 100_000) ?? defaultRetention.releasesPerService,
       },
+      engineGraceSeconds: integer('--engine-grace', flags.engineGrace, 1, 86_400) ?? defaultEngineGraceSeconds,
     },
     gateway: resolveGatewayConfig(flags, env, domain),
     http: resolveHttpLimits(flags),

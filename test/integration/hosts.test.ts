@@ -9,12 +9,14 @@ import { startLoad } from '../harness/http-load.js';
 // Four test hosts (network namespaces on a test bridge, each with its own address and dockerd):
 // three run agents with bridge networking, the fourth a gateway that reaches units by their
 // hosts' addresses. The directory, scheduler and orchestrator run outside the hosts, on the
-// bridge. Default lease TTL (10 s) throughout: the partition must heal within 15 s as shipped.
+// bridge. Default lease TTL (10 s) throughout: the partition must heal within 15 s as shipped; the
+// engine grace period is shortened to 5 s.
 
 const cluster = await startTestHosts({ count: 4, agents: 3 });
 const [h1, h2, h3, h4] = cluster.hosts as [TestHost, TestHost, TestHost, TestHost];
 const directory = await serveRole('directory', await freePort(), cluster.flags, cluster.env);
-const scheduler = await serveRole('scheduler', await freePort(), cluster.flags, cluster.env);
+const ENGINE_GRACE = 5;
+const scheduler = await serveRole('scheduler', await freePort(), [...cluster.flags, '--engine-grace', String(ENGINE_GRACE)], cluster.env);
 const orchestrator = await serveRole('orchestrator', await freePort(), cluster.flags, cluster.env);
 const gateway: HostProcess = await h4.serve('gateway', []);
 t.teardown(async () => {
@@ -165,4 +167,34 @@ t.test('a partitioned host: its units run elsewhere within 15 s and the gateway 
   t.same(perMachine(await settled('spread', 6)), { [h1.name]: 3, [h2.name]: 3, [h3.name]: 0 }, 'the units stay where they moved');
   const running = (await Promise.all(agentHosts.map((host) => containersOn(host, 'spread')))).flat();
   t.equal(running.length, 6, 'six containers in all: no unit runs twice');
+});
+
+t.test('a host whose dockerd is stopped past the grace period: its units move, it is reported without an engine, and they do not come back', async (t) => {
+  const victim = h1;
+  const before = await settled('spread', 6);
+  t.ok(before.some((u) => u.machine === victim.name), `${victim.name} runs units`);
+  await victim.engine.pause();
+  const stoppedAt = Date.now();
+  const record = await waitFor(async () => {
+    const machines = (await http('GET', orch('/cluster/machines'))).body as { id: string; docker: { reachable: boolean; unreachableSince?: string } }[];
+    const machine = machines.find((m) => m.id === victim.name);
+    return machine && !machine.docker.reachable ? machine : undefined;
+  }, 20_000, { what: `${victim.name} reported without an engine` });
+  t.match(record.docker, { reachable: false, unreachableSince: String }, 'the machine record says since when it has no engine');
+  const moved = await settled('spread', 6, victim.name);
+  const seconds = (Date.now() - stoppedAt) / 1000;
+  t.ok(seconds >= ENGINE_GRACE, `not moved within the grace period (${seconds.toFixed(1)} s)`);
+  t.ok(seconds <= ENGINE_GRACE + 25, `moved ${seconds.toFixed(1)} s after dockerd stopped (grace ${ENGINE_GRACE} s, healing checks every 10 s)`);
+  const journal = (await http('GET', orch('/journal?service=spread'))).body as { kind: string; message: string }[];
+  t.ok(journal.some((entry) => entry.kind === 'service.rescheduled' && entry.message.includes('no Docker engine') && entry.message.includes(`off ${victim.name}`)), 'the journal says why');
+
+  await victim.engine.resume();
+  await waitFor(async () => (await http('GET', orch('/cluster/machines'))).body.find((m: { id: string }) => m.id === victim.name)?.docker.reachable, 30_000, { what: `${victim.name}'s engine back` });
+  await waitFor(async () => (await victim.engine.docker.listContainers({ all: true, filters: { label: ['platform.service=spread'] } })).length === 0, 30_000, { what: `old containers removed from ${victim.name}` });
+  // Longer than a healing check: nothing moves back to the machine that returned.
+  await new Promise((resolve) => setTimeout(resolve, 12_000));
+  const after = await settled('spread', 6);
+  t.same(after.map((u) => `${u.unit}@${u.machine}`).sort(), moved.map((u) => `${u.unit}@${u.machine}`).sort(), 'the units stayed where they moved');
+  const reschedules = ((await http('GET', orch('/journal?service=spread'))).body as { kind: string; message: string }[]).filter((entry) => entry.kind === 'service.rescheduled' && entry.message.includes('no Docker engine'));
+  t.equal(reschedules.length, 1, 'one reschedule, no flapping');
 });

@@ -37,6 +37,8 @@ export interface SchedulerOptions {
   stopTimeoutSeconds?: number;
   /** How much history the leader keeps. */
   retention?: RetentionLimits;
+  /** How long a machine may have no Docker engine before its units move (default 30 s). */
+  engineGraceSeconds?: number;
 }
 
 /** How long a follower waits for the leader to answer work it handed over. */
@@ -56,6 +58,7 @@ export class Scheduler {
   private readonly handOff: HandOff;
   private readonly registry: RegistryClient;
   private readonly stopTimeoutSeconds: number;
+  private readonly engineGraceSeconds: number | undefined;
   private readonly housekeeping: Housekeeping;
   private cluster?: ClusterWatch;
   private runner?: DeploymentRunner;
@@ -77,11 +80,12 @@ export class Scheduler {
     this.handOff = new HandOff(options.store, options.log);
     this.registry = new RegistryClient(options.registry);
     this.stopTimeoutSeconds = options.stopTimeoutSeconds ?? 60;
+    this.engineGraceSeconds = options.engineGraceSeconds;
     this.housekeeping = new Housekeeping(this.store, options.retention ?? defaultRetention, options.log);
   }
 
   async start(): Promise<void> {
-    const cluster = await ClusterWatch.start(this.store);
+    const cluster = await ClusterWatch.start(this.store, this.engineGraceSeconds);
     this.cluster = cluster;
     this.runner = new DeploymentRunner({ store: this.store, log: this.log, cluster, isLeader: () => this.isLeader(), stopTimeoutSeconds: this.stopTimeoutSeconds });
     // Level-triggered clean-up: whenever a declaration disappears (by any route), its units and history go.

@@ -16,6 +16,7 @@ export async function startScheduler({ config, store, log, advertised, access }:
     leaseTtlSeconds: config.announceTtlSeconds,
     registry: { insecureRegistries: config.scheduler.insecureRegistries, allowedRegistries: config.scheduler.allowedRegistries },
     retention: config.scheduler.retention,
+    engineGraceSeconds: config.scheduler.engineGraceSeconds,
   });
   const server = await createRoleServer({
     role: 'scheduler',
