@@ -206,3 +206,111 @@ export async function startEtcdWithReader(t: { teardown(fn: () => Promise<void>)
   });
   return { etcd, read: (key) => client.get(key).string() };
 }
+
+export interface EtcdMember {
+  readonly name: string;
+  /** Its client URL, e.g. http://10.213.7.11:2379. */
+  readonly url: string;
+  /** SIGKILL: a crashed member; its data directory stays for `start()`. */
+  kill(): Promise<void>;
+  /** Starts a killed member again on its data directory; it rejoins the cluster. */
+  start(): Promise<void>;
+}
+
+export interface EtcdCluster {
+  readonly members: EtcdMember[];
+  /** Every member's client URL, as `--etcd` takes them. */
+  readonly urls: string[];
+  /** The member that leads now, as the live members see it. */
+  leader(): Promise<EtcdMember>;
+  stop(): Promise<void>;
+}
+
+/**
+ * A cluster of etcd members, one per test host (test-hosts.ts): each runs in its host's network
+ * namespace and listens on the host's address (clients 2379, peers 2380, as in production).
+ */
+export async function startEtcdCluster(hosts: { name: string; address: string }[]): Promise<EtcdCluster> {
+  assertEtcdInstalled();
+  installExitHooks();
+  const initialCluster = hosts.map((host) => `${host.name}=http://${host.address}:2380`).join(',');
+  const token = `test-${Date.now().toString(36)}`;
+  const members = hosts.map((host) => etcdMember(host, initialCluster, token));
+  // Together: a member waits for a quorum of its peers before it answers as healthy.
+  try {
+    await Promise.all(members.map((member) => member.start()));
+  } catch (error) {
+    await Promise.all(members.map((member) => member.kill()));
+    throw error;
+  }
+  // The leader is the live member whose status names itself as leader.
+  const leader = async (): Promise<EtcdMember> => {
+    for (const member of members) {
+      try {
+        const response = await fetch(`${member.url}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(1000) });
+        const status = (await response.json()) as { leader?: string; header?: { member_id?: string } };
+        if (status.leader !== undefined && status.leader === status.header?.member_id) return member;
+      } catch {
+        // down: ask the next
+      }
+    }
+    throw new Error('no live etcd member leads');
+  };
+  return {
+    members,
+    urls: members.map((member) => member.url),
+    leader,
+    stop: async () => {
+      await Promise.all(members.map((member) => member.kill()));
+    },
+  };
+}
+
+function etcdMember(host: { name: string; address: string }, initialCluster: string, token: string): EtcdMember {
+  const dataDir = mkdtempSync(join(tmpdir(), `platform-etcd-${host.name}-`));
+  tempDirs.add(dataDir);
+  const url = `http://${host.address}:2379`;
+  const args = [
+    `--net=/var/run/netns/${host.name}`,
+    'etcd',
+    '--name', host.name,
+    '--data-dir', dataDir,
+    '--listen-client-urls', url,
+    '--advertise-client-urls', url,
+    '--listen-peer-urls', `http://${host.address}:2380`,
+    '--initial-advertise-peer-urls', `http://${host.address}:2380`,
+    '--initial-cluster', initialCluster,
+    '--initial-cluster-token', token,
+    '--initial-cluster-state', 'new',
+    '--logger', 'zap',
+    '--log-level', 'error',
+  ];
+  let child: ChildProcess | undefined;
+  let output: string[] = [];
+  return {
+    name: host.name,
+    url,
+    start: async () => {
+      output = [];
+      // nsenter execs etcd: the child is the member itself.
+      const proc = spawn('nsenter', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+      child = proc;
+      children.add(proc);
+      const remember = (chunk: Buffer): void => {
+        output = [...output, ...chunk.toString().split('\n').filter(Boolean)].slice(-20);
+      };
+      proc.stdout?.on('data', remember);
+      proc.stderr?.on('data', remember);
+      proc.once('exit', () => children.delete(proc));
+      await waitHealthy(url, undefined, proc, () => output);
+    },
+    kill: async () => {
+      const proc = child;
+      child = undefined;
+      if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+      const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+      proc.kill('SIGKILL');
+      await exited;
+    },
+  };
+}

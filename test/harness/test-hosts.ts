@@ -65,9 +65,10 @@ export interface TestHostsOptions {
   agents?: number;
   /**
    * Where etcd runs: by default one member on the bridge address; a function instead starts it
-   * on the hosts once they exist (an etcd cluster, etcd-cluster in etcd.ts) and returns its URLs.
+   * on the hosts once they exist (`startEtcdCluster` in etcd.ts) and returns its URLs. It is
+   * stopped with the hosts.
    */
-  etcd?: (hosts: TestHost[]) => Promise<string[]>;
+  etcd?: (hosts: TestHost[]) => Promise<{ urls: string[]; stop(): Promise<void> }>;
 }
 
 // What to remove when the process exits, whatever state the test left.
@@ -155,11 +156,13 @@ export async function startTestHosts(options: TestHostsOptions): Promise<TestHos
   const hosts: TestHost[] = [];
   let registry: Registry | undefined;
   let etcd: EtcdProcess | undefined;
+  let etcdOnHosts: { stop(): Promise<void> } | undefined;
   const stop = async (): Promise<void> => {
     await Promise.all(hosts.map((host) => host.agent?.stop()));
     await Promise.all(hosts.map((host) => host.engine.stop()));
     await registry?.stop();
     await etcd?.stop();
+    await etcdOnHosts?.stop();
     for (const host of hosts) removeNamespace(host.name, true);
     for (const host of hosts) removeLink(`pt${run}v${hosts.indexOf(host) + 1}`);
     removeLink(bridge);
@@ -181,8 +184,11 @@ export async function startTestHosts(options: TestHostsOptions): Promise<TestHos
     const repository = `hosts/web-${randomBytes(3).toString('hex')}`;
     const image = await buildTestImage(hosts[0]!.engine.docker, registry.host, repository, 'v1', { label: 'one' });
     let etcdUrls: string[];
-    if (options.etcd) etcdUrls = await options.etcd(hosts);
-    else {
+    if (options.etcd) {
+      const started = await options.etcd(hosts);
+      etcdOnHosts = started;
+      etcdUrls = started.urls;
+    } else {
       etcd = await startEtcd({ host: bridgeAddress });
       etcdUrls = [etcd.url];
     }

@@ -4,6 +4,7 @@ import { startTestHosts, type HostProcess, type TestHost } from '../harness/test
 import { freePort } from '../harness/free-port.js';
 import { http, serveRole } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
+import { hostServices, type HostUnit } from '../harness/host-services.js';
 import { startLoad } from '../harness/http-load.js';
 
 // Four test hosts (network namespaces on a test bridge, each with its own address and dockerd):
@@ -31,16 +32,8 @@ const bearer = { authorization: `Bearer ${bootstrap.body.secret as string}` };
 
 const agentHosts = [h1, h2, h3];
 const orch = (path: string) => `${orchestrator.url}${path}`;
-interface Unit {
-  unit: string;
-  instance: number;
-  machine: string;
-  active: string;
-  sub: string;
-  address?: string;
-}
-const unitsOf = async (service: string): Promise<Unit[]> => (await http('GET', orch(`/services/${service}/units`))).body;
-const isRunning = (u: Unit) => u.active === 'active' && u.sub === 'running';
+const { declareAndDeploy, settled } = hostServices(orchestrator.url, cluster);
+type Unit = HostUnit;
 const hostOf = (machine: string) => cluster.hosts.find((host) => host.name === machine)!;
 const containersOn = async (host: TestHost, service: string) =>
   host.engine.docker.listContainers({ filters: { label: [`platform.service=${service}`] } });
@@ -50,32 +43,6 @@ const routes = async (service: string): Promise<{ address: string; unit: string 
   const table = reply.body as { name: string; upstreams: { address: string; unit: string }[] }[];
   return table.find((route) => route.name === service)?.upstreams ?? [];
 };
-
-async function declareAndDeploy(name: string, numInstances: number, conflictsWith = ''): Promise<void> {
-  const created = await http('POST', orch('/services'), {
-    name,
-    description: 'hosts',
-    containerRepository: `${cluster.registry.host}/${cluster.repository}`,
-    loadBalanced: true,
-    publicFacing: false,
-    numInstances,
-    conflictsWith,
-  });
-  if (created.status !== 201) throw new Error(JSON.stringify(created.body));
-  const reply = await http('POST', orch(`/services/${name}/deploy`), { containerRepository: cluster.image.reference });
-  if (reply.status !== 200) throw new Error(JSON.stringify(reply.body));
-  const outcome = await waitFor(async () => {
-    const deployment = (await http('GET', orch(`/deployments/${reply.body.deployment}`))).body;
-    return ['succeeded', 'failed', 'reverted', 'superseded'].includes(deployment.state) ? deployment : undefined;
-  }, 120_000, { what: `deployment of ${name}` });
-  if (outcome.state !== 'succeeded') throw new Error(`deployment of ${name} ${outcome.state}: ${outcome.reason}`);
-}
-
-const settled = (service: string, count: number, off?: string) =>
-  waitFor(async () => {
-    const units = await unitsOf(service);
-    return units.length === count && units.every(isRunning) && units.every((u) => u.machine !== off) ? units : undefined;
-  }, 60_000, { what: `${count} running units of ${service}${off ? ` off ${off}` : ''}` });
 
 const perMachine = (units: Unit[]) => Object.fromEntries(agentHosts.map((host) => [host.name, units.filter((u) => u.machine === host.name).length]));
 
