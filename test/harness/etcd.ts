@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Etcd3, type IOptions } from 'etcd3';
+import { exitOnSignals } from './exit-on-signal.js';
 import { freePort } from './free-port.js';
 import { makeTlsCertificates, type TlsCertificates } from './tls-certificates.js';
 
@@ -41,13 +42,7 @@ function installExitHooks(): void {
     for (const child of children) child.kill('SIGKILL');
     for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
   });
-  // A signal skips 'exit' handlers: clean up, then die of the same signal.
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-    process.once(signal, () => {
-      for (const child of children) child.kill('SIGKILL');
-      process.kill(process.pid, signal);
-    });
-  }
+  exitOnSignals();
 }
 
 function assertEtcdInstalled(): void {

@@ -13,6 +13,7 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { startDockerd, type DockerEngine } from './docker.js';
 import { startEtcd, type EtcdProcess } from './etcd.js';
+import { exitOnSignals } from './exit-on-signal.js';
 import { freePort } from './free-port.js';
 import { runPlatform, waitHealthy, type PlatformProcess } from './platform.js';
 import { startRegistry, type Registry } from './registry.js';
@@ -105,6 +106,7 @@ function installExitHook(): void {
     for (const name of [...namespaces]) removeNamespace(name, false);
     for (const name of [...links]) removeLink(name);
   });
+  exitOnSignals();
 }
 
 /** A /24 of 10.213.0.0/16 that no interface here uses yet. */
