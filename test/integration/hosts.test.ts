@@ -151,7 +151,8 @@ t.test('a host whose dockerd is stopped past the grace period: its units move, i
   const moved = await settled('spread', 6, victim.name);
   const seconds = (Date.now() - stoppedAt) / 1000;
   t.ok(seconds >= ENGINE_GRACE, `not moved within the grace period (${seconds.toFixed(1)} s)`);
-  t.ok(seconds <= ENGINE_GRACE + 25, `moved ${seconds.toFixed(1)} s after dockerd stopped (grace ${ENGINE_GRACE} s, healing checks every 10 s)`);
+  // The agent notices within its 5 s resync; the leader heals when the grace period ends.
+  t.ok(seconds <= ENGINE_GRACE + 15, `moved ${seconds.toFixed(1)} s after dockerd stopped (grace ${ENGINE_GRACE} s)`);
   const journal = (await http('GET', orch('/journal?service=spread'))).body as { kind: string; message: string }[];
   t.ok(journal.some((entry) => entry.kind === 'service.rescheduled' && entry.message.includes('no Docker engine') && entry.message.includes(`off ${victim.name}`)), 'the journal says why');
 

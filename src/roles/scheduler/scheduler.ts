@@ -11,7 +11,8 @@ import { acceptDeploy, acceptRollback, type DeployTrigger } from './deploy.js';
 import { listDeployments } from './deployment-records.js';
 import { idTime, sortAfter } from './ids.js';
 import { getRelease } from './releases.js';
-import { ClusterWatch } from './cluster-snapshot.js';
+import { ClusterWatch, defaultEngineGraceSeconds } from './cluster-snapshot.js';
+import type { Machine } from '../../schemas/cluster.js';
 import { DeploymentRunner } from './runner.js';
 import { planHealing } from './healing.js';
 import { Housekeeping } from './housekeeping.js';
@@ -65,6 +66,8 @@ export class Scheduler {
   private healTimer?: NodeJS.Timeout;
   private pruneTimer?: NodeJS.Timeout;
   private healing = false;
+  /** Heals due when a machine's engine grace period ends, by outage start. */
+  private readonly engineGraceTimers = new Map<string, NodeJS.Timeout>();
 
   constructor(options: SchedulerOptions) {
     this.log = options.log;
@@ -95,9 +98,25 @@ export class Scheduler {
     // A machine whose lease expired takes its units with it; a drained machine's units move: place them elsewhere now.
     cluster.onChange('machines', (event) => event.type === 'delete' && this.isLeader() && void this.heal());
     cluster.onChange('drains', (event) => event.type === 'put' && this.isLeader() && void this.heal());
+    cluster.onChange('machines', (event) => event.type === 'put' && this.healWhenEngineGraceEnds(event.value));
     this.healTimer = setInterval(() => void (this.isLeader() && this.heal()), HEAL_INTERVAL_MS);
     this.pruneTimer = setInterval(() => void (this.isLeader() && this.housekeeping.pruneHistory()), PRUNE_INTERVAL_MS);
     await this.leadership.start();
+  }
+
+  /**
+   * A machine that reports its engine gone is healed the moment its grace period ends, not at the
+   * next 10 s check. One timer per outage start; a record without one (engine back) needs none.
+   */
+  private healWhenEngineGraceEnds(value: string | undefined): void {
+    const since = unreachableSince(value);
+    if (since === undefined || this.engineGraceTimers.has(since)) return;
+    const delay = Math.max(0, Date.parse(since) + (this.engineGraceSeconds ?? defaultEngineGraceSeconds) * 1000 - Date.now()) + 100;
+    const timer = setTimeout(() => {
+      this.engineGraceTimers.delete(since);
+      if (this.isLeader()) void this.heal();
+    }, delay);
+    this.engineGraceTimers.set(since, timer);
   }
 
   isLeader(): boolean {
@@ -107,6 +126,7 @@ export class Scheduler {
   async close(): Promise<void> {
     clearInterval(this.healTimer);
     clearInterval(this.pruneTimer);
+    for (const timer of this.engineGraceTimers.values()) clearTimeout(timer);
     await this.handOff.close();
     await this.leadership.close();
     await this.runner?.close();
@@ -198,5 +218,15 @@ export class Scheduler {
     } finally {
       this.healing = false;
     }
+  }
+}
+
+/** The outage start a machine record reports, if any (a record that does not parse reports none). */
+function unreachableSince(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return (JSON.parse(value) as Partial<Machine>).docker?.unreachableSince;
+  } catch {
+    return undefined;
   }
 }
