@@ -6,6 +6,7 @@ import type { EtcdSecurity } from './store/etcd-store.js';
 import { machineIdPattern } from './schemas/cluster.js';
 import { authModes, type AuthMode } from './auth/guard.js';
 import { RegistryAllowList } from './roles/scheduler/registry-policy.js';
+import { defaultEngineGraceSeconds } from './roles/scheduler/cluster-snapshot.js';
 import { parseAllowedHosts } from './http/host-rule.js';
 import { defaultRetryPolicy, type RetryPolicy } from './notifications/retry-schedule.js';
 import { DurationError, parseDuration } from './auth/duration.js';
@@ -160,6 +161,8 @@ export interface SchedulerConfig {
   retention: RetentionLimits;
   /** Outbound notifications (README "Notifications"). */
   notify: { policy: RetryPolicy; timeoutMs: number };
+  /** Seconds a machine may have no Docker engine before its units move elsewhere (docs/cluster.md). */
+  engineGraceSeconds: number;
 }
 
 export interface RawFlags {
@@ -211,6 +214,7 @@ export interface RawFlags {
   maxConnections?: string;
   maxConnectionsPerAddress?: string;
   keepDeployments?: string;
+  engineGrace?: string;
   keepJournal?: string;
   keepReleases?: string;
   notifyRetry?: string;
@@ -326,6 +330,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
         releasesPerService: integer('--keep-releases', flags.keepReleases, 1, 100_000) ?? defaultRetention.releasesPerService,
       },
       notify: resolveNotify(flags),
+      engineGraceSeconds: integer('--engine-grace', flags.engineGrace, 1, 86_400) ?? defaultEngineGraceSeconds,
     },
     gateway: resolveGatewayConfig(flags, env, domain),
     http: resolveHttpLimits(flags),

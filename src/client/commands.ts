@@ -6,6 +6,7 @@ import { watchDeployment } from './deploy-watch.js';
 import { table } from './table.js';
 import { addNotifyCommands } from './notify-commands.js';
 import { watchStatus } from './status-watch.js';
+import { engineColumn } from './status-screen.js';
 import { DurationError, parseDuration } from '../auth/duration.js';
 import type { Token, TokenRole } from '../schemas/token.js';
 
@@ -213,7 +214,7 @@ export function addClientCommands(program: Command): void {
     print(
       table(
         ['MACHINE', 'ADDRESS', 'DOCKER', 'UNITS', 'DRAIN'],
-        machines.map((m) => [m.id, m.address, m.docker.reachable ? (m.docker.version ?? 'ok') : `unreachable: ${m.docker.error ?? ''}`, String(m.unitCount), m.drain ? `since ${m.drain.since}` : '-']),
+        machines.map((m) => [m.id, m.address, engineColumn(m.docker), String(m.unitCount), m.drain ? `since ${m.drain.since}` : '-']),
       ),
     );
   });

@@ -1,5 +1,5 @@
 import type { ClusterState } from './cluster-state.js';
-import type { ClusterUnit } from '../schemas/cluster.js';
+import type { ClusterUnit, Machine } from '../schemas/cluster.js';
 import { isRunning } from '../schemas/states.js';
 import { table } from './table.js';
 
@@ -31,6 +31,12 @@ function servicesTable(state: ClusterState): string {
   return table(['SERVICE', 'RUNNING', 'RELEASE', 'LAST DEPLOYMENT', 'REASON'], rows);
 }
 
+/** A machine's DOCKER column: the engine's version, or since when it has had none and why. */
+export const engineColumn = (docker: Machine['docker']): string =>
+  docker.reachable
+    ? (docker.version ?? 'ok')
+    : `no engine${docker.unreachableSince ? ` since ${docker.unreachableSince}` : ''}: ${docker.error ?? 'unreachable'}`;
+
 function machinesTable(state: ClusterState): string {
   // A machine with units but no registration is lost: its agent's lease ran out.
   const ids = [...new Set([...state.machines.keys(), ...state.machinesWithUnits()])].sort();
@@ -39,7 +45,7 @@ function machinesTable(state: ClusterState): string {
     const machine = state.machines.get(id);
     const units = state.unitsOn(id);
     const condition = !machine ? 'lost' : machine.drain ? `draining since ${machine.drain.since}${machine.drain.reason ? ` (${machine.drain.reason})` : ''}` : 'ready';
-    const docker = !machine ? '-' : machine.docker.reachable ? (machine.docker.version ?? 'ok') : `unreachable: ${machine.docker.error ?? ''}`;
+    const docker = machine ? engineColumn(machine.docker) : '-';
     return [id, machine?.address ?? '-', `${units.filter(isRunning).length}/${units.length}`, condition, docker];
   });
   return table(['MACHINE', 'ADDRESS', 'UNITS RUNNING', 'STATE', 'DOCKER'], rows);

@@ -34,6 +34,8 @@ export const Machine = Type.Object({
     reachable: Type.Boolean(),
     version: Type.Optional(Type.String()),
     error: Type.Optional(Type.String()),
+    /** Since when the agent has found no engine (ISO time; absent while one answers). */
+    unreachableSince: Type.Optional(Type.String()),
   }),
   capacity: Type.Object({ units: Type.Integer() }),
   unitCount: Type.Integer(),

@@ -32,6 +32,7 @@ export class LeasedKeys {
   private wake: (() => void) | undefined;
   private failing = false;
   private closed = false;
+  private readonly lostListeners: (() => void)[] = [];
 
   private constructor(
     private readonly store: Store,
@@ -67,6 +68,24 @@ export class LeasedKeys {
     this.wanted.delete(key);
     this.dirty.add(key);
     await this.sync();
+  }
+
+  /**
+   * Stops maintaining `key` without writing anything: for a key whose store copy went with a
+   * lost lease and must not be written again as it was (an agent's unit status, which only a
+   * fresh look at its assignments can tell).
+   */
+  forget(key: string): void {
+    this.wanted.delete(key);
+    this.dirty.delete(key);
+  }
+
+  /**
+   * Calls `listener` when the lease is lost, before the keys are written again under a new one,
+   * so the owner can forget (`forget`) what it no longer knows to be true.
+   */
+  onLost(listener: () => void): void {
+    this.lostListeners.push(listener);
   }
 
   /** Stops maintaining the keys and revokes the lease, so they vanish from the store at once. */
@@ -151,6 +170,7 @@ export class LeasedKeys {
     if (this.lease !== lease || this.closed) return;
     this.log?.warn?.(`lease ${lease.id} lost (${reason.message}); granting a new one and rewriting ${this.wanted.size} key(s)`);
     this.lease = undefined;
+    for (const listener of this.lostListeners) listener();
     void this.sync();
   }
 

@@ -1,12 +1,13 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, createWriteStream, readFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, createWriteStream, readFileSync, type WriteStream } from 'node:fs';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { ensureCommand } from './system-packages.js';
 
 // A private Docker engine per test run: its own data root, exec root and socket, so tests never
 // touch (or depend on) a Docker engine the machine may already run. Without a bridge network its
-// containers use host networking.
+// containers use host networking. A test host (test-hosts.ts) runs its engine inside its network
+// namespace, with a bridge: units publish ports there through Docker's userland proxy.
 
 export interface DockerEngine {
   /** Path of the engine's Unix socket. */
@@ -14,7 +15,21 @@ export interface DockerEngine {
   /** `unix://<socket>`, as DOCKER_HOST would name it. */
   dockerHost: string;
   docker: Docker;
+  /** Stops the engine for good and removes its data. */
   stop(): Promise<void>;
+  /** Stops the engine (SIGTERM: its containers stop with it) and keeps its data for `resume()`. */
+  pause(): Promise<void>;
+  /** Starts a paused engine again on the same data and socket; resolves once it answers. */
+  resume(): Promise<void>;
+}
+
+export interface DockerdOptions {
+  /** Run inside this network namespace (`/var/run/netns/<name>`), entered with nsenter. */
+  netns?: string;
+  /** Give containers Docker's default bridge (ports published by the userland proxy); else none. */
+  bridge?: boolean;
+  /** Registries (host:port or CIDR) pulled from over plain HTTP. */
+  insecureRegistries?: string[];
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -61,59 +76,81 @@ function unmountUnder(dir: string): void {
   for (const mountPoint of mountPoints) spawnSync('umount', ['-l', mountPoint], { stdio: 'ignore' });
 }
 
+function dockerdCommand(dir: string, socket: string, options: DockerdOptions): [string, string[]] {
+  const args = [
+    '--data-root', join(dir, 'data'),
+    '--exec-root', join(dir, 'exec'),
+    '--pidfile', join(dir, 'dockerd.pid'),
+    '--host', `unix://${socket}`,
+    ...(options.bridge ? [] : ['--bridge=none']),
+    '--iptables=false',
+    '--ip6tables=false',
+    ...(options.insecureRegistries ?? []).map((registry) => `--insecure-registry=${registry}`),
+  ];
+  // Only the network namespace: `ip netns exec` also remounts /sys, and dockerd then fails with
+  // "Devices cgroup isn't mounted".
+  return options.netns ? ['nsenter', [`--net=/var/run/netns/${options.netns}`, 'dockerd', ...args]] : ['dockerd', args];
+}
+
 /** Starts a real dockerd (Debian docker.io) as root and resolves once it answers ping. */
-export async function startDockerd(): Promise<DockerEngine> {
+export async function startDockerd(options: DockerdOptions = {}): Promise<DockerEngine> {
   ensureCommand('dockerd', 'docker.io');
   if (process.getuid?.() !== 0) throw new Error('startDockerd needs root: dockerd runs as root');
   // Unix socket paths must stay under 108 bytes, containerd's nested ones included.
   const dir = mkdtempSync('/tmp/pd-');
   const socket = join(dir, 'docker.sock');
   const logPath = join(dir, 'dockerd.log');
-  const log = createWriteStream(logPath);
-  const child = spawn(
-    'dockerd',
-    [
-      '--data-root', join(dir, 'data'),
-      '--exec-root', join(dir, 'exec'),
-      '--pidfile', join(dir, 'dockerd.pid'),
-      '--host', `unix://${socket}`,
-      '--bridge=none',
-      '--iptables=false',
-      '--ip6tables=false',
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  child.stdout?.pipe(log);
-  child.stderr?.pipe(log);
+  const log: WriteStream = createWriteStream(logPath);
+  const docker = new Docker({ socketPath: socket });
+  let child: ChildProcess | undefined;
+
+  const launch = async (): Promise<void> => {
+    const [command, args] = dockerdCommand(dir, socket, options);
+    const started = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    child = started;
+    started.stdout?.pipe(log, { end: false });
+    started.stderr?.pipe(log, { end: false });
+    await waitForPing(docker, started, logPath, 30_000);
+  };
+  const halt = async (): Promise<void> => {
+    const running = child;
+    child = undefined;
+    if (!running) return;
+    running.kill('SIGTERM');
+    await waitForExit(running, 20_000);
+  };
+
   // A test process that dies takes its engine along with the containers on it: they outlive a
   // killed dockerd (their shims and processes are not its children). Bounded: a hung engine is
   // killed all the same, and its shims (found by its exec root, which names no other engine) too.
   const killOnExit = () => {
     const cli = (args: string[]) => spawnSync('docker', ['-H', `unix://${socket}`, ...args], { encoding: 'utf8', timeout: 10_000 });
-    const ids = (cli(['ps', '-aq']).stdout ?? '').split('\n').filter(Boolean);
-    if (ids.length > 0) cli(['rm', '-f', ...ids]);
-    child.kill('SIGKILL');
+    if (child) {
+      const ids = (cli(['ps', '-aq']).stdout ?? '').split('\n').filter(Boolean);
+      if (ids.length > 0) cli(['rm', '-f', ...ids]);
+      child.kill('SIGKILL');
+    }
     spawnSync('pkill', ['-KILL', '-f', `containerd-shim.*${dir}/`], { stdio: 'ignore' });
+    unmountUnder(dir);
+    rmSync(dir, { recursive: true, force: true });
   };
   process.once('exit', killOnExit);
 
-  const docker = new Docker({ socketPath: socket });
   let stopped = false;
   const stop = async () => {
     if (stopped) return;
     stopped = true;
-    child.kill('SIGTERM');
-    await waitForExit(child, 20_000);
+    await halt();
     process.removeListener('exit', killOnExit);
     log.end();
     unmountUnder(dir);
     rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
   };
   try {
-    await waitForPing(docker, child, logPath, 30_000);
+    await launch();
   } catch (error) {
     await stop();
     throw error;
   }
-  return { socket, dockerHost: `unix://${socket}`, docker, stop };
+  return { socket, dockerHost: `unix://${socket}`, docker, stop, pause: halt, resume: launch };
 }

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Etcd3, type IOptions } from 'etcd3';
+import { exitOnSignals } from './exit-on-signal.js';
 import { freePort } from './free-port.js';
 import { makeTlsCertificates, type TlsCertificates } from './tls-certificates.js';
 
@@ -41,13 +42,7 @@ function installExitHooks(): void {
     for (const child of children) child.kill('SIGKILL');
     for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
   });
-  // A signal skips 'exit' handlers: clean up, then die of the same signal.
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-    process.once(signal, () => {
-      for (const child of children) child.kill('SIGKILL');
-      process.kill(process.pid, signal);
-    });
-  }
+  exitOnSignals();
 }
 
 function assertEtcdInstalled(): void {
@@ -60,6 +55,8 @@ function assertEtcdInstalled(): void {
 export interface EtcdOptions {
   /** Serve clients over TLS with --client-cert-auth (peers stay on plain loopback HTTP). */
   tls?: boolean;
+  /** The address it listens on for clients and peers (default 127.0.0.1), e.g. a test bridge's. */
+  host?: string;
 }
 
 export async function startEtcd(options: EtcdOptions = {}): Promise<EtcdProcess> {
@@ -70,8 +67,9 @@ export async function startEtcd(options: EtcdOptions = {}): Promise<EtcdProcess>
   tempDirs.add(dataDir);
   // Beside the data directory, so deleting the data (a test of lost state) keeps the certificates.
   const tls = options.tls ? certificatesIn(`${dataDir}-tls`) : undefined;
-  const url = `${tls ? 'https' : 'http'}://127.0.0.1:${clientPort}`;
-  const peerUrl = `http://127.0.0.1:${peerPort}`;
+  const host = options.host ?? '127.0.0.1';
+  const url = `${tls ? 'https' : 'http'}://${host}:${clientPort}`;
+  const peerUrl = `http://${host}:${peerPort}`;
   const args = [
     '--name', 'test',
     '--data-dir', dataDir,
@@ -202,4 +200,112 @@ export async function startEtcdWithReader(t: { teardown(fn: () => Promise<void>)
     await etcd.stop();
   });
   return { etcd, read: (key) => client.get(key).string() };
+}
+
+export interface EtcdMember {
+  readonly name: string;
+  /** Its client URL, e.g. http://10.213.7.11:2379. */
+  readonly url: string;
+  /** SIGKILL: a crashed member; its data directory stays for `start()`. */
+  kill(): Promise<void>;
+  /** Starts a killed member again on its data directory; it rejoins the cluster. */
+  start(): Promise<void>;
+}
+
+export interface EtcdCluster {
+  readonly members: EtcdMember[];
+  /** Every member's client URL, as `--etcd` takes them. */
+  readonly urls: string[];
+  /** The member that leads now, as the live members see it. */
+  leader(): Promise<EtcdMember>;
+  stop(): Promise<void>;
+}
+
+/**
+ * A cluster of etcd members, one per test host (test-hosts.ts): each runs in its host's network
+ * namespace and listens on the host's address (clients 2379, peers 2380, as in production).
+ */
+export async function startEtcdCluster(hosts: { name: string; address: string }[]): Promise<EtcdCluster> {
+  assertEtcdInstalled();
+  installExitHooks();
+  const initialCluster = hosts.map((host) => `${host.name}=http://${host.address}:2380`).join(',');
+  const token = `test-${Date.now().toString(36)}`;
+  const members = hosts.map((host) => etcdMember(host, initialCluster, token));
+  // Together: a member waits for a quorum of its peers before it answers as healthy.
+  try {
+    await Promise.all(members.map((member) => member.start()));
+  } catch (error) {
+    await Promise.all(members.map((member) => member.kill()));
+    throw error;
+  }
+  // The leader is the live member whose status names itself as leader.
+  const leader = async (): Promise<EtcdMember> => {
+    for (const member of members) {
+      try {
+        const response = await fetch(`${member.url}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(1000) });
+        const status = (await response.json()) as { leader?: string; header?: { member_id?: string } };
+        if (status.leader !== undefined && status.leader === status.header?.member_id) return member;
+      } catch {
+        // down: ask the next
+      }
+    }
+    throw new Error('no live etcd member leads');
+  };
+  return {
+    members,
+    urls: members.map((member) => member.url),
+    leader,
+    stop: async () => {
+      await Promise.all(members.map((member) => member.kill()));
+    },
+  };
+}
+
+function etcdMember(host: { name: string; address: string }, initialCluster: string, token: string): EtcdMember {
+  const dataDir = mkdtempSync(join(tmpdir(), `platform-etcd-${host.name}-`));
+  tempDirs.add(dataDir);
+  const url = `http://${host.address}:2379`;
+  const args = [
+    `--net=/var/run/netns/${host.name}`,
+    'etcd',
+    '--name', host.name,
+    '--data-dir', dataDir,
+    '--listen-client-urls', url,
+    '--advertise-client-urls', url,
+    '--listen-peer-urls', `http://${host.address}:2380`,
+    '--initial-advertise-peer-urls', `http://${host.address}:2380`,
+    '--initial-cluster', initialCluster,
+    '--initial-cluster-token', token,
+    '--initial-cluster-state', 'new',
+    '--logger', 'zap',
+    '--log-level', 'error',
+  ];
+  let child: ChildProcess | undefined;
+  let output: string[] = [];
+  return {
+    name: host.name,
+    url,
+    start: async () => {
+      output = [];
+      // nsenter execs etcd: the child is the member itself.
+      const proc = spawn('nsenter', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+      child = proc;
+      children.add(proc);
+      const remember = (chunk: Buffer): void => {
+        output = [...output, ...chunk.toString().split('\n').filter(Boolean)].slice(-20);
+      };
+      proc.stdout?.on('data', remember);
+      proc.stderr?.on('data', remember);
+      proc.once('exit', () => children.delete(proc));
+      await waitHealthy(url, undefined, proc, () => output);
+    },
+    kill: async () => {
+      const proc = child;
+      child = undefined;
+      if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+      const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+      proc.kill('SIGKILL');
+      await exited;
+    },
+  };
 }

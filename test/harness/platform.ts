@@ -21,9 +21,15 @@ export interface PlatformProcess {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** Every process may deploy from the harness's registries (--allowed-registry); a test may pass its own. */
-export function runPlatform(args: string[], env: NodeJS.ProcessEnv = {}): PlatformProcess {
-  const child = spawn(process.execPath, [platformBin, ...args], {
+/**
+ * Every process may deploy from the harness's registries (--allowed-registry); a test may pass its own.
+ * With `netns` it runs inside that network namespace (a test host's, test-hosts.ts), entered with
+ * nsenter: nsenter execs the program, so the child is the platform process itself.
+ */
+export function runPlatform(args: string[], env: NodeJS.ProcessEnv = {}, options: { netns?: string } = {}): PlatformProcess {
+  const command = [process.execPath, platformBin, ...args];
+  if (options.netns) command.unshift('nsenter', `--net=/var/run/netns/${options.netns}`);
+  const child = spawn(command[0]!, command.slice(1), {
     env: { ...process.env, PLATFORM_LOG_LEVEL: 'warn', PLATFORM_ALLOWED_REGISTRIES: REGISTRY_ADDRESS, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

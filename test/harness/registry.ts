@@ -24,6 +24,8 @@ export interface RegistryOptions {
   tokenAuth?: { realm: string; service: string; issuer: string; rootCertBundle: string };
   /** Serve the storage of another registry (started with its own): what was pushed there is here too. */
   storageDir?: string;
+  /** The address it listens on (default REGISTRY_ADDRESS), e.g. a test bridge's, which test hosts reach. */
+  address?: string;
 }
 
 export interface Registry {
@@ -44,7 +46,7 @@ export const REGISTRY_ADDRESS = '127.0.0.1';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function configYaml(port: number, storageDir: string, htpasswdPath: string, options: RegistryOptions): string {
+function configYaml(address: string, port: number, storageDir: string, htpasswdPath: string, options: RegistryOptions): string {
   const lines = [
     'version: 0.1',
     'log:',
@@ -55,7 +57,7 @@ function configYaml(port: number, storageDir: string, htpasswdPath: string, opti
     '  delete:',
     '    enabled: true',
     'http:',
-    `  addr: ${REGISTRY_ADDRESS}:${port}`,
+    `  addr: ${address}:${port}`,
   ];
   if (options.tls) lines.push('  tls:', `    certificate: ${options.tls.cert}`, `    key: ${options.tls.key}`);
   if (options.users) lines.push('auth:', '  htpasswd:', '    realm: platform-test', `    path: ${htpasswdPath}`);
@@ -112,18 +114,22 @@ export async function startRegistry(options: RegistryOptions = {}): Promise<Regi
   ensureCommand('docker-registry', 'docker-registry');
   const dir = mkdtempSync(join(tmpdir(), 'platform-registry-'));
   const port = await freePort();
-  const host = `${REGISTRY_ADDRESS}:${port}`;
+  const address = options.address ?? REGISTRY_ADDRESS;
+  const host = `${address}:${port}`;
   const configPath = join(dir, 'config.yml');
   const storageDir = options.storageDir ?? join(dir, 'storage');
   const htpasswdPath = join(dir, 'htpasswd');
-  writeFileSync(configPath, configYaml(port, storageDir, htpasswdPath, options));
+  writeFileSync(configPath, configYaml(address, port, storageDir, htpasswdPath, options));
   if (options.users) writeFileSync(htpasswdPath, htpasswd(options.users));
   const logPath = join(dir, 'registry.log');
   const log = createWriteStream(logPath);
   const child = spawn('docker-registry', ['serve', configPath], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout?.pipe(log);
   child.stderr?.pipe(log);
-  const killOnExit = () => child.kill('SIGKILL');
+  const killOnExit = () => {
+    child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  };
   process.once('exit', killOnExit);
 
   let stopped = false;

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { planHealing, type HealingInput } from '../../src/roles/scheduler/healing.js';
 import type { Assignment, Machine } from '../../src/schemas/cluster.js';
+import { engineLostAt } from '../../src/roles/scheduler/cluster-snapshot.js';
 import type { Deployment } from '../../src/schemas/release.js';
 
 // Self-healing as a pure plan: which services get their current release deployed again.
@@ -16,6 +17,7 @@ const input = (over: Partial<HealingInput>): HealingInput => ({
   assignments: [assignment('web', 1, 'm1'), assignment('web', 2, 'm2')],
   deployments: [deployment('web', 'succeeded')],
   drained: new Set(),
+  engineLost: new Set(),
   declared: new Set(['web']),
   busy: () => false,
   instancesOf: () => 2,
@@ -30,8 +32,9 @@ t.test('units on a lost machine are moved, named in the reason', async (t) => {
   t.same(planHealing(input({ machines: [machine('m1')] })), [{ service: 'web', release: 1, why: 'machine lost: moving web-2.service on m2' }]);
 });
 
-t.test('units on a drained machine are moved; a missing instance is placed again', async (t) => {
+t.test('units on a drained machine, or one without an engine past the grace period, are moved; a missing instance is placed again', async (t) => {
   t.same(planHealing(input({ drained: new Set(['m2']) })).map((r) => r.why), ['machine drained: moving web-2.service off m2']);
+  t.same(planHealing(input({ engineLost: new Set(['m2']) })).map((r) => r.why), ['machine has no Docker engine: moving web-2.service off m2']);
   t.same(planHealing(input({ assignments: [assignment('web', 1, 'm1')] })).map((r) => r.why), ['units missing: placing them again']);
 });
 
@@ -42,4 +45,13 @@ t.test('nothing is healed for a deleted, stopped, busy or never-succeeded servic
   t.same(planHealing(input({ ...lost, busy: () => true })), [], 'a rollout is under way');
   t.same(planHealing(input({ ...lost, deployments: [deployment('web', 'failed')] })), [], 'no success to restore');
   t.same(planHealing(input({ ...lost, instancesOf: () => undefined })), [], 'its release is gone');
+});
+
+t.test('a machine counts as without an engine only once its outage has lasted the grace period', async (t) => {
+  const since = Date.parse('2026-01-01T00:00:00Z');
+  const down = { ...machine('m1'), docker: { reachable: false, error: 'gone', unreachableSince: new Date(since).toISOString() } };
+  t.notOk(engineLostAt(down, 30_000, since + 29_999), 'within the grace period');
+  t.ok(engineLostAt(down, 30_000, since + 30_000), 'at its end');
+  t.notOk(engineLostAt(machine('m1'), 30_000, since + 60_000), 'an engine that answers');
+  t.notOk(engineLostAt({ ...down, docker: { reachable: false } }, 0, since), 'an agent that does not say since when (an older one) is never moved off');
 });

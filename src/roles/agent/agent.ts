@@ -122,6 +122,10 @@ class MachineAgent implements Agent {
 
   async start(): Promise<void> {
     const trigger = () => void this.runner.trigger();
+    this.leasedKeys.onLost(() => {
+      this.reporter.forgetAll();
+      trigger();
+    });
     this.assignmentWatch = await this.options.store.watchPrefix(assignmentPrefix(this.machineId), trigger);
     this.dockerEvents = watchContainerEvents(this.docker, this.machineId, trigger, this.options.log);
     this.resyncTimer = setInterval(trigger, this.options.resyncIntervalMs ?? 5_000);

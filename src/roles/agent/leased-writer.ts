@@ -3,4 +3,6 @@
 export interface LeasedWriter {
   set(key: string, value: string): Promise<unknown>;
   remove(key: string): Promise<unknown>;
+  /** Stops writing `key` again after a lost lease, without touching the store. */
+  forget(key: string): void;
 }

@@ -48,6 +48,18 @@ export class UnitStatusReporter {
     });
   }
 
+  /**
+   * After the machine's lease was lost (a partition longer than its TTL), every status went with
+   * it, and what they said may no longer hold: the scheduler has likely moved those units. Writing
+   * them again under the new lease would announce units as running that are about to be stopped,
+   * and the gateway would route to both copies. They are forgotten instead; the next pass, which
+   * reads the assignments afresh, reports what is still wanted.
+   */
+  forgetAll(): void {
+    for (const slot of this.current.keys()) this.keys.forget(unitStatusKey(this.machineId, slot));
+    this.current.clear();
+  }
+
   /** Slots with a reported status. */
   slots(): string[] {
     return [...this.current.keys()];

@@ -17,8 +17,24 @@ export interface ClusterSnapshot {
   services: Service[];
   /** Ids of machines being drained. */
   drained: Set<string>;
+  /** Ids of machines whose Docker engine has been unreachable for longer than the grace period. */
+  engineLost: Set<string>;
   statuses: UnitStatus[];
 }
+
+/** How long a machine may go without a Docker engine before its units move (--engine-grace). */
+export const defaultEngineGraceSeconds = 30;
+
+/**
+ * Whether the machine's engine has been gone longer than `graceMs` at `now`. The outage start is
+ * the agent's clock, compared with the scheduler's: machines are assumed to keep time (NTP), as
+ * token expiry already does.
+ */
+export const engineLostAt = (machine: Machine, graceMs: number, now: number): boolean =>
+  !machine.docker.reachable && machine.docker.unreachableSince !== undefined && now - Date.parse(machine.docker.unreachableSince) >= graceMs;
+
+/** Machines whose units move elsewhere: drained ones and those without an engine past the grace period. */
+export const evictedMachines = (snapshot: Pick<ClusterSnapshot, 'drained' | 'engineLost'>): Set<string> => new Set([...snapshot.drained, ...snapshot.engineLost]);
 
 const prefixes = { machines: machinePrefix, assignments: assignmentRoot, services: servicePrefix, drains: machineDrainPrefix, statuses: unitStatusRoot } as const;
 type Part = keyof typeof prefixes;
@@ -28,14 +44,17 @@ export class ClusterWatch {
   private generation = 0;
   private waiters: (() => void)[] = [];
 
-  private constructor(private readonly caches: Record<Part, PrefixCache>) {
+  private constructor(
+    private readonly caches: Record<Part, PrefixCache>,
+    private readonly engineGraceMs: number,
+  ) {
     for (const cache of Object.values(caches)) cache.onChange(() => this.bump());
   }
 
-  static async start(store: Store): Promise<ClusterWatch> {
+  static async start(store: Store, engineGraceSeconds = defaultEngineGraceSeconds): Promise<ClusterWatch> {
     const parts = Object.keys(prefixes) as Part[];
     const caches = await Promise.all(parts.map((part) => PrefixCache.start(store, prefixes[part])));
-    return new ClusterWatch(Object.fromEntries(parts.map((part, i) => [part, caches[i]!])) as Record<Part, PrefixCache>);
+    return new ClusterWatch(Object.fromEntries(parts.map((part, i) => [part, caches[i]!])) as Record<Part, PrefixCache>, engineGraceSeconds * 1000);
   }
 
   /** Listens to one part's changes (e.g. a machine lease expiring, a service deleted). */
@@ -44,8 +63,11 @@ export class ClusterWatch {
   }
 
   snapshot(): ClusterSnapshot {
+    const machines = this.records<Machine>('machines');
+    const now = Date.now();
     return {
-      machines: this.records<Machine>('machines'),
+      machines,
+      engineLost: new Set(machines.filter((machine) => engineLostAt(machine, this.engineGraceMs, now)).map((machine) => machine.id)),
       assignments: this.records<Assignment>('assignments'),
       services: this.records<Service>('services'),
       drained: new Set(this.records<MachineDrain>('drains').map((drain) => drain.machine)),

@@ -3,10 +3,10 @@ import { currentTarget, type Deployment } from '../../schemas/release.js';
 
 // Self-healing, planned purely: which services need their current release deployed again because
 // their units are no longer all in place (a machine died with some, an instance lost its
-// assignment, a machine is being drained). The leader applies the plan as `reschedule`
-// deployments, whose rollouts place the missing units (replacements on drained machines start
-// before the old units go). Only structure counts here, not health: a unit that crashes is
-// restarted by its agent, not moved.
+// assignment, a machine is being drained or has had no Docker engine for longer than the grace
+// period). The leader applies the plan as `reschedule` deployments, whose rollouts place the
+// missing units (replacements on drained machines start before the old units go). Only structure
+// counts here, not health: a unit that crashes is restarted by its agent, not moved.
 
 export interface HealingInput {
   machines: Machine[];
@@ -14,6 +14,8 @@ export interface HealingInput {
   /** Every deployment record, newest first. */
   deployments: Deployment[];
   drained: ReadonlySet<string>;
+  /** Machines without a Docker engine for longer than the grace period: their units move like a drained machine's. */
+  engineLost: ReadonlySet<string>;
   /** Services declared now: a deleted service keeps its deployment records, not its units. */
   declared: ReadonlySet<string>;
   /** Services with work queued or running: their rollout already converges on the target. */
@@ -40,10 +42,17 @@ export function planHealing(input: HealingInput): Reschedule[] {
     const assigned = input.assignments.filter((a) => a.service === service);
     const own = assigned.filter((a) => alive.has(a.machine));
     const lost = assigned.filter((a) => !alive.has(a.machine)).map((a) => `${a.unit} on ${a.machine}`);
-    const evicted = own.filter((a) => input.drained.has(a.machine)).map((a) => `${a.unit} off ${a.machine}`);
+    const drained = own.filter((a) => input.drained.has(a.machine)).map((a) => `${a.unit} off ${a.machine}`);
+    const engineless = own.filter((a) => input.engineLost.has(a.machine) && !input.drained.has(a.machine)).map((a) => `${a.unit} off ${a.machine}`);
     const complete = own.length === instances && new Set(own.map((a) => a.instance)).size === instances;
-    if (complete && evicted.length === 0) continue;
-    const why = lost.length ? `machine lost: moving ${lost.join(', ')}` : evicted.length ? `machine drained: moving ${evicted.join(', ')}` : 'units missing: placing them again';
+    if (complete && drained.length === 0 && engineless.length === 0) continue;
+    const why = lost.length
+      ? `machine lost: moving ${lost.join(', ')}`
+      : drained.length
+        ? `machine drained: moving ${drained.join(', ')}`
+        : engineless.length
+          ? `machine has no Docker engine: moving ${engineless.join(', ')}`
+          : 'units missing: placing them again';
     plan.push({ service, release: target.release, why });
   }
   return plan;

@@ -6,7 +6,7 @@ import type { Deployment, Release, UnitProgress } from '../../schemas/release.js
 import { rolloutSettings, type RolloutSettings } from '../../schemas/service.js';
 import { planRolloutStep, type RolloutUnit } from '../../placement/rollout-step.js';
 import { isRunning, slotOf, specHash, unitName } from '../../units.js';
-import { plannerMachine, serviceRules, type ClusterSnapshot, type ClusterWatch } from './cluster-snapshot.js';
+import { evictedMachines, plannerMachine, serviceRules, type ClusterSnapshot, type ClusterWatch } from './cluster-snapshot.js';
 import { recordPhase, recordProgress } from './deployment-records.js';
 
 // Runs one deployment: takes a snapshot of the watched cluster, asks the pure rollout step what to
@@ -110,7 +110,8 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
       await recordProgress(store, deployment, progress);
     }
 
-    const broken = fresh.find((u) => u.status && isPermanentFailure(u.status));
+    // A unit on a machine being emptied is replaced, not waited for: its engine may be the one that is gone.
+    const broken = fresh.find((u) => !u.unit.evicted && u.status && isPermanentFailure(u.status));
     if (broken) return { state: 'failed', reason: `${broken.assignment.unit} on ${broken.assignment.machine}: ${describe(broken.status!)}` };
     if (step.unplaced.length > 0 && operations.length === 0 && !fresh.some((u) => !u.unit.ready)) {
       const hint = settings.maxUnavailable === 0 ? '; with maxUnavailable 0 a unit is only replaced once its successor runs elsewhere' : '';
@@ -146,6 +147,7 @@ const unitProgress = (u: TrackedUnit): UnitProgress => ({
 function trackUnits(snapshot: ClusterSnapshot, service: string, readySince: Map<string, number>, settings: RolloutSettings): TrackedUnit[] {
   const statusOf = new Map(snapshot.statuses.filter((s) => s.service === service).map((s) => [slotKey(s), s]));
   const alive = new Set(snapshot.machines.map((machine) => machine.id));
+  const evicted = evictedMachines(snapshot);
   return snapshot.assignments
     .filter((a) => a.service === service)
     .map((assignment) => {
@@ -155,7 +157,7 @@ function trackUnits(snapshot: ClusterSnapshot, service: string, readySince: Map<
       if (!running) readySince.delete(key);
       else if (!readySince.has(key)) readySince.set(key, Date.now());
       const ready = running && Date.now() - readySince.get(key)! >= settings.minReadySeconds * 1000;
-      const unit: RolloutUnit = { instance: assignment.instance, machine: assignment.machine, spec: assignment.spec, running, ready, alive: alive.has(assignment.machine), evicted: snapshot.drained.has(assignment.machine) };
+      const unit: RolloutUnit = { instance: assignment.instance, machine: assignment.machine, spec: assignment.spec, running, ready, alive: alive.has(assignment.machine), evicted: evicted.has(assignment.machine) };
       return { assignment, status, unit };
     });
 }

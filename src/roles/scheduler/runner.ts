@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { Store } from '../../store/store.js';
+import { StoreUnavailableError, type Store } from '../../store/store.js';
 import { assignmentKey } from '../../store/keys.js';
 import { FencedWriteError } from '../../store/fenced-store.js';
 import { currentTarget, type Deployment, type DeployReply, type Release } from '../../schemas/release.js';
@@ -18,6 +18,9 @@ import { KeyedQueue } from '../../keyed-queue.js';
 // accepted work of a service supersedes anything older still queued or rolling out; a failed
 // deployment reverts to the last good release; deployments a previous leader left in flight are
 // resumed. The records of it all are written through deployment-records.ts.
+
+/** How long a rollout waits before it starts again after a store error. */
+const STORE_RETRY_MS = 500;
 
 export interface RunnerOptions {
   /** The leader-fenced store. */
@@ -127,7 +130,7 @@ export class DeploymentRunner {
   }
 
   private async run(release: Release, deployment: Deployment): Promise<void> {
-    const { store, log, cluster } = this.options;
+    const { store } = this.options;
     if (!this.isCurrent(deployment)()) {
       if (!this.closed) await recordOutcome(store, deployment, 'superseded', 'superseded by a newer deployment before it started');
       return;
@@ -137,13 +140,34 @@ export class DeploymentRunner {
       await recordOutcome(store, deployment, 'superseded', 'superseded by a newer deployment or a stop before it started');
       return;
     }
-    await recordPhase(store, deployment, 'pulling');
-    const outcome = await rollOut({ store, log, cluster, isCurrent: this.isCurrent(deployment) }, release, deployment);
+    const outcome = await this.rollOutThroughStoreOutages(release, deployment);
     // Shutting down or deposed: the next leader resumes it from the store.
     if ((this.closed || !this.options.isLeader()) && outcome.state === 'superseded') return;
     if (outcome.state === 'failed') return this.failOrRevert(release, deployment, outcome);
     const reason = outcome.state === 'succeeded' ? `${release.config.numInstances} units run v${release.version}` : (outcome.reason ?? 'superseded by a newer deployment');
     await recordOutcome(store, deployment, outcome.state, reason);
+  }
+
+  /**
+   * Rolls out; a store error (an etcd member lost, an election in progress) starts the rollout
+   * again from the cluster's state after a moment instead of failing the deployment, until its
+   * progress deadline. The rollout is level-triggered, so starting again repeats nothing.
+   */
+  private async rollOutThroughStoreOutages(release: Release, deployment: Deployment): Promise<RolloutOutcome> {
+    const { store, log, cluster } = this.options;
+    const deadline = Date.now() + rolloutSettings(release.config).progressDeadlineSeconds * 1000;
+    let started = false;
+    for (;;) {
+      try {
+        if (!started) await recordPhase(store, deployment, 'pulling');
+        started = true;
+        return await rollOut({ store, log, cluster, isCurrent: this.isCurrent(deployment) }, release, deployment);
+      } catch (error) {
+        if (!(error instanceof StoreUnavailableError) || Date.now() >= deadline || !this.isCurrent(deployment)()) throw error;
+        log.warn({ deployment: deployment.id, reason: error.message }, 'store unavailable during a rollout; starting it again');
+        await new Promise((resolve) => setTimeout(resolve, STORE_RETRY_MS));
+      }
+    }
   }
 
   /** With autoRevert the last succeeded release is deployed again; its units kept serving throughout. */

@@ -11,7 +11,8 @@ import { acceptDeploy, acceptRollback, type DeployTrigger } from './deploy.js';
 import { listDeployments } from './deployment-records.js';
 import { idTime, sortAfter } from './ids.js';
 import { getRelease } from './releases.js';
-import { ClusterWatch } from './cluster-snapshot.js';
+import { ClusterWatch, defaultEngineGraceSeconds } from './cluster-snapshot.js';
+import type { Machine } from '../../schemas/cluster.js';
 import { DeploymentRunner } from './runner.js';
 import { planHealing } from './healing.js';
 import { Housekeeping } from './housekeeping.js';
@@ -41,6 +42,8 @@ export interface SchedulerOptions {
   retention?: RetentionLimits;
   /** Outbound notifications: when failed deliveries are retried, and how long one attempt may take. */
   notify?: { policy: RetryPolicy; timeoutMs: number };
+  /** How long a machine may have no Docker engine before its units move (default 30 s). */
+  engineGraceSeconds?: number;
 }
 
 /** How long a follower waits for the leader to answer work it handed over. */
@@ -60,6 +63,7 @@ export class Scheduler {
   private readonly handOff: HandOff;
   private readonly registry: RegistryClient;
   private readonly stopTimeoutSeconds: number;
+  private readonly engineGraceSeconds: number | undefined;
   private readonly housekeeping: Housekeeping;
   private cluster?: ClusterWatch;
   private runner?: DeploymentRunner;
@@ -67,6 +71,8 @@ export class Scheduler {
   private healTimer?: NodeJS.Timeout;
   private pruneTimer?: NodeJS.Timeout;
   private healing = false;
+  /** Heals due when a machine's engine grace period ends, by outage start. */
+  private readonly engineGraceTimers = new Map<string, NodeJS.Timeout>();
 
   constructor(private readonly options: SchedulerOptions) {
     this.log = options.log;
@@ -82,11 +88,12 @@ export class Scheduler {
     this.handOff = new HandOff(options.store, options.log);
     this.registry = new RegistryClient(options.registry);
     this.stopTimeoutSeconds = options.stopTimeoutSeconds ?? 60;
+    this.engineGraceSeconds = options.engineGraceSeconds;
     this.housekeeping = new Housekeeping(this.store, options.retention ?? defaultRetention, options.log);
   }
 
   async start(): Promise<void> {
-    const cluster = await ClusterWatch.start(this.store);
+    const cluster = await ClusterWatch.start(this.store, this.engineGraceSeconds);
     this.cluster = cluster;
     this.runner = new DeploymentRunner({ store: this.store, log: this.log, cluster, isLeader: () => this.isLeader(), stopTimeoutSeconds: this.stopTimeoutSeconds });
     this.notifier = await Notifier.start({
@@ -104,9 +111,25 @@ export class Scheduler {
     // A machine whose lease expired takes its units with it; a drained machine's units move: place them elsewhere now.
     cluster.onChange('machines', (event) => event.type === 'delete' && this.isLeader() && void this.heal());
     cluster.onChange('drains', (event) => event.type === 'put' && this.isLeader() && void this.heal());
+    cluster.onChange('machines', (event) => event.type === 'put' && this.healWhenEngineGraceEnds(event.value));
     this.healTimer = setInterval(() => void (this.isLeader() && this.heal()), HEAL_INTERVAL_MS);
     this.pruneTimer = setInterval(() => void (this.isLeader() && this.prune()), PRUNE_INTERVAL_MS);
     await this.leadership.start();
+  }
+
+  /**
+   * A machine that reports its engine gone is healed the moment its grace period ends, not at the
+   * next 10 s check. One timer per outage start; a record without one (engine back) needs none.
+   */
+  private healWhenEngineGraceEnds(value: string | undefined): void {
+    const since = unreachableSince(value);
+    if (since === undefined || this.engineGraceTimers.has(since)) return;
+    const delay = Math.max(0, Date.parse(since) + (this.engineGraceSeconds ?? defaultEngineGraceSeconds) * 1000 - Date.now()) + 100;
+    const timer = setTimeout(() => {
+      this.engineGraceTimers.delete(since);
+      if (this.isLeader()) void this.heal();
+    }, delay);
+    this.engineGraceTimers.set(since, timer);
   }
 
   isLeader(): boolean {
@@ -116,6 +139,7 @@ export class Scheduler {
   async close(): Promise<void> {
     clearInterval(this.healTimer);
     clearInterval(this.pruneTimer);
+    for (const timer of this.engineGraceTimers.values()) clearTimeout(timer);
     await this.handOff.close();
     await this.leadership.close();
     await this.runner?.close();
@@ -217,5 +241,15 @@ export class Scheduler {
     } finally {
       this.healing = false;
     }
+  }
+}
+
+/** The outage start a machine record reports, if any (a record that does not parse reports none). */
+function unreachableSince(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return (JSON.parse(value) as Partial<Machine>).docker?.unreachableSince;
+  } catch {
+    return undefined;
   }
 }

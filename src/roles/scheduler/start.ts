@@ -22,6 +22,7 @@ export async function startScheduler({ config, store, log, advertised, access }:
     },
     retention: config.scheduler.retention,
     notify: config.scheduler.notify,
+    engineGraceSeconds: config.scheduler.engineGraceSeconds,
   });
   const server = await createRoleServer({
     role: 'scheduler',
