@@ -43,3 +43,10 @@ t.test('nothing is healed for a deleted, stopped, busy or never-succeeded servic
   t.same(planHealing(input({ ...lost, deployments: [deployment('web', 'failed')] })), [], 'no success to restore');
   t.same(planHealing(input({ ...lost, instancesOf: () => undefined })), [], 'its release is gone');
 });
+
+t.test('units that keep volumes are not moved off a lost or drained machine', async (t) => {
+  const keepsVolumes = () => true;
+  t.same(planHealing(input({ machines: [machine('m1')], keepsVolumes })), [], 'lost');
+  t.same(planHealing(input({ drained: new Set(['m2']), keepsVolumes })), [], 'drained');
+  t.same(planHealing(input({ assignments: [assignment('web', 1, 'm1')], keepsVolumes })).map((r) => r.why), ['units missing: placing them again'], 'a missing instance is still placed');
+});
