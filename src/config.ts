@@ -78,7 +78,19 @@ export interface AgentConfig {
   stopGraceSeconds: number;
   drainSeconds: number;
   labels: Record<string, string>;
+  /** Held back from the engine's memory (MB) and CPUs for the agent, the engine and the system. */
+  reserveMemoryMB: number;
+  reserveCpus: number;
+  /** The operator's cap: reported instead of the engine's figure less the reserve. */
+  capacityMemoryMB?: number;
+  capacityCpus?: number;
 }
+
+/**
+ * Memory is what a full machine loses first (the kernel kills the agent or the engine), so some
+ * is held back by default; CPUs over-committed only slow units down, so none is.
+ */
+export const defaultReserve = { memoryMB: 512, cpus: 0 } as const;
 
 export interface GatewayConfig {
   /** `<service>.<internalDomain>` reaches every load-balanced service; `<service>.<domain>` only public-facing ones. */
@@ -157,6 +169,10 @@ export interface RawFlags {
   stopGrace?: string;
   drainSeconds?: string;
   label?: string[];
+  reserveMemory?: string;
+  reserveCpus?: string;
+  capacityMemory?: string;
+  capacityCpus?: string;
   announceTtl?: string;
   /** false with --no-announce (commander's negated option); undefined or true otherwise. */
   announce?: boolean;
@@ -197,6 +213,25 @@ export function parseRoles(text: string): Role[] {
     if (!(roles as readonly string[]).includes(name)) throw new ConfigError(`--role: unknown role ${name} (roles: ${roles.join(', ')})`);
   }
   return [...new Set(names)] as Role[];
+}
+
+function decimal(flag: string, text: string | undefined, min: number, max: number): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (text.trim() === '' || !Number.isFinite(value) || value < min || value > max) throw new ConfigError(`${flag} must be a number from ${min} to ${max}, got ${text}`);
+  return value;
+}
+
+/** What the agent holds back from the engine's resources, or the cap an operator sets instead. */
+function resolveAgentResources(flags: RawFlags): Pick<AgentConfig, 'reserveMemoryMB' | 'reserveCpus' | 'capacityMemoryMB' | 'capacityCpus'> {
+  const capacityMemoryMB = integer('--capacity-memory', flags.capacityMemory, 0, 1_073_741_824);
+  const capacityCpus = decimal('--capacity-cpus', flags.capacityCpus, 0, 4096);
+  return {
+    reserveMemoryMB: integer('--reserve-memory', flags.reserveMemory, 0, 1_073_741_824) ?? defaultReserve.memoryMB,
+    reserveCpus: decimal('--reserve-cpus', flags.reserveCpus, 0, 4096) ?? defaultReserve.cpus,
+    ...(capacityMemoryMB === undefined ? {} : { capacityMemoryMB }),
+    ...(capacityCpus === undefined ? {} : { capacityCpus }),
+  };
 }
 
 function integer(flag: string, text: string | undefined, min: number, max: number): number | undefined {
@@ -261,6 +296,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
       stopGraceSeconds: integer('--stop-grace', flags.stopGrace, 0, 3600) ?? 10,
       drainSeconds: integer('--drain-seconds', flags.drainSeconds, 0, 600) ?? 2,
       labels: parseLabels(flags.label),
+      ...resolveAgentResources(flags),
     },
     scheduler: {
       insecureRegistries: flags.insecureRegistry ?? [],

@@ -65,16 +65,17 @@ export const Resources = Type.Object(
 );
 export type Resources = Static<typeof Resources>;
 
-export const Placement = Type.Union([Type.Literal('spread'), Type.Literal('binpack')], {
-  description: '"spread" (each unit on the machine with the fewest units; the default) or "binpack" (fill the fullest machine that has room first)',
-});
+/** A string of a few words, as one `enum`: a failure names the words (a union of literals reports only "equal to constant"). */
+const oneOf = <T extends string>(words: readonly T[], description: string) => Type.Unsafe<T>({ type: 'string', enum: [...words], description });
+
+export const Placement = oneOf(['spread', 'binpack'], '"spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)');
 export type Placement = Static<typeof Placement>;
 
 /** Docker volume names allow more; this keeps `<service>-<instance>-<name>` readable and unambiguous. */
 export const VolumeName = Type.String({ pattern: '^[a-z0-9][a-z0-9_-]{0,62}$', description: '1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit' });
 /** Absolute, every segment a plain name: no `.` or `..` segment, no `:` (Docker's mount syntax), no spaces. */
 export const VolumePath = Type.String({
-  pattern: '^(/(?!\.\.?(/|$))[A-Za-z0-9._@+-]+)+$',
+  pattern: '^(/(?!\\.\\.?(/|$))[A-Za-z0-9._@+-]+)+$',
   maxLength: 1024,
   description: 'an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".."',
 });
@@ -82,9 +83,7 @@ export const Volume = Type.Object({ name: VolumeName, path: VolumePath }, { addi
 export type Volume = Static<typeof Volume>;
 export const Volumes = Type.Array(Volume, { maxItems: 16, description: 'up to 16 named volumes, each {name, path}' });
 
-export const VolumeMove = Type.Union([Type.Literal('never'), Type.Literal('allowed')], {
-  description: '"never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)',
-});
+export const VolumeMove = oneOf(['never', 'allowed'], '"never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)');
 
 /** The next config: what the next deploy uses. */
 export const ServiceConfig = Type.Object(

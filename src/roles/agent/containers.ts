@@ -32,6 +32,10 @@ export interface ContainerExit {
   failure: UnitFailure;
 }
 
+/** What people read when the kernel killed a unit for memory: its limit, which is what to raise. */
+export const outOfMemory = (limitBytes: number | undefined): string =>
+  limitBytes ? `out of memory (limit ${Math.round(limitBytes / (1024 * 1024))} MB)` : 'out of memory (no limit: the machine ran out)';
+
 const statusCodeOf = (error: unknown): number | undefined => (error as { statusCode?: number }).statusCode;
 
 function toUnitContainer(entry: Docker.ContainerInfo): UnitContainer {
@@ -151,13 +155,13 @@ export async function stopAndRemove(docker: Docker, id: string, graceSeconds: nu
 }
 
 export async function inspectExit(docker: Docker, id: string): Promise<ContainerExit> {
-  const { State: state } = await docker.getContainer(id).inspect();
+  const { State: state, HostConfig: hostConfig } = await docker.getContainer(id).inspect();
   const started = Date.parse(state.StartedAt);
   const finished = Date.parse(state.FinishedAt);
   const ranForMs = started > 0 && finished > started ? finished - started : 0;
   const exit = { exitCode: state.ExitCode, ranForMs };
   // Docker records an Error when it could not start the container at all: it never ran to crash.
   if (state.Error) return { ...exit, failure: { error: `failed to start: ${state.Error}`, errorKind: 'container-start' } };
-  const error = state.OOMKilled ? `killed: out of memory (exit code ${state.ExitCode})` : `exited with code ${state.ExitCode}`;
-  return { ...exit, failure: { error, errorKind: 'crash-loop' } };
+  if (state.OOMKilled) return { ...exit, failure: { error: outOfMemory(hostConfig.Memory), errorKind: 'out-of-memory' } };
+  return { ...exit, failure: { error: `exited with code ${state.ExitCode}`, errorKind: 'crash-loop' } };
 }
