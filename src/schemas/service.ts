@@ -246,6 +246,17 @@ export const CreatedReply = Type.Object({
 });
 export type CreatedReply = Static<typeof CreatedReply>;
 
+/** DELETE /services/:name: volumes stay (a service declared again under the name finds them) unless asked. */
+export const ServiceDeleteQuery = Type.Object(
+  { volumes: Type.Optional(oneOf(['keep', 'delete'], '"keep" (the default) or "delete": remove the units\' named volumes on every machine')) },
+  { additionalProperties: false },
+);
+export type ServiceDeleteQuery = Static<typeof ServiceDeleteQuery>;
+
+/** What an agent removed of a deleted service's volumes. */
+export const RemovedVolumes = Type.Object({ machine: Type.String(), removed: Type.Array(Type.String()) });
+export type RemovedVolumes = Static<typeof RemovedVolumes>;
+
 export const ServiceListQuery = Type.Object(
   { containerImage: Type.Optional(Type.String({ maxLength: 512 })) },
   { additionalProperties: false },

@@ -1,6 +1,7 @@
 import type Docker from 'dockerode';
 import type { UnitFailure } from './status-reporter.js';
 import { labels, machineLabelFilters } from './container-spec.js';
+import { HttpError } from '../../http/errors.js';
 
 // Docker operations on unit containers. Every query filters on this machine's label, so agents
 // sharing one engine (tests, or a machine migrated between ids) never touch each other's units.
@@ -56,6 +57,26 @@ function toUnitContainer(entry: Docker.ContainerInfo): UnitContainer {
     state: entry.State,
     ...(published ? { publishedPort: published.PublicPort } : {}),
   };
+}
+
+/** How long volume removal waits for the service's containers (being drained and stopped) to go. */
+const VOLUME_REMOVAL_WAIT_MS = 45_000;
+
+/**
+ * Removes the volumes this machine's units of `service` had (by their labels), after waiting for
+ * the service's containers here to be gone: a volume still mounted cannot be removed.
+ */
+export async function removeServiceVolumes(docker: Docker, machineId: string, service: string): Promise<string[]> {
+  const filters = { label: [...machineLabelFilters(machineId), `${labels.service}=${service}`] };
+  const deadline = Date.now() + VOLUME_REMOVAL_WAIT_MS;
+  while ((await docker.listContainers({ all: true, filters })).length > 0) {
+    if (Date.now() > deadline) throw new HttpError(409, `${service} still has containers on machine ${machineId}; its volumes stay`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  const { Volumes: volumes } = await docker.listVolumes({ filters });
+  const names = (volumes ?? []).map((volume) => volume.Name);
+  for (const name of names) await docker.getVolume(name).remove();
+  return names;
 }
 
 export async function listUnitContainers(docker: Docker, machineId: string): Promise<UnitContainer[]> {
