@@ -103,6 +103,8 @@ export const UnitFailureKind = Type.Union([
   Type.Literal('port-publish'),
   Type.Literal('refused'),
   Type.Literal('out-of-memory'),
+  /** Set in listings (not by an agent): the unit's machine is gone. */
+  Type.Literal('machine-lost'),
 ]);
 export type UnitFailureKind = Static<typeof UnitFailureKind>;
 

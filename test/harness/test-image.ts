@@ -11,8 +11,12 @@ import { followProgress, importRootfs, nodeBinary } from './rootfs.js';
 // pools and its benchmark need that case too.
 
 export interface TestImageOptions {
-  /** `ok` serves HTTP on $PORT (busybox httpd); `keep-alive` the same with Node (and GET /connections); `crash` exits 1 at once. */
-  variant?: 'ok' | 'keep-alive' | 'crash';
+  /**
+   * `ok` serves HTTP on $PORT (busybox httpd); `keep-alive` the same with Node (and GET /connections); `crash` exits 1 at once;
+   * `memory-hog` grows a shell string without end (until the kernel kills it); `volume` serves its page with the release
+   * and GREETING that first wrote /data/first (a unit's volume): a later release, or a restart, shows the data survived.
+   */
+  variant?: 'ok' | 'keep-alive' | 'crash' | 'memory-hog' | 'volume';
   /** Baked into the image (ENV IMAGE_LABEL) and appended to the page, so tags differ in digest. */
   label?: string;
 }
@@ -35,6 +39,15 @@ const serveScript =
   'trap "kill \\$pid; exit 0" TERM; ' +
   'httpd -f -p $PORT -h /tmp/www & pid=$!; wait';
 const crashScript = 'echo "$PLATFORM_UNIT crashing" >&2; exit 1';
+// Doubling a string makes the shell allocate without any allocator applet: 2^26 bytes is 64 MB.
+const memoryHogScript = 'echo "$PLATFORM_UNIT allocating"; s=x; while :; do s="$s$s"; done';
+const volumeScript =
+  'mkdir -p /tmp/www && ' +
+  '{ cat /data/first 2>/dev/null || echo "$PLATFORM_RELEASE/$GREETING" > /data/first; } && ' +
+  'echo "$PLATFORM_UNIT $PLATFORM_RELEASE first $(cat /data/first)" > /tmp/www/index.html && ' +
+  'trap "kill \\$pid; exit 0" TERM; ' +
+  'httpd -f -p $PORT -h /tmp/www & pid=$!; wait';
+const scripts = { ok: serveScript, crash: crashScript, 'memory-hog': memoryHogScript, volume: volumeScript } as const;
 const keepAliveScript = [
   "const { PLATFORM_UNIT: unit, GREETING: greeting = '', PLATFORM_RELEASE: release, IMAGE_LABEL: label, PORT: port } = process.env;",
   "const page = `${unit} ${greeting} ${release}${label ? ` ${label}` : ''}\\n`;",
@@ -56,7 +69,7 @@ export async function buildTestImage(
   options: TestImageOptions = {},
 ): Promise<TestImage> {
   const command =
-    options.variant === 'keep-alive' ? [nodeBinary, '-e', keepAliveScript] : ['/bin/sh', '-c', options.variant === 'crash' ? crashScript : serveScript];
+    options.variant === 'keep-alive' ? [nodeBinary, '-e', keepAliveScript] : ['/bin/sh', '-c', scripts[options.variant ?? 'ok']];
   const changes = [`CMD ${JSON.stringify(command)}`, 'ENV PATH=/bin'];
   if (options.label) changes.push(`ENV IMAGE_LABEL=${options.label}`);
   const repo = `${registryHost}/${repository}`;
