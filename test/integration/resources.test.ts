@@ -7,6 +7,7 @@ import { buildTestImage } from '../harness/test-image.js';
 import { freePort } from '../harness/free-port.js';
 import { http, serveRole, type PlatformProcess } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
+import { clusterUnits, isRunning, type ListedUnit } from '../harness/cluster-units.js';
 
 // Resources, capacity-aware placement and volumes on real parts: three agents on one real Docker
 // engine (each reporting 1000 MB and 2 CPUs for units, as an operator's cap), a real etcd and
@@ -42,20 +43,7 @@ t.teardown(async () => {
 });
 
 const orch = (path: string) => `${orchestrator.url}${path}`;
-interface Unit {
-  unit: string;
-  instance: number;
-  machine: string;
-  release: number;
-  active: string;
-  sub: string;
-  restarts: number;
-  address?: string;
-  error?: string;
-  errorKind?: string;
-}
-const unitsOf = async (service: string): Promise<Unit[]> => (await http('GET', orch(`/services/${service}/units`))).body;
-const isRunning = (u: Unit) => u.active === 'active' && u.sub === 'running';
+const { unitsOf, settled, finished } = clusterUnits(orchestrator.url);
 
 async function declare(name: string, body: Record<string, unknown>): Promise<void> {
   const created = await http('POST', orch('/services'), { name, containerRepository: `${registry.host}/${repository}`, ...body });
@@ -68,24 +56,11 @@ async function deploy(service: string, reference: string): Promise<string> {
   return reply.body.deployment;
 }
 
-async function deployAndWait(service: string, reference: string): Promise<{ state: string; reason?: string }> {
-  const id = await deploy(service, reference);
-  return waitFor(async () => {
-    const deployment = (await http('GET', orch(`/deployments/${id}`))).body;
-    return ['succeeded', 'failed', 'reverted', 'superseded'].includes(deployment.state) ? deployment : undefined;
-  }, 90_000, { what: `deployment of ${service}` });
-}
-
-async function settled(service: string, count: number, release?: number): Promise<Unit[]> {
-  return waitFor(async () => {
-    const units = await unitsOf(service);
-    return units.length === count && units.every(isRunning) && (release === undefined || units.every((u) => u.release === release)) ? units : undefined;
-  }, 60_000, { what: `${count} running units of ${service}` });
-}
+const deployAndWait = async (service: string, reference: string) => finished(await deploy(service, reference));
 
 const containersOf = async (service: string) => engine.docker.listContainers({ all: true, filters: { label: [`platform.service=${service}`] } });
 const volumeNames = async (): Promise<string[]> => ((await engine.docker.listVolumes()).Volumes ?? []).map((v) => v.Name);
-const page = async (unit: Unit): Promise<string> => (await fetch(`http://${unit.address}/`, { signal: AbortSignal.timeout(5000) })).text();
+const page = async (unit: ListedUnit): Promise<string> => (await fetch(`http://${unit.address}/`, { signal: AbortSignal.timeout(5000) })).text();
 const remove = async (name: string, query = '') => t.equal((await http('DELETE', orch(`/services/${name}${query}`))).status, 204, `${name} deleted`);
 
 t.test('machines report the memory and CPUs they have for units', async (t) => {
