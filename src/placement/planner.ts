@@ -128,7 +128,7 @@ export class PlacementState {
     for (const unit of current) if (!known.has(unit.service)) known.set(unit.service, { service: unit.service, conflictsWith: '', hostPorts: [] });
     this.conflicts = new ConflictIndex(known.values());
     const needs = [...known.values()].map(needOf);
-    this.leastNeed = { memoryMB: Math.min(...needs.map((n) => n.memoryMB)), milliCpus: Math.min(...needs.map((n) => n.milliCpus)) };
+    this.leastNeed = needs.reduce((least, n) => ({ memoryMB: Math.min(least.memoryMB, n.memoryMB), milliCpus: Math.min(least.milliCpus, n.milliCpus) }), { memoryMB: Infinity, milliCpus: Infinity });
     for (const unit of current) {
       const state = this.byId.get(unit.machine);
       if (state) this.occupy(state, unit.service, needOf(unit));
@@ -197,19 +197,20 @@ export class PlacementState {
     return state.milliCpuLimit === undefined ? Infinity : state.milliCpuLimit - state.milliCpus;
   }
 
-  /** Full for good in this plan: no more units, or less free than any service's unit needs. */
-  private exhausted(state: MachineState): boolean {
-    return state.load >= state.machine.capacity || !this.fits(state, this.leastNeed);
+  /** The least a unit needs in this plan: of any known service, and of the one being placed (it may be unknown). */
+  private leastWith(need: Need): Need {
+    return { memoryMB: Math.min(this.leastNeed.memoryMB, need.memoryMB), milliCpus: Math.min(this.leastNeed.milliCpus, need.milliCpus) };
   }
 
   private leastLoadedFor(service: string, need: Need): MachineState | undefined {
     const setAside: MachineState[] = [];
     const blocked = this.blocked.get(service);
+    const least = this.leastWith(need);
     let chosen: MachineState | undefined;
     for (let entry = this.heap.pop(); entry; entry = this.heap.pop()) {
       const state = this.machines[entry.index]!;
       if (entry.load !== state.rank) continue; // stale: a newer entry for this machine is in the heap
-      if (this.exhausted(state)) continue;
+      if (state.load >= state.machine.capacity || !this.fits(state, least)) continue; // full for good in this plan
       if (blocked?.has(state.index) || !this.fits(state, need)) {
         setAside.push(state);
         continue;
@@ -229,7 +230,7 @@ export class PlacementState {
     let chosen: MachineState | undefined;
     let best = -1;
     for (const state of this.machines) {
-      if (state.machine.unavailable || this.exhausted(state) || !this.fits(state, need) || this.blocked.get(service)?.has(state.index)) continue;
+      if (state.machine.unavailable || state.load >= state.machine.capacity || !this.fits(state, need) || this.blocked.get(service)?.has(state.index)) continue;
       if (state.rank > best) {
         best = state.rank;
         chosen = state;

@@ -76,3 +76,8 @@ t.test('a unit with volumes goes back to its machine, or nowhere, with the reaso
   const movable = placeInstances({ machines: gigabyteMachines(2), current: [], rules: [web({ memoryMB: 400 })], service: 'web', instances: [1], preferred: new Map([[1, 'm3']]) });
   t.equal(movable.place.length, 1, 'without pinning a lost machine just means another one');
 });
+
+t.test('a service the plan has no rules for reserves nothing and still finds machines that count memory', async (t) => {
+  const plan = placeInstances({ machines: gigabyteMachines(2), current: [], rules: [], service: 'web', instances: [1, 2] });
+  t.equal(plan.place.length, 2);
+});
