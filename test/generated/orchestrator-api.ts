@@ -56,7 +56,7 @@ export interface paths {
         post?: never;
         /**
          * Stop the units of the service, then delete its declaration
-         * @description Stop the units of the service, then delete its declaration.
+         * @description Stop the units of the service, then delete its declaration. Its units' named volumes stay unless `volumes=delete`: then every registered machine's agent removes them before the declaration goes (a machine that cannot be reached fails the call, which can be repeated).
          */
         delete: operations["deleteServicesByName"];
         options?: never;
@@ -494,6 +494,30 @@ export interface components {
                     /** @description an absolute URL path such as /healthz */
                     path: string;
                 };
+                /** @description memoryMB and/or cpus */
+                resources?: {
+                    /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
+                    memoryMB?: number;
+                    /** @description a number of CPUs from 0.01 to 1024, e.g. 0.5 */
+                    cpus?: number;
+                };
+                /**
+                 * @description "spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)
+                 * @enum {string}
+                 */
+                placement?: "spread" | "binpack";
+                /** @description up to 16 named volumes, each {name, path} */
+                volumes?: {
+                    /** @description 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit */
+                    name: string;
+                    /** @description an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".." */
+                    path: string;
+                }[];
+                /**
+                 * @description "never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)
+                 * @enum {string}
+                 */
+                volumeMove?: "never" | "allowed";
             };
             /** Format: date-time */
             createdAt: string;
@@ -712,6 +736,30 @@ export interface operations {
                     env?: {
                         [key: string]: string;
                     };
+                    /** @description memoryMB and/or cpus */
+                    resources?: {
+                        /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
+                        memoryMB?: number;
+                        /** @description a number of CPUs from 0.01 to 1024, e.g. 0.5 */
+                        cpus?: number;
+                    };
+                    /**
+                     * @description "spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)
+                     * @enum {string}
+                     */
+                    placement?: "spread" | "binpack";
+                    /** @description up to 16 named volumes, each {name, path} */
+                    volumes?: {
+                        /** @description 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit */
+                        name: string;
+                        /** @description an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".." */
+                        path: string;
+                    }[];
+                    /**
+                     * @description "never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)
+                     * @enum {string}
+                     */
+                    volumeMove?: "never" | "allowed";
                 };
             };
         };
@@ -905,6 +953,30 @@ export interface operations {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
                             };
+                            /** @description memoryMB and/or cpus */
+                            resources?: {
+                                /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
+                                memoryMB?: number;
+                                /** @description a number of CPUs from 0.01 to 1024, e.g. 0.5 */
+                                cpus?: number;
+                            };
+                            /**
+                             * @description "spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)
+                             * @enum {string}
+                             */
+                            placement?: "spread" | "binpack";
+                            /** @description up to 16 named volumes, each {name, path} */
+                            volumes?: {
+                                /** @description 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit */
+                                name: string;
+                                /** @description an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".." */
+                                path: string;
+                            }[];
+                            /**
+                             * @description "never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)
+                             * @enum {string}
+                             */
+                            volumeMove?: "never" | "allowed";
                         };
                         /** Format: date-time */
                         createdAt: string;
@@ -1008,7 +1080,10 @@ export interface operations {
     };
     deleteServicesByName: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description "keep" (the default) or "delete": remove the units' named volumes on every machine */
+                volumes?: "keep" | "delete";
+            };
             header?: never;
             path: {
                 /**
@@ -1171,6 +1246,30 @@ export interface operations {
                             /** @description an absolute URL path such as /healthz */
                             path: string;
                         };
+                        /** @description memoryMB and/or cpus */
+                        resources?: {
+                            /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
+                            memoryMB?: number;
+                            /** @description a number of CPUs from 0.01 to 1024, e.g. 0.5 */
+                            cpus?: number;
+                        };
+                        /**
+                         * @description "spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)
+                         * @enum {string}
+                         */
+                        placement?: "spread" | "binpack";
+                        /** @description up to 16 named volumes, each {name, path} */
+                        volumes?: {
+                            /** @description 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit */
+                            name: string;
+                            /** @description an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".." */
+                            path: string;
+                        }[];
+                        /**
+                         * @description "never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)
+                         * @enum {string}
+                         */
+                        volumeMove?: "never" | "allowed";
                     };
                 };
             };
@@ -1311,6 +1410,30 @@ export interface operations {
                         /** @description an absolute URL path such as /healthz */
                         path: string;
                     } | null;
+                    /** @description memoryMB and/or cpus */
+                    resources?: {
+                        /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
+                        memoryMB?: number;
+                        /** @description a number of CPUs from 0.01 to 1024, e.g. 0.5 */
+                        cpus?: number;
+                    } | null;
+                    /**
+                     * @description "spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)
+                     * @enum {string|null}
+                     */
+                    placement?: "spread" | "binpack" | null;
+                    /** @description up to 16 named volumes, each {name, path} */
+                    volumes?: {
+                        /** @description 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit */
+                        name: string;
+                        /** @description an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".." */
+                        path: string;
+                    }[] | null;
+                    /**
+                     * @description "never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)
+                     * @enum {string|null}
+                     */
+                    volumeMove?: "never" | "allowed" | null;
                 };
             };
         };
@@ -1350,6 +1473,30 @@ export interface operations {
                             /** @description an absolute URL path such as /healthz */
                             path: string;
                         };
+                        /** @description memoryMB and/or cpus */
+                        resources?: {
+                            /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
+                            memoryMB?: number;
+                            /** @description a number of CPUs from 0.01 to 1024, e.g. 0.5 */
+                            cpus?: number;
+                        };
+                        /**
+                         * @description "spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)
+                         * @enum {string}
+                         */
+                        placement?: "spread" | "binpack";
+                        /** @description up to 16 named volumes, each {name, path} */
+                        volumes?: {
+                            /** @description 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit */
+                            name: string;
+                            /** @description an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".." */
+                            path: string;
+                        }[];
+                        /**
+                         * @description "never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)
+                         * @enum {string}
+                         */
+                        volumeMove?: "never" | "allowed";
                     };
                 };
             };
@@ -1515,6 +1662,30 @@ export interface operations {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
                             };
+                            /** @description memoryMB and/or cpus */
+                            resources?: {
+                                /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
+                                memoryMB?: number;
+                                /** @description a number of CPUs from 0.01 to 1024, e.g. 0.5 */
+                                cpus?: number;
+                            };
+                            /**
+                             * @description "spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)
+                             * @enum {string}
+                             */
+                            placement?: "spread" | "binpack";
+                            /** @description up to 16 named volumes, each {name, path} */
+                            volumes?: {
+                                /** @description 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit */
+                                name: string;
+                                /** @description an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".." */
+                                path: string;
+                            }[];
+                            /**
+                             * @description "never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)
+                             * @enum {string}
+                             */
+                            volumeMove?: "never" | "allowed";
                         };
                         pushedAt: number;
                         triggeredAt?: number;
@@ -1674,6 +1845,30 @@ export interface operations {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
                             };
+                            /** @description memoryMB and/or cpus */
+                            resources?: {
+                                /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
+                                memoryMB?: number;
+                                /** @description a number of CPUs from 0.01 to 1024, e.g. 0.5 */
+                                cpus?: number;
+                            };
+                            /**
+                             * @description "spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)
+                             * @enum {string}
+                             */
+                            placement?: "spread" | "binpack";
+                            /** @description up to 16 named volumes, each {name, path} */
+                            volumes?: {
+                                /** @description 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit */
+                                name: string;
+                                /** @description an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".." */
+                                path: string;
+                            }[];
+                            /**
+                             * @description "never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)
+                             * @enum {string}
+                             */
+                            volumeMove?: "never" | "allowed";
                         };
                         pushedAt: number;
                         triggeredAt?: number;
@@ -1835,6 +2030,30 @@ export interface operations {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
                             };
+                            /** @description memoryMB and/or cpus */
+                            resources?: {
+                                /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
+                                memoryMB?: number;
+                                /** @description a number of CPUs from 0.01 to 1024, e.g. 0.5 */
+                                cpus?: number;
+                            };
+                            /**
+                             * @description "spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)
+                             * @enum {string}
+                             */
+                            placement?: "spread" | "binpack";
+                            /** @description up to 16 named volumes, each {name, path} */
+                            volumes?: {
+                                /** @description 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit */
+                                name: string;
+                                /** @description an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".." */
+                                path: string;
+                            }[];
+                            /**
+                             * @description "never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)
+                             * @enum {string}
+                             */
+                            volumeMove?: "never" | "allowed";
                         };
                         pushedAt: number;
                         triggeredAt?: number;
@@ -2110,7 +2329,7 @@ export interface operations {
                         address?: string;
                         restarts: number;
                         error?: string;
-                        errorKind?: "image-pull" | "engine-unreachable" | "container-start" | "crash-loop" | "health-check" | "port-publish" | "refused";
+                        errorKind?: "image-pull" | "engine-unreachable" | "container-start" | "crash-loop" | "health-check" | "port-publish" | "refused" | "out-of-memory" | "machine-lost";
                         desired: boolean;
                     }[];
                 };
@@ -2236,7 +2455,7 @@ export interface operations {
                         address?: string;
                         restarts: number;
                         error?: string;
-                        errorKind?: "image-pull" | "engine-unreachable" | "container-start" | "crash-loop" | "health-check" | "port-publish" | "refused";
+                        errorKind?: "image-pull" | "engine-unreachable" | "container-start" | "crash-loop" | "health-check" | "port-publish" | "refused" | "out-of-memory" | "machine-lost";
                         desired: boolean;
                     }[];
                 };
@@ -2312,6 +2531,8 @@ export interface operations {
                         };
                         capacity: {
                             units: number;
+                            memoryMB?: number;
+                            cpus?: number;
                         };
                         unitCount: number;
                         startedAt: string;
