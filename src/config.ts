@@ -81,6 +81,12 @@ export interface AgentConfig {
   stopGraceSeconds: number;
   drainSeconds: number;
   labels: Record<string, string>;
+  /** Held back from the engine's memory (MB) and CPUs for the agent, the engine and the system. */
+  reserveMemoryMB: number;
+  reserveCpus: number;
+  /** The operator's cap: reported instead of the engine's figure less the reserve. */
+  capacityMemoryMB?: number;
+  capacityCpus?: number;
   /** How much output of each unit container the engine keeps (--log-max-size, --log-max-files). */
   unitLogs: UnitLogRotation;
 }
@@ -103,6 +109,12 @@ function logMaxSize(text: string | undefined): string {
   }
   return size;
 }
+
+/**
+ * Memory is what a full machine loses first (the kernel kills the agent or the engine), so some
+ * is held back by default; CPUs over-committed only slow units down, so none is.
+ */
+export const defaultReserve = { memoryMB: 512, cpus: 0 } as const;
 
 export interface GatewayConfig {
   /** `<service>.<internalDomain>` reaches every load-balanced service; `<service>.<domain>` only public-facing ones. */
@@ -187,6 +199,10 @@ export interface RawFlags {
   logMaxSize?: string;
   logMaxFiles?: string;
   label?: string[];
+  reserveMemory?: string;
+  reserveCpus?: string;
+  capacityMemory?: string;
+  capacityCpus?: string;
   announceTtl?: string;
   /** false with --no-announce (commander's negated option); undefined or true otherwise. */
   announce?: boolean;
@@ -250,6 +266,25 @@ function resolveNotify(flags: RawFlags): SchedulerConfig['notify'] {
   return {
     policy: { firstRetryMs, giveUpAfterMs, maxRetryMs: Math.min(defaultRetryPolicy.maxRetryMs, giveUpAfterMs) },
     timeoutMs: (integer('--notify-timeout', flags.notifyTimeout, 1, 300) ?? 10) * 1000,
+  };
+}
+
+function decimal(flag: string, text: string | undefined, min: number, max: number): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (text.trim() === '' || !Number.isFinite(value) || value < min || value > max) throw new ConfigError(`${flag} must be a number from ${min} to ${max}, got ${text}`);
+  return value;
+}
+
+/** What the agent holds back from the engine's resources, or the cap an operator sets instead. */
+function resolveAgentResources(flags: RawFlags): Pick<AgentConfig, 'reserveMemoryMB' | 'reserveCpus' | 'capacityMemoryMB' | 'capacityCpus'> {
+  const capacityMemoryMB = integer('--capacity-memory', flags.capacityMemory, 0, 1_073_741_824);
+  const capacityCpus = decimal('--capacity-cpus', flags.capacityCpus, 0, 4096);
+  return {
+    reserveMemoryMB: integer('--reserve-memory', flags.reserveMemory, 0, 1_073_741_824) ?? defaultReserve.memoryMB,
+    reserveCpus: decimal('--reserve-cpus', flags.reserveCpus, 0, 4096) ?? defaultReserve.cpus,
+    ...(capacityMemoryMB === undefined ? {} : { capacityMemoryMB }),
+    ...(capacityCpus === undefined ? {} : { capacityCpus }),
   };
 }
 
@@ -319,6 +354,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
         maxSize: logMaxSize(flags.logMaxSize ?? (env.PLATFORM_LOG_MAX_SIZE || undefined)),
         maxFiles: integer('--log-max-files', flags.logMaxFiles ?? (env.PLATFORM_LOG_MAX_FILES || undefined), 1, 100) ?? defaultUnitLogs.maxFiles,
       },
+      ...resolveAgentResources(flags),
     },
     scheduler: {
       insecureRegistries: flags.insecureRegistry ?? [],

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { PortMapping } from './schemas/service.js';
+import type { PortMapping, Resources, Volume } from './schemas/service.js';
 
 /** `<service>-<instance>.service`, the unit's name and its container's name. */
 export const unitName = (service: string, instance: number): string => `${service}-${instance}.service`;
@@ -12,18 +12,23 @@ export interface ContainerSpecInput {
   image: string;
   env: Record<string, string>;
   ports: PortMapping[];
+  resources?: Resources | undefined;
+  volumes?: Volume[] | undefined;
 }
 
 /**
  * A short hash of the container spec (like Kubernetes' pod-template-hash). A release that only
  * changes numInstances keeps the spec, so its units keep running; a release that changes the
- * image, env or ports gets a new spec, and its container can run beside the old one.
+ * image, env, ports, resources or volumes gets a new spec, and its container can run beside the old one.
  */
 export function specHash(input: ContainerSpecInput): string {
   const env = Object.keys(input.env)
     .sort()
     .map((name) => [name, input.env[name]]);
-  return createHash('sha256').update(JSON.stringify([input.image, env, input.ports])).digest('hex').slice(0, 10);
+  // Limits and volumes join the hash only when declared, so units of services without them keep
+  // the spec (and their containers) they had before these fields existed.
+  const shape = input.resources || input.volumes?.length ? [{ memoryMB: input.resources?.memoryMB ?? null, cpus: input.resources?.cpus ?? null, volumes: input.volumes ?? [] }] : [];
+  return createHash('sha256').update(JSON.stringify([input.image, env, input.ports, ...shape])).digest('hex').slice(0, 10);
 }
 
 /** A unit slot: one container of one unit for one spec (`web-1.service@3f2a9c01de`). */

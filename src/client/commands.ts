@@ -9,6 +9,7 @@ import { watchStatus } from './status-watch.js';
 import { engineColumn } from './status-screen.js';
 import { DurationError, parseDuration } from '../auth/duration.js';
 import type { Token, TokenRole } from '../schemas/token.js';
+import type { Placement, Volume } from '../schemas/service.js';
 
 // `platform <client command>`: the CLI side of the orchestrator API.
 
@@ -34,6 +35,43 @@ const wholeNumber = (value: string): number => {
   if (!/^\d{1,9}$/.test(value)) throw new InvalidArgumentError('a whole number is needed.');
   return Number(value);
 };
+
+/** A commander parser for decimal arguments such as CPUs (0.5); the API checks the range. */
+const decimalNumber = (value: string): number => {
+  if (!/^\d{1,9}(\.\d{1,3})?$/.test(value)) throw new InvalidArgumentError('a number such as 2 or 0.5 is needed.');
+  return Number(value);
+};
+
+/** `name:/path` of --volume; the API checks the name and the path. */
+const volumeFlag = (value: string, previous: Volume[] = []): Volume[] => {
+  const at = value.indexOf(':');
+  if (at < 1) throw new InvalidArgumentError('NAME:/path is needed, e.g. data:/var/lib/data.');
+  return [...previous, { name: value.slice(0, at), path: value.slice(at + 1) }];
+};
+
+interface CreateFlags {
+  image: string;
+  instances: number;
+  description: string;
+  port?: string[];
+  env?: string[];
+  public?: boolean;
+  memory?: number;
+  cpus?: number;
+  placement?: Placement;
+  volume?: Volume[];
+  volumeMove?: 'never' | 'allowed';
+}
+
+/** The resources, placement and volumes fields of a create from its flags (unset ones left out). */
+const unitShapeOf = (options: CreateFlags) => ({
+  ...(options.memory !== undefined || options.cpus !== undefined
+    ? { resources: { ...(options.memory !== undefined ? { memoryMB: options.memory } : {}), ...(options.cpus !== undefined ? { cpus: options.cpus } : {}) } }
+    : {}),
+  ...(options.placement ? { placement: options.placement } : {}),
+  ...(options.volume ? { volumes: options.volume } : {}),
+  ...(options.volumeMove ? { volumeMove: options.volumeMove } : {}),
+});
 
 interface FollowFlags {
   detach?: boolean;
@@ -97,7 +135,12 @@ export function addClientCommands(program: Command): void {
     .option('--port <container[:host]...>', 'ports')
     .option('--env <NAME=value...>', 'environment variables')
     .option('--public', 'reachable on the public domain')
-    .action(async (name: string, options: { image: string; instances: number; description: string; port?: string[]; env?: string[]; public?: boolean }, command: Command) => {
+    .option('--memory <MB>', 'memory each unit reserves and is limited to, in MB (no swap beyond it)', wholeNumber)
+    .option('--cpus <n>', 'CPUs each unit reserves and is limited to, e.g. 0.5', decimalNumber)
+    .addOption(new Option('--placement <how>', 'spread: the least used machine (default); binpack: fill one machine before the next').choices(['spread', 'binpack']))
+    .option('--volume <name:/path>', 'a named volume per unit (<service>-<instance>-<name>) mounted at /path; repeat for more', volumeFlag)
+    .addOption(new Option('--volume-move <when>', 'never (default): a unit whose machine is lost stays, failed, with its data; allowed: it moves with new, empty volumes').choices(['never', 'allowed']))
+    .action(async (name: string, options: CreateFlags, command: Command) => {
       const reply = await client(command).createService({
         name,
         description: options.description,
@@ -110,14 +153,19 @@ export function addClientCommands(program: Command): void {
           return host === undefined ? { container: container! } : { container: container!, host };
         }),
         env: Object.fromEntries(Object.entries(parseEnvAssignments(options.env ?? [])).filter((e): e is [string, string] => e[1] !== null)),
+        ...unitShapeOf(options),
       });
       print(`created ${reply.meta.name} (${reply.meta.uuid})\n`);
     });
 
-  program.command('delete <name>').description('Stop the units of a service and delete it.').action(async (name: string, _o, command: Command) => {
-    await client(command).deleteService(name);
-    print(`deleted ${name}\n`);
-  });
+  program
+    .command('delete <name>')
+    .description("Stop the units of a service and delete it. Its units' volumes stay (a service declared again under the name gets them) unless --volumes.")
+    .option('--volumes', "also remove the units' named volumes on every machine")
+    .action(async (name: string, options: { volumes?: boolean }, command: Command) => {
+      await client(command).deleteService(name, { volumes: Boolean(options.volumes) });
+      print(`deleted ${name}${options.volumes ? ' and its volumes' : ''}\n`);
+    });
 
   program
     .command('env <name> <assignments...>')
@@ -213,8 +261,16 @@ export function addClientCommands(program: Command): void {
     const machines = await client(command).machines();
     print(
       table(
-        ['MACHINE', 'ADDRESS', 'DOCKER', 'UNITS', 'DRAIN'],
-        machines.map((m) => [m.id, m.address, engineColumn(m.docker), String(m.unitCount), m.drain ? `since ${m.drain.since}` : '-']),
+        ['MACHINE', 'ADDRESS', 'DOCKER', 'UNITS', 'MEMORY', 'CPUS', 'DRAIN'],
+        machines.map((m) => [
+          m.id,
+          m.address,
+          engineColumn(m.docker),
+          String(m.unitCount),
+          m.capacity.memoryMB === undefined ? '-' : `${m.capacity.memoryMB} MB`,
+          m.capacity.cpus === undefined ? '-' : String(m.capacity.cpus),
+          m.drain ? `since ${m.drain.since}` : '-',
+        ]),
       ),
     );
   });

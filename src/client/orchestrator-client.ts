@@ -43,7 +43,8 @@ export class OrchestratorClient {
   listServices = () => this.call('GET /services');
   getService = (name: string) => this.call('GET /services/:name', { params: { name } });
   createService = (body: OrchestratorServiceCreate) => this.call('POST /services', { body });
-  deleteService = (name: string) => this.call('DELETE /services/:name', { params: { name } });
+  deleteService = (name: string, options: { volumes?: boolean } = {}) =>
+    this.call('DELETE /services/:name', { params: { name }, query: options.volumes ? { volumes: 'delete' } : {} });
   patchNextConfig = (name: string, patch: ServiceConfigPatch) => this.call('PATCH /services/:name/config/next', { params: { name }, body: patch });
   deploy = (name: string, containerRepository?: string) =>
     this.call('POST /services/:name/deploy', { params: { name }, body: containerRepository ? { containerRepository } : {} });

@@ -1,4 +1,4 @@
-// A binary min-heap of machines by load, for picking the least-loaded machine in O(log n).
+// A binary min-heap of machines by load (the planner keys it by rank), for picking the least-loaded machine in O(log n).
 // Entries are not updated in place: a machine whose load changed is pushed again and the stale
 // entry is skipped when it surfaces (its recorded load no longer matches).
 

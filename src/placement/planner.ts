@@ -3,15 +3,21 @@ import { MachineHeap } from './machine-heap.js';
 import { compileServiceGlob } from '../service-glob.js';
 
 // Pure placement, as in Nomad's scheduler: (cluster snapshot, wanted units) → placements. No I/O.
-// Feasibility (may this machine take the unit: reachable, room, no conflict) and ranking (which
-// feasible machine is best: the one the instance ran on, else the least loaded) are separate
-// steps. Built for large clusters: machines sit in a heap by load, and conflicts are tracked as
-// "machines blocked for service S", updated as units are placed, so a check is a lookup.
+// Feasibility (may this machine take the unit: reachable, room in units, memory and CPUs, no
+// conflict) and ranking (which feasible machine is best: the one the instance ran on, else the
+// least used for `spread`, the most used for `binpack`, by the dominant share of units, memory
+// and CPUs) are separate steps. Built for large
+// clusters: machines sit in a heap by load, and conflicts are tracked as "machines blocked for
+// service S", updated as units are placed, so a check is a lookup.
 
 export interface PlannerMachine {
   id: string;
   /** Most units the machine takes. */
   capacity: number;
+  /** Memory for units, in MB; undefined: not counted (any amount fits). */
+  memoryMB?: number | undefined;
+  /** CPUs for units; undefined: not counted. */
+  cpus?: number | undefined;
   /** Why the machine can take no unit at all (e.g. its Docker engine is unreachable). */
   unavailable?: string;
 }
@@ -20,6 +26,9 @@ export interface PlacedUnit {
   service: string;
   instance: number;
   machine: string;
+  /** What the unit reserves (its assignment's resources). */
+  memoryMB?: number | undefined;
+  cpus?: number | undefined;
 }
 
 export interface ServiceRules {
@@ -28,6 +37,13 @@ export interface ServiceRules {
   conflictsWith: string;
   /** Host ports the service's units bind: two such units never share a machine. */
   hostPorts: number[];
+  /** What each new unit of the service reserves. */
+  memoryMB?: number | undefined;
+  cpus?: number | undefined;
+  /** Ranking: the least loaded machine (default) or the fullest that has room. */
+  placement?: 'spread' | 'binpack' | undefined;
+  /** Its units keep volumes: an instance that ran somewhere is placed there or nowhere. */
+  pinned?: boolean | undefined;
 }
 
 export interface Placement {
@@ -48,10 +64,38 @@ export function conflicts(a: ServiceRules, b: ServiceRules): boolean {
   return a.hostPorts.some((port) => b.hostPorts.includes(port));
 }
 
+/** What one unit takes of a machine; CPUs in thousandths, so sums of 0.1 stay exact. */
+interface Need {
+  memoryMB: number;
+  milliCpus: number;
+}
+
+const needOf = (unit: { memoryMB?: number | undefined; cpus?: number | undefined }): Need => ({
+  memoryMB: unit.memoryMB ?? 0,
+  milliCpus: Math.round((unit.cpus ?? 0) * 1000),
+});
+
+const formatCpus = (milliCpus: number): string => {
+  const cpus = milliCpus / 1000;
+  return `${cpus} CPU${cpus === 1 ? '' : 's'}`;
+};
+
 interface MachineState {
   machine: PlannerMachine;
   index: number;
   load: number;
+  /** Memory (MB) and CPUs (thousandths) its units reserve. */
+  memoryMB: number;
+  milliCpus: number;
+  /** Undefined when the machine does not count it. */
+  memoryLimit: number | undefined;
+  milliCpuLimit: number | undefined;
+  /**
+   * How used the machine is: its fullest share of units, memory and CPUs (the dominant share).
+   * The heap's key: ranking by it puts the machine with the most room on top, so a unit that
+   * needs memory rarely meets a machine it does not fit on before one it does.
+   */
+  rank: number;
   /** Units per service on this machine. */
   services: Map<string, number>;
 }
@@ -64,68 +108,146 @@ export class PlacementState {
   private readonly heap = new MachineHeap();
   /** For each service, the machines that run something it conflicts with (and how many such units). */
   private readonly blocked = new Map<string, Map<number, number>>();
+  /** The least any known service's unit reserves: a machine with less free takes no more units in this plan. */
+  private readonly leastNeed: Need;
 
   constructor(machines: PlannerMachine[], current: PlacedUnit[], rules: ServiceRules[]) {
-    this.machines = machines.map((machine, index) => ({ machine, index, load: 0, services: new Map() }));
+    this.machines = machines.map((machine, index) => ({
+      machine,
+      index,
+      load: 0,
+      memoryMB: 0,
+      milliCpus: 0,
+      memoryLimit: machine.memoryMB,
+      milliCpuLimit: machine.cpus === undefined ? undefined : Math.round(machine.cpus * 1000),
+      rank: 0,
+      services: new Map(),
+    }));
     this.byId = new Map(this.machines.map((state) => [state.machine.id, state]));
     const known = new Map(rules.map((rule) => [rule.service, rule]));
     for (const unit of current) if (!known.has(unit.service)) known.set(unit.service, { service: unit.service, conflictsWith: '', hostPorts: [] });
     this.conflicts = new ConflictIndex(known.values());
+    const needs = [...known.values()].map(needOf);
+    this.leastNeed = needs.reduce((least, n) => ({ memoryMB: Math.min(least.memoryMB, n.memoryMB), milliCpus: Math.min(least.milliCpus, n.milliCpus) }), { memoryMB: Infinity, milliCpus: Infinity });
     for (const unit of current) {
       const state = this.byId.get(unit.machine);
-      if (state) this.occupy(state, unit.service);
+      if (state) this.occupy(state, unit.service, needOf(unit));
     }
-    for (const state of this.machines) if (!state.machine.unavailable) this.heap.push({ load: state.load, index: state.index });
+    for (const state of this.machines) if (!state.machine.unavailable) this.heap.push({ load: state.rank, index: state.index });
   }
 
   /** Places one unit for each of `instances` of `service`, preferring each instance's machine. */
   place(service: string, instances: number[], preferred?: ReadonlyMap<number, string>): PlaceResult {
     const result: PlaceResult = { place: [], unplaced: [] };
+    const rules = this.conflicts.rulesOf(service);
+    const need = needOf(rules);
     for (const instance of instances) {
       const wanted = preferred?.get(instance);
       const sticky = wanted === undefined ? undefined : this.byId.get(wanted);
-      const chosen = sticky && !this.refusal(sticky, service) ? sticky : this.leastLoadedFor(service);
+      if (wanted !== undefined && rules.pinned) {
+        // Its volumes are on that machine: there, or nowhere.
+        const refusal = sticky ? this.refusal(sticky, service, need) : 'is lost';
+        if (refusal) {
+          result.unplaced.push({ instance, reason: `${service}-${instance} keeps its volumes on ${wanted}, which ${refusal}; it is not moved (volumeMove: allowed moves it)` });
+          continue;
+        }
+      }
+      const chosen = sticky && !this.refusal(sticky, service, need) ? sticky : rules.placement === 'binpack' ? this.fullestFor(service, need) : this.leastLoadedFor(service, need);
       if (!chosen) {
-        result.unplaced.push({ instance, reason: this.explain(service, instances.length - result.place.length) });
+        result.unplaced.push({ instance, reason: this.explain(service, need, instances.length - result.place.length) });
         continue;
       }
-      this.occupy(chosen, service);
-      this.heap.push({ load: chosen.load, index: chosen.index });
+      this.occupy(chosen, service, need);
+      this.heap.push({ load: chosen.rank, index: chosen.index });
       result.place.push({ instance, machine: chosen.machine.id });
     }
     return result;
   }
 
   /** Why the machine cannot take a unit of `service`, or undefined when it can. */
-  private refusal(state: MachineState, service: string): string | undefined {
+  private refusal(state: MachineState, service: string, need: Need): string | undefined {
     if (state.machine.unavailable) return state.machine.unavailable;
     if (state.load >= state.machine.capacity) return 'is full';
+    const short = this.shortfall(state, need);
+    if (short) return short;
     if (!this.blocked.get(service)?.has(state.index)) return undefined;
     const conflicting = this.conflicts.conflictsOf(service);
     const clash = [...state.services.keys()].find((other) => conflicting.has(other));
     return `runs ${clash}, which conflicts`;
   }
 
-  private leastLoadedFor(service: string): MachineState | undefined {
+  private fits(state: MachineState, need: Need): boolean {
+    return (
+      (state.memoryLimit === undefined || state.memoryMB + need.memoryMB <= state.memoryLimit) &&
+      (state.milliCpuLimit === undefined || state.milliCpus + need.milliCpus <= state.milliCpuLimit)
+    );
+  }
+
+  private shortfall(state: MachineState, need: Need): string | undefined {
+    if (this.freeMemory(state) < need.memoryMB) return `has ${this.freeMemory(state)} MB free`;
+    if (this.freeMilliCpus(state) < need.milliCpus) return `has ${formatCpus(this.freeMilliCpus(state))} free`;
+    return undefined;
+  }
+
+  private freeMemory(state: MachineState): number {
+    return state.memoryLimit === undefined ? Infinity : state.memoryLimit - state.memoryMB;
+  }
+
+  private freeMilliCpus(state: MachineState): number {
+    return state.milliCpuLimit === undefined ? Infinity : state.milliCpuLimit - state.milliCpus;
+  }
+
+  /** The least a unit needs in this plan: of any known service, and of the one being placed (it may be unknown). */
+  private leastWith(need: Need): Need {
+    return { memoryMB: Math.min(this.leastNeed.memoryMB, need.memoryMB), milliCpus: Math.min(this.leastNeed.milliCpus, need.milliCpus) };
+  }
+
+  private leastLoadedFor(service: string, need: Need): MachineState | undefined {
     const setAside: MachineState[] = [];
+    const blocked = this.blocked.get(service);
+    const least = this.leastWith(need);
     let chosen: MachineState | undefined;
     for (let entry = this.heap.pop(); entry; entry = this.heap.pop()) {
       const state = this.machines[entry.index]!;
-      if (entry.load !== state.load) continue; // stale: a newer entry for this machine is in the heap
-      if (state.load >= state.machine.capacity) continue; // full for good in this plan
-      if (this.blocked.get(service)?.has(state.index)) {
+      if (entry.load !== state.rank) continue; // stale: a newer entry for this machine is in the heap
+      if (state.load >= state.machine.capacity || !this.fits(state, least)) continue; // full for good in this plan
+      if (blocked?.has(state.index) || !this.fits(state, need)) {
         setAside.push(state);
         continue;
       }
       chosen = state;
       break;
     }
-    for (const state of setAside) this.heap.push({ load: state.load, index: state.index });
+    for (const state of setAside) this.heap.push({ load: state.rank, index: state.index });
     return chosen;
   }
 
-  private occupy(state: MachineState, service: string): void {
+  /**
+   * Binpack: the feasible machine already most used (its rank), so one machine fills before the next. A scan of every machine: binpack is for the
+   * small clusters that want few machines busy, not for the million-unit plan.
+   */
+  private fullestFor(service: string, need: Need): MachineState | undefined {
+    let chosen: MachineState | undefined;
+    let best = -1;
+    for (const state of this.machines) {
+      if (state.machine.unavailable || state.load >= state.machine.capacity || !this.fits(state, need) || this.blocked.get(service)?.has(state.index)) continue;
+      if (state.rank > best) {
+        best = state.rank;
+        chosen = state;
+      }
+    }
+    return chosen;
+  }
+
+  private occupy(state: MachineState, service: string, need: Need): void {
     state.load++;
+    state.memoryMB += need.memoryMB;
+    state.milliCpus += need.milliCpus;
+    state.rank = Math.max(
+      state.machine.capacity > 0 ? state.load / state.machine.capacity : Infinity,
+      state.memoryLimit ? state.memoryMB / state.memoryLimit : 0,
+      state.milliCpuLimit ? state.milliCpus / state.milliCpuLimit : 0,
+    );
     state.services.set(service, (state.services.get(service) ?? 0) + 1);
     // Every service that conflicts with this one is now blocked on this machine.
     for (const other of this.conflicts.conflictsOf(service)) {
@@ -135,14 +257,32 @@ export class PlacementState {
     }
   }
 
-  private explain(service: string, needed: number): string {
+  /** When no machine that can run units has room for one unit's memory or CPUs: which, and the best there is. */
+  private shortOf(service: string, need: Need): string | undefined {
+    const open = this.machines.filter((state) => !state.machine.unavailable);
+    if (open.length === 0) return undefined;
+    const most = (free: (state: MachineState) => number) => open.reduce((best, state) => (free(state) > free(best) ? state : best));
+    const roomiest = most((state) => this.freeMemory(state));
+    if (need.memoryMB > 0 && this.freeMemory(roomiest) < need.memoryMB) {
+      return `${service} needs ${need.memoryMB} MB; the most free on any machine is ${this.freeMemory(roomiest)} MB (${roomiest.machine.id})`;
+    }
+    const idlest = most((state) => this.freeMilliCpus(state));
+    if (need.milliCpus > 0 && this.freeMilliCpus(idlest) < need.milliCpus) {
+      return `${service} needs ${formatCpus(need.milliCpus)}; the most free on any machine is ${formatCpus(this.freeMilliCpus(idlest))} (${idlest.machine.id})`;
+    }
+    return undefined;
+  }
+
+  private explain(service: string, need: Need, needed: number): string {
     if (this.machines.length === 0) return `${service} needs a machine, and no agent is registered`;
-    const reasons = this.machines.map((state) => `${state.machine.id} ${this.refusal(state, service) ?? 'qualifies'}`).join('; ');
+    const short = this.shortOf(service, need);
+    if (short) return short;
+    const reasons = this.machines.map((state) => `${state.machine.id} ${this.refusal(state, service, need) ?? 'qualifies'}`).join('; ');
     const rules = this.conflicts.rulesOf(service);
     if (this.conflicts.conflictsOf(service).has(service)) {
       // Its units spread one per machine: count the machines that host one or could.
       const hosting = this.machines.filter((state) => state.services.has(service)).length;
-      const qualifying = hosting + this.machines.filter((state) => !state.services.has(service) && !this.refusal(state, service)).length;
+      const qualifying = hosting + this.machines.filter((state) => !state.services.has(service) && !this.refusal(state, service, need)).length;
       const free = rules.conflictsWith ? ` free of ${rules.conflictsWith}` : ' with its host ports free';
       return `${service} needs ${hosting + needed} machines${free}; ${qualifying} qualify (${reasons})`;
     }

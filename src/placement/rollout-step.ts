@@ -64,9 +64,15 @@ function retireIdleOldUnits(units: RolloutUnit[], spec: string, retire: Set<Roll
 export function planRolloutStep(input: RolloutStepInput): RolloutStep {
   const retire = new Set<RolloutUnit>();
   const byInstance = new Map<number, RolloutUnit[]>();
+  // Units with volumes stay on their machine: one that is lost keeps its assignment (where its
+  // data is) and is asked for again there, which the planner refuses with the reason.
+  const pinned = input.rules.some((rule) => rule.service === input.service && rule.pinned);
+  const stranded: number[] = [];
   for (const unit of input.units) {
     // Units of lost machines and instances above numInstances (highest first on scale down) go.
-    if (!unit.alive || unit.instance > input.instances) retire.add(unit);
+    if (unit.instance > input.instances) retire.add(unit);
+    else if (!unit.alive && pinned) stranded.push(unit.instance);
+    else if (!unit.alive) retire.add(unit);
     else byInstance.set(unit.instance, [...(byInstance.get(unit.instance) ?? []), unit]);
   }
 
@@ -115,7 +121,14 @@ export function planRolloutStep(input: RolloutStepInput): RolloutStep {
     (unit) => unit.service !== input.service || input.units.some((u) => !retire.has(u) && u.instance === unit.instance && u.machine === unit.machine),
   );
   const preferred = new Map(input.units.map((unit) => [unit.instance, unit.machine]));
+  toPlace.push(...stranded.filter((instance) => !toPlace.includes(instance)));
   const placed = placeInstances({ machines: input.machines, current: staying, rules: input.rules, service: input.service, instances: toPlace, preferred });
+  if (pinned) {
+    // A unit whose successor cannot go where its volumes are keeps running (and its assignment,
+    // the record of where they are).
+    const unplaced = new Set(placed.unplaced.map((u) => u.instance));
+    for (const unit of [...retire]) if (unplaced.has(unit.instance) && unit.instance <= input.instances) retire.delete(unit);
+  }
 
   const remaining = input.units.filter((unit) => !retire.has(unit));
   const complete =

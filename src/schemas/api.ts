@@ -1,6 +1,6 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { ErrorReply, NameParams, ServiceName, UnitName, errorResponses, textResponse } from './common.js';
-import { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch } from './service.js';
+import { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch, ServiceDeleteQuery } from './service.js';
 import { DeployReply, ManualDeployRequest, Release, VersionParams, getDeploymentSchema, journalSchema, listDeploymentsSchema, rollbackSchema } from './release.js';
 import { ClusterUnit, Machine, MachineDrain, MachineDrainRequest, MachineParams } from './cluster.js';
 import { splitRouteKey, type RouteKey } from './route-key.js';
@@ -42,8 +42,10 @@ export const orchestratorApi = {
   'GET /services': { summary: 'List services', response: { 200: Type.Array(Service), ...errorResponses } },
   'GET /services/:name': { summary: 'Get a service', params: NameParams, response: { 200: Service, ...errorResponses } },
   'DELETE /services/:name': {
-    description: 'Stop the units of the service, then delete its declaration.',
+    description:
+      "Stop the units of the service, then delete its declaration. Its units' named volumes stay unless `volumes=delete`: then every registered machine's agent removes them before the declaration goes (a machine that cannot be reached fails the call, which can be repeated).",
     params: NameParams,
+    querystring: ServiceDeleteQuery,
     response: { 204: Type.Null(), ...errorResponses },
   },
   'GET /services/:name/config/next': { summary: 'The next config (what the next deploy uses)', params: NameParams, response: { 200: ServiceConfig, ...errorResponses } },

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { literalUnion } from './common.js';
-import { Env, PortMapping } from './service.js';
+import { Env, PortMapping, Resources, Volume } from './service.js';
 import { unitActiveStates, unitSubStates } from './states.js';
 
 // Machines, assignments (intent, written by the scheduler) and unit status (observed, written by agents).
@@ -37,7 +37,11 @@ export const Machine = Type.Object({
     /** Since when the agent has found no engine (ISO time; absent while one answers). */
     unreachableSince: Type.Optional(Type.String()),
   }),
-  capacity: Type.Object({ units: Type.Integer() }),
+  /**
+   * What the machine takes: units, and (when known) memory and CPUs for units: the engine's
+   * total less the agent's reserve (--reserve-memory, --reserve-cpus), or the operator's cap.
+   */
+  capacity: Type.Object({ units: Type.Integer(), memoryMB: Type.Optional(Type.Integer()), cpus: Type.Optional(Type.Number()) }),
   unitCount: Type.Integer(),
   startedAt: Type.String(),
   updatedAt: Type.String(),
@@ -75,6 +79,10 @@ export const Assignment = Type.Object(
     /** Seconds between SIGTERM and SIGKILL when the unit stops. */
     stopGraceSeconds: Type.Integer(),
     healthCheck: Type.Optional(Type.Object({ path: Type.String() }, { additionalProperties: false })),
+    /** The container's limits; the planner counts them against the machine's capacity. */
+    resources: Type.Optional(Resources),
+    /** Named volumes (`<service>-<instance>-<name>`, made by the agent): names and paths as a declaration allows, nothing else. */
+    volumes: Type.Optional(Type.Array(Volume, { maxItems: 16 })),
     deployment: Type.String(),
     assignedAt: Type.String(),
   },
@@ -96,6 +104,9 @@ export const UnitFailureKind = Type.Union([
   Type.Literal('health-check'),
   Type.Literal('port-publish'),
   Type.Literal('refused'),
+  Type.Literal('out-of-memory'),
+  /** Set in listings (not by an agent): the unit's machine is gone. */
+  Type.Literal('machine-lost'),
 ]);
 export type UnitFailureKind = Static<typeof UnitFailureKind>;
 

@@ -52,6 +52,39 @@ const rolloutFields = {
     { additionalProperties: false },
   ),
 };
+/**
+ * What one unit of the service reserves on its machine: the planner only places it where that
+ * much is free, and the agent gives its container these limits (memory with no extra swap).
+ */
+export const Resources = Type.Object(
+  {
+    memoryMB: Type.Optional(Type.Integer({ minimum: 6, maximum: 1_048_576, description: 'an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB)' })),
+    cpus: Type.Optional(Type.Number({ minimum: 0.01, maximum: 1024, description: 'a number of CPUs from 0.01 to 1024, e.g. 0.5' })),
+  },
+  { additionalProperties: false, minProperties: 1, description: 'memoryMB and/or cpus' },
+);
+export type Resources = Static<typeof Resources>;
+
+/** A string of a few words, as one `enum`: a failure names the words (a union of literals reports only "equal to constant"). */
+const oneOf = <T extends string>(words: readonly T[], description: string) => Type.Unsafe<T>({ type: 'string', enum: [...words], description });
+
+export const Placement = oneOf(['spread', 'binpack'], '"spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)');
+export type Placement = Static<typeof Placement>;
+
+/** Docker volume names allow more; this keeps `<service>-<instance>-<name>` readable and unambiguous. */
+export const VolumeName = Type.String({ pattern: '^[a-z0-9][a-z0-9_-]{0,62}$', description: '1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit' });
+/** Absolute, every segment a plain name: no `.` or `..` segment, no `:` (Docker's mount syntax), no spaces. */
+export const VolumePath = Type.String({
+  pattern: '^(/(?!\\.\\.?(/|$))[A-Za-z0-9._@+-]+)+$',
+  maxLength: 1024,
+  description: 'an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".."',
+});
+export const Volume = Type.Object({ name: VolumeName, path: VolumePath }, { additionalProperties: false });
+export type Volume = Static<typeof Volume>;
+export const Volumes = Type.Array(Volume, { maxItems: 16, description: 'up to 16 named volumes, each {name, path}' });
+
+export const VolumeMove = oneOf(['never', 'allowed'], '"never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)');
+
 /** The next config: what the next deploy uses. */
 export const ServiceConfig = Type.Object(
   {
@@ -65,6 +98,10 @@ export const ServiceConfig = Type.Object(
     autoRevert: Type.Optional(rolloutFields.autoRevert),
     stopGraceSeconds: Type.Optional(rolloutFields.stopGraceSeconds),
     healthCheck: Type.Optional(rolloutFields.healthCheck),
+    resources: Type.Optional(Resources),
+    placement: Type.Optional(Placement),
+    volumes: Type.Optional(Volumes),
+    volumeMove: Type.Optional(VolumeMove),
   },
   { additionalProperties: false },
 );
@@ -79,7 +116,10 @@ export const rolloutDefaults = {
   stopGraceSeconds: 10,
 } as const;
 
-export type RolloutSettings = Required<Omit<ServiceConfig, 'numInstances' | 'ports' | 'env' | 'healthCheck'>> & Pick<ServiceConfig, 'healthCheck'>;
+/** Fields of the config that shape units and their placement rather than the rollout. */
+type UnitShapeFields = 'numInstances' | 'ports' | 'env' | 'healthCheck' | 'resources' | 'placement' | 'volumes' | 'volumeMove';
+
+export type RolloutSettings = Required<Omit<ServiceConfig, UnitShapeFields>> & Pick<ServiceConfig, 'healthCheck'>;
 
 export const rolloutSettings = (config: ServiceConfig): RolloutSettings => ({
   maxSurge: config.maxSurge ?? rolloutDefaults.maxSurge,
@@ -112,10 +152,18 @@ export const ServiceConfigPatch = Type.Object(
     autoRevert: Type.Optional(Type.Union([rolloutFields.autoRevert, Type.Null()])),
     stopGraceSeconds: Type.Optional(Type.Union([rolloutFields.stopGraceSeconds, Type.Null()])),
     healthCheck: Type.Optional(Type.Union([rolloutFields.healthCheck, Type.Null()])),
+    resources: Type.Optional(Type.Union([Resources, Type.Null()])),
+    placement: Type.Optional(Type.Union([Placement, Type.Null()])),
+    volumes: Type.Optional(Type.Union([Volumes, Type.Null()])),
+    volumeMove: Type.Optional(Type.Union([VolumeMove, Type.Null()])),
   },
   { additionalProperties: false, minProperties: 1 },
 );
 export type ServiceConfigPatch = Static<typeof ServiceConfigPatch>;
+
+/** Whether the service's units stay on their machine even when it is lost: their data is there. */
+export const keepsUnitsWithVolumes = (config: Pick<ServiceConfig, 'volumes' | 'volumeMove'>): boolean =>
+  (config.volumes?.length ?? 0) > 0 && config.volumeMove !== 'allowed';
 
 export const defaultConfig = (): ServiceConfig => ({ numInstances: 1, ports: [], env: {} });
 
@@ -128,6 +176,10 @@ const declarationFields = {
   numInstances: Type.Optional(NumInstances),
   ports: Type.Optional(Type.Array(PortMapping, { maxItems: 32 })),
   env: Type.Optional(Env),
+  resources: Type.Optional(Resources),
+  placement: Type.Optional(Placement),
+  volumes: Type.Optional(Volumes),
+  volumeMove: Type.Optional(VolumeMove),
 };
 
 /** POST /services at the service directory (the seed's service-directory form). */
@@ -193,6 +245,17 @@ export const CreatedReply = Type.Object({
   }),
 });
 export type CreatedReply = Static<typeof CreatedReply>;
+
+/** DELETE /services/:name: volumes stay (a service declared again under the name finds them) unless asked. */
+export const ServiceDeleteQuery = Type.Object(
+  { volumes: Type.Optional(oneOf(['keep', 'delete'], '"keep" (the default) or "delete": remove the units\' named volumes on every machine')) },
+  { additionalProperties: false },
+);
+export type ServiceDeleteQuery = Static<typeof ServiceDeleteQuery>;
+
+/** What an agent removed of a deleted service's volumes. */
+export const RemovedVolumes = Type.Object({ machine: Type.String(), removed: Type.Array(Type.String()) });
+export type RemovedVolumes = Static<typeof RemovedVolumes>;
 
 export const ServiceListQuery = Type.Object(
   { containerImage: Type.Optional(Type.String({ maxLength: 512 })) },

@@ -56,7 +56,7 @@ export interface paths {
         post?: never;
         /**
          * Stop the units of the service, then delete its declaration
-         * @description Stop the units of the service, then delete its declaration.
+         * @description Stop the units of the service, then delete its declaration. Its units' named volumes stay unless `volumes=delete`: then every registered machine's agent removes them before the declaration goes (a machine that cannot be reached fails the call, which can be repeated).
          */
         delete: operations["deleteServicesByName"];
         options?: never;
@@ -602,6 +602,30 @@ export interface components {
                     /** @description an absolute URL path such as /healthz */
                     path: string;
                 };
+                /** @description memoryMB and/or cpus */
+                resources?: {
+                    /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
+                    memoryMB?: number;
+                    /** @description a number of CPUs from 0.01 to 1024, e.g. 0.5 */
+                    cpus?: number;
+                };
+                /**
+                 * @description "spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)
+                 * @enum {string}
+                 */
+                placement?: "spread" | "binpack";
+                /** @description up to 16 named volumes, each {name, path} */
+                volumes?: {
+                    /** @description 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit */
+                    name: string;
+                    /** @description an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".." */
+                    path: string;
+                }[];
+                /**
+                 * @description "never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)
+                 * @enum {string}
+                 */
+                volumeMove?: "never" | "allowed";
             };
             /** Format: date-time */
             createdAt: string;
@@ -830,6 +854,30 @@ export interface operations {
                     env?: {
                         [key: string]: string;
                     };
+                    /** @description memoryMB and/or cpus */
+                    resources?: {
+                        /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
+                        memoryMB?: number;
+                        /** @description a number of CPUs from 0.01 to 1024, e.g. 0.5 */
+                        cpus?: number;
+                    };
+                    /**
+                     * @description "spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)
+                     * @enum {string}
+                     */
+                    placement?: "spread" | "binpack";
+                    /** @description up to 16 named volumes, each {name, path} */
+                    volumes?: {
+                        /** @description 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit */
+                        name: string;
+                        /** @description an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".." */
+                        path: string;
+                    }[];
+                    /**
+                     * @description "never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)
+                     * @enum {string}
+                     */
+                    volumeMove?: "never" | "allowed";
                 };
             };
         };
@@ -1023,6 +1071,30 @@ export interface operations {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
                             };
+                            /** @description memoryMB and/or cpus */
+                            resources?: {
+                                /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
+                                memoryMB?: number;
+                                /** @description a number of CPUs from 0.01 to 1024, e.g. 0.5 */
+                                cpus?: number;
+                            };
+                            /**
+                             * @description "spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)
+                             * @enum {string}
+                             */
+                            placement?: "spread" | "binpack";
+                            /** @description up to 16 named volumes, each {name, path} */
+                            volumes?: {
+                                /** @description 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit */
+                                name: string;
+                                /** @description an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".." */
+                                path: string;
+                            }[];
+                            /**
+                             * @description "never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)
+                             * @enum {string}
+                             */
+                            volumeMove?: "never" | "allowed";
                         };
                         /** Format: date-time */
                         createdAt: string;
@@ -1126,7 +1198,10 @@ export interface operations {
     };
     deleteServicesByName: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description "keep" (the default) or "delete": remove the units' named volumes on every machine */
+                volumes?: "keep" | "delete";
+            };
             header?: never;
             path: {
                 /**
@@ -1289,6 +1364,30 @@ export interface operations {
                             /** @description an absolute URL path such as /healthz */
                             path: string;
                         };
+                        /** @description memoryMB and/or cpus */
+                        resources?: {
+                            /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
+                            memoryMB?: number;
+                            /** @description a number of CPUs from 0.01 to 1024, e.g. 0.5 */
+                            cpus?: number;
+                        };
+                        /**
+                         * @description "spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)
+                         * @enum {string}
+                         */
+                        placement?: "spread" | "binpack";
+                        /** @description up to 16 named volumes, each {name, path} */
+                        volumes?: {
+                            /** @description 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit */
+                            name: string;
+                            /** @description an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".." */
+                            path: string;
+                        }[];
+                        /**
+                         * @description "never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)
+                         * @enum {string}
+                         */
+                        volumeMove?: "never" | "allowed";
                     };
                 };
             };
@@ -1429,6 +1528,30 @@ export interface operations {
                         /** @description an absolute URL path such as /healthz */
                         path: string;
                     } | null;
+                    /** @description memoryMB and/or cpus */
+                    resources?: {
+                        /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
+                        memoryMB?: number;
+                        /** @description a number of CPUs from 0.01 to 1024, e.g. 0.5 */
+                        cpus?: number;
+                    } | null;
+                    /**
+                     * @description "spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)
+                     * @enum {string|null}
+                     */
+                    placement?: "spread" | "binpack" | null;
+                    /** @description up to 16 named volumes, each {name, path} */
+                    volumes?: {
+                        /** @description 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit */
+                        name: string;
+                        /** @description an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".." */
+                        path: string;
+                    }[] | null;
+                    /**
+                     * @description "never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)
+                     * @enum {string|null}
+                     */
+                    volumeMove?: "never" | "allowed" | null;
                 };
             };
         };
@@ -1468,6 +1591,30 @@ export interface operations {
                             /** @description an absolute URL path such as /healthz */
                             path: string;
                         };
+                        /** @description memoryMB and/or cpus */
+                        resources?: {
+                            /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
+                            memoryMB?: number;
+                            /** @description a number of CPUs from 0.01 to 1024, e.g. 0.5 */
+                            cpus?: number;
+                        };
+                        /**
+                         * @description "spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)
+                         * @enum {string}
+                         */
+                        placement?: "spread" | "binpack";
+                        /** @description up to 16 named volumes, each {name, path} */
+                        volumes?: {
+                            /** @description 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit */
+                            name: string;
+                            /** @description an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".." */
+                            path: string;
+                        }[];
+                        /**
+                         * @description "never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)
+                         * @enum {string}
+                         */
+                        volumeMove?: "never" | "allowed";
                     };
                 };
             };
@@ -1633,6 +1780,30 @@ export interface operations {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
                             };
+                            /** @description memoryMB and/or cpus */
+                            resources?: {
+                                /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
+                                memoryMB?: number;
+                                /** @description a number of CPUs from 0.01 to 1024, e.g. 0.5 */
+                                cpus?: number;
+                            };
+                            /**
+                             * @description "spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)
+                             * @enum {string}
+                             */
+                            placement?: "spread" | "binpack";
+                            /** @description up to 16 named volumes, each {name, path} */
+                            volumes?: {
+                                /** @description 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit */
+                                name: string;
+                                /** @description an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".." */
+                                path: string;
+                            }[];
+                            /**
+                             * @description "never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)
+                             * @enum {string}
+                             */
+                            volumeMove?: "never" | "allowed";
                         };
                         pushedAt: number;
                         triggeredAt?: number;
@@ -1792,6 +1963,30 @@ export interface operations {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
                             };
+                            /** @description memoryMB and/or cpus */
+                            resources?: {
+                                /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
+                                memoryMB?: number;
+                                /** @description a number of CPUs from 0.01 to 1024, e.g. 0.5 */
+                                cpus?: number;
+                            };
+                            /**
+                             * @description "spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)
+                             * @enum {string}
+                             */
+                            placement?: "spread" | "binpack";
+                            /** @description up to 16 named volumes, each {name, path} */
+                            volumes?: {
+                                /** @description 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit */
+                                name: string;
+                                /** @description an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".." */
+                                path: string;
+                            }[];
+                            /**
+                             * @description "never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)
+                             * @enum {string}
+                             */
+                            volumeMove?: "never" | "allowed";
                         };
                         pushedAt: number;
                         triggeredAt?: number;
@@ -1953,6 +2148,30 @@ export interface operations {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
                             };
+                            /** @description memoryMB and/or cpus */
+                            resources?: {
+                                /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
+                                memoryMB?: number;
+                                /** @description a number of CPUs from 0.01 to 1024, e.g. 0.5 */
+                                cpus?: number;
+                            };
+                            /**
+                             * @description "spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)
+                             * @enum {string}
+                             */
+                            placement?: "spread" | "binpack";
+                            /** @description up to 16 named volumes, each {name, path} */
+                            volumes?: {
+                                /** @description 1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit */
+                                name: string;
+                                /** @description an absolute path in the container such as /data: segments of letters, digits, ".", "_", "@", "+" or "-", none of them "." or ".." */
+                                path: string;
+                            }[];
+                            /**
+                             * @description "never" (the default: a unit whose machine is lost stays there, failed, with its data) or "allowed" (it is placed elsewhere with new, empty volumes)
+                             * @enum {string}
+                             */
+                            volumeMove?: "never" | "allowed";
                         };
                         pushedAt: number;
                         triggeredAt?: number;
@@ -2228,7 +2447,7 @@ export interface operations {
                         address?: string;
                         restarts: number;
                         error?: string;
-                        errorKind?: "image-pull" | "engine-unreachable" | "container-start" | "crash-loop" | "health-check" | "port-publish" | "refused";
+                        errorKind?: "image-pull" | "engine-unreachable" | "container-start" | "crash-loop" | "health-check" | "port-publish" | "refused" | "out-of-memory" | "machine-lost";
                         desired: boolean;
                     }[];
                 };
@@ -2354,7 +2573,7 @@ export interface operations {
                         address?: string;
                         restarts: number;
                         error?: string;
-                        errorKind?: "image-pull" | "engine-unreachable" | "container-start" | "crash-loop" | "health-check" | "port-publish" | "refused";
+                        errorKind?: "image-pull" | "engine-unreachable" | "container-start" | "crash-loop" | "health-check" | "port-publish" | "refused" | "out-of-memory" | "machine-lost";
                         desired: boolean;
                     }[];
                 };
@@ -2427,9 +2646,12 @@ export interface operations {
                             reachable: boolean;
                             version?: string;
                             error?: string;
+                            unreachableSince?: string;
                         };
                         capacity: {
                             units: number;
+                            memoryMB?: number;
+                            cpus?: number;
                         };
                         unitCount: number;
                         startedAt: string;

@@ -14,9 +14,11 @@ export interface TestImageOptions {
   /**
    * `ok` serves HTTP on $PORT (busybox httpd); `keep-alive` the same with Node (and GET /connections); `crash` exits 1 at once;
    * `chatty` serves too, and once /tmp/chatter exists (a test creates it with exec) writes $LOG_BYTES bytes of output in
-   * numbered lines of 100 bytes (`chatter 000000001 000…`), then `chatter done` and a `tick N` line every 200 ms.
+   * numbered lines of 100 bytes (`chatter 000000001 000…`), then `chatter done` and a `tick N` line every 200 ms;
+   * `memory-hog` grows a shell string without end (until the kernel kills it); `volume` serves its page with the release
+   * and GREETING that first wrote /data/first (a unit's volume): a later release, or a restart, shows the data survived.
    */
-  variant?: 'ok' | 'keep-alive' | 'crash' | 'chatty';
+  variant?: 'ok' | 'keep-alive' | 'crash' | 'chatty' | 'memory-hog' | 'volume';
   /** Baked into the image (ENV IMAGE_LABEL) and appended to the page, so tags differ in digest. */
   label?: string;
   /** The registry's login, for a registry that requires one. */
@@ -49,6 +51,14 @@ const chattyScript =
   'awk -v n="$LOG_BYTES" \'BEGIN { for (i = 1; i <= n / 100; i++) printf "chatter %09d %081d\\n", i, 0 }\'; ' +
   'echo "chatter done"; i=0; while true; do i=$((i+1)); echo "tick $i"; sleep 0.2; done';
 const crashScript = 'echo "$PLATFORM_UNIT crashing" >&2; exit 1';
+// Doubling a string makes the shell allocate without any allocator applet: 2^26 bytes is 64 MB.
+const memoryHogScript = 'echo "$PLATFORM_UNIT allocating"; s=x; while :; do s="$s$s"; done';
+const volumeScript =
+  'mkdir -p /tmp/www && ' +
+  '{ cat /data/first 2>/dev/null || echo "$PLATFORM_RELEASE/$GREETING" > /data/first; } && ' +
+  'echo "$PLATFORM_UNIT $PLATFORM_RELEASE first $(cat /data/first)" > /tmp/www/index.html && ' +
+  'trap "kill \\$pid; exit 0" TERM; ' +
+  'httpd -f -p $PORT -h /tmp/www & pid=$!; wait';
 const keepAliveScript = [
   "const { PLATFORM_UNIT: unit, GREETING: greeting = '', PLATFORM_RELEASE: release, IMAGE_LABEL: label, PORT: port } = process.env;",
   "const page = `${unit} ${greeting} ${release}${label ? ` ${label}` : ''}\\n`;",
@@ -61,7 +71,7 @@ const keepAliveScript = [
   "process.on('SIGTERM', () => process.exit(0));",
 ].join('\n');
 
-const shellScripts = { ok: serveScript, crash: crashScript, chatty: chattyScript };
+const shellScripts = { ok: serveScript, crash: crashScript, chatty: chattyScript, 'memory-hog': memoryHogScript, volume: volumeScript } as const;
 
 /** Builds the test image, pushes it to `registryHost` and returns its reference and digest. */
 export async function buildTestImage(

@@ -141,9 +141,9 @@ t.test('a service from create to delete, with the client commands', async (t) =>
   t.ok(rows(journal).every(([, service]) => service === 'shop'));
 
   const machines = rows(await platform('machines'));
-  t.match(machines.find(([id]) => id === machineId), [machineId, /:/, /\d/, '2', '-'], 'machines lists this one, not drained');
+  t.match(machines.find(([id]) => id === machineId), [machineId, /:/, /\d/, '2', /^\d+ MB$/, /^\d/, '-'], 'machines lists this one with its memory and CPUs for units, not drained');
   t.match(await platform('drain', machineId, '--reason', 'cli test'), { code: 0, stdout: new RegExp(`^draining ${machineId} since `) });
-  t.match(rows(await platform('machines')).find(([id]) => id === machineId)?.[4], /^since /, 'the DRAIN column shows it');
+  t.match(rows(await platform('machines')).find(([id]) => id === machineId)?.[6], /^since /, 'the DRAIN column shows it');
   t.match(await platform('undrain', machineId), { code: 0, stdout: `${machineId} takes new units again\n` });
 
   t.match(await platform('delete', 'shop'), { code: 0, stdout: 'deleted shop\n' });

@@ -8,6 +8,7 @@ import { buildTestImage } from '../harness/test-image.js';
 import { freePort } from '../harness/free-port.js';
 import { http, serveRole, type PlatformProcess } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
+import { clusterUnits, isRunning } from '../harness/cluster-units.js';
 
 // A cluster of three machines, each an agent with its own Docker engine (own socket, data root
 // and exec root), on a real etcd, with two schedulers: placement with conflicts, self-healing
@@ -41,18 +42,7 @@ t.teardown(async () => {
 });
 
 const orch = (path: string) => `${orchestrator.url}${path}`;
-interface Unit {
-  unit: string;
-  instance: number;
-  machine: string;
-  release: number;
-  active: string;
-  sub: string;
-  restarts: number;
-  address?: string;
-}
-const unitsOf = async (service: string): Promise<Unit[]> => (await http('GET', orch(`/services/${service}/units`))).body;
-const isRunning = (u: Unit) => u.active === 'active' && u.sub === 'running';
+const { unitsOf, settled, finished } = clusterUnits(orchestrator.url);
 
 async function declare(name: string, numInstances: number, conflictsWith = ''): Promise<void> {
   const created = await http('POST', orch('/services'), { name, description: 'cluster', containerRepository: `${registry.host}/${repository}`, loadBalanced: true, publicFacing: false, numInstances, conflictsWith });
@@ -64,17 +54,7 @@ async function deployAndWait(service: string, image = v1, via = orchestrator.url
     ? await http('POST', `${via}/services/${service}/deploy`, { containerRepository: image.reference })
     : await http('POST', `${via}/hooks/deploy`, { serviceName: service, containerRepository: image.reference, pushedAt: 0 });
   if (reply.status !== 200) throw new Error(JSON.stringify(reply.body));
-  return waitFor(async () => {
-    const deployment = (await http('GET', orch(`/deployments/${reply.body.deployment}`))).body;
-    return ['succeeded', 'failed', 'reverted', 'superseded'].includes(deployment.state) ? deployment : undefined;
-  }, 90_000, { what: `deployment of ${service}` });
-}
-
-async function settled(service: string, count: number, release?: number): Promise<Unit[]> {
-  return waitFor(async () => {
-    const units = await unitsOf(service);
-    return units.length === count && units.every(isRunning) && (release === undefined || units.every((u) => u.release === release)) ? units : undefined;
-  }, 60_000, { what: `${count} running units of ${service}` });
+  return finished(reply.body.deployment);
 }
 
 const containersOn = async (engine: DockerEngine, service: string) =>

@@ -112,6 +112,7 @@ t.test('a service created through the form and deployed shows three green units,
   await dialog.getByLabel('Description').fill('made in the browser');
   await dialog.getByLabel('Container repository').fill(`${registry.host}/${repository}`);
   await dialog.getByLabel('Number of units').fill('3');
+  await dialog.getByLabel('Memory per unit (MB)').fill('64');
   await dialog.getByRole('button', { name: 'Add variable' }).click();
   await dialog.getByLabel('Variable name').fill('GREETING');
   await dialog.getByLabel('Value', { exact: true }).fill('hello');
@@ -121,7 +122,7 @@ t.test('a service created through the form and deployed shows three green units,
   for (const i of [1, 2, 3]) await row.getByRole('img', { name: `${service}-${i}.service inactive/dead` }).waitFor();
   t.pass('before its first deploy the service shows three grey squares');
   const declared = await http('GET', `${orchestrator.url}/services/${service}`);
-  t.match(declared.body, { description: 'made in the browser', loadBalanced: true, publicFacing: false, config: { numInstances: 3, env: { GREETING: 'hello' } } });
+  t.match(declared.body, { description: 'made in the browser', loadBalanced: true, publicFacing: false, config: { numInstances: 3, env: { GREETING: 'hello' }, resources: { memoryMB: 64 } } });
 
   await row.getByRole('button', { name: `Deploy ${service}` }).click();
   for (const i of [1, 2, 3]) await row.getByRole('img', { name: `${service}-${i}.service active/running` }).waitFor({ timeout: 90_000 });
@@ -159,6 +160,12 @@ t.test('server errors appear beside their fields: a duplicate name, a bad number
   await dialog.getByRole('button', { name: 'Create service' }).click();
   await dialog.locator('[data-field="ports.0.container"] .field-error').filter({ hasText: /^ports\.0\.container must be/ }).waitFor();
   await shot(page, 'new-service-errors-1280');
+
+  await dialog.getByLabel('Container port').fill('8080');
+  await dialog.getByLabel('Memory per unit (MB)').fill('1');
+  await dialog.getByRole('button', { name: 'Create service' }).click();
+  await dialog.locator('[data-field="resources.memoryMB"] .field-error').filter({ hasText: /^resources\.memoryMB must be an integer number of megabytes from 6/ }).waitFor();
+  t.pass('a memory below Docker\'s least is refused beside its field');
   await dialog.getByRole('button', { name: 'Cancel' }).click();
   await dialog.waitFor({ state: 'hidden' });
   t.equal((await http('GET', `${orchestrator.url}/services/${other}`)).status, 404, 'nothing was created');

@@ -55,3 +55,11 @@ t.test('a machine counts as without an engine only once its outage has lasted th
   t.notOk(engineLostAt(machine('m1'), 30_000, since + 60_000), 'an engine that answers');
   t.notOk(engineLostAt({ ...down, docker: { reachable: false } }, 0, since), 'an agent that does not say since when (an older one) is never moved off');
 });
+
+t.test('units that keep volumes are not moved off a lost, drained or engineless machine', async (t) => {
+  const keepsVolumes = () => true;
+  t.same(planHealing(input({ machines: [machine('m1')], keepsVolumes })), [], 'lost');
+  t.same(planHealing(input({ drained: new Set(['m2']), keepsVolumes })), [], 'drained');
+  t.same(planHealing(input({ engineLost: new Set(['m2']), keepsVolumes })), [], 'without a Docker engine');
+  t.same(planHealing(input({ assignments: [assignment('web', 1, 'm1')], keepsVolumes })).map((r) => r.why), ['units missing: placing them again'], 'a missing instance is still placed');
+});

@@ -3,8 +3,8 @@ import { pick, seededRandom as random } from '../harness/random.js';
 import { conflicts, PlacementState, type PlacedUnit, type PlannerMachine, type ServiceRules } from '../../src/placement/planner.js';
 
 // Property tests over random clusters: whatever the machines, units and rules, a plan never puts
-// conflicting units together, never exceeds a machine's capacity, and leaves a unit unplaced only
-// when no machine could take it. Conflicts are checked with the plain pairwise rule, independently
+// conflicting units together, never exceeds a machine's capacity (units, memory, CPUs), and leaves a
+// unit unplaced only when no machine could take it, with spread and binpack alike. Conflicts are checked with the plain pairwise rule, independently
 // of the planner's index. Seeded, so a failure can be replayed.
 
 function randomCase(seed: number) {
@@ -12,6 +12,8 @@ function randomCase(seed: number) {
   const machines: PlannerMachine[] = Array.from({ length: 1 + Math.floor(rnd() * 8) }, (_, i) => ({
     id: `m${i}`,
     capacity: 1 + Math.floor(rnd() * 6),
+    ...(rnd() < 0.7 ? { memoryMB: pick(rnd, [256, 1000, 2048]) } : {}),
+    ...(rnd() < 0.7 ? { cpus: pick(rnd, [0.5, 1, 2]) } : {}),
     ...(rnd() < 0.1 ? { unavailable: 'Docker engine unreachable' } : {}),
   }));
   const teams = ['api', 'web', 'db'];
@@ -21,6 +23,9 @@ function randomCase(seed: number) {
     service,
     conflictsWith: rnd() < 0.2 ? service : pick(rnd, globs),
     hostPorts: rnd() < 0.15 ? [pick(rnd, [80, 443])] : [],
+    ...(rnd() < 0.6 ? { memoryMB: pick(rnd, [64, 300, 512]) } : {}),
+    ...(rnd() < 0.6 ? { cpus: pick(rnd, [0.1, 0.25, 0.5]) } : {}),
+    ...(rnd() < 0.3 ? { placement: 'binpack' as const } : {}),
   }));
   const requests = services.map((service) => ({ service, count: 1 + Math.floor(rnd() * 5) }));
   return { machines, rules, requests };
@@ -32,6 +37,10 @@ function canTake(machine: PlannerMachine, units: PlacedUnit[], rules: ServiceRul
   if (machine.unavailable) return false;
   const here = units.filter((u) => u.machine === machine.id);
   if (here.length >= machine.capacity) return false;
+  // Summed in thousandths of a CPU, as a person would count them, independently of the planner.
+  const sum = (of: (rule: ServiceRules) => number) => [...here.map((u) => rulesOf(rules, u.service)), rulesOf(rules, service)].reduce((n, rule) => n + of(rule), 0);
+  if (machine.memoryMB !== undefined && sum((rule) => rule.memoryMB ?? 0) > machine.memoryMB) return false;
+  if (machine.cpus !== undefined && sum((rule) => Math.round((rule.cpus ?? 0) * 1000)) > machine.cpus * 1000) return false;
   return !here.some((u) => conflicts(rulesOf(rules, service), rulesOf(rules, u.service)));
 }
 

@@ -143,3 +143,32 @@ t.test('an old unit that does not run is kept while nothing else of its instance
   const step = planRolloutStep(input(units));
   t.same(step.retire, [], 'nothing of instance 1 runs: nothing is retired yet');
 });
+
+t.test('units with volumes: a lost machine keeps its unit, asked for again there, with the reason', async (t) => {
+  const pinned = [{ service: 'web', conflictsWith: '', hostPorts: [], pinned: true }];
+  const units = [unit(1, 'new'), unit(2, 'new'), unit(3, 'new', { alive: false, running: false, ready: false })];
+  const step = planRolloutStep(input(units, { rules: pinned, machines: machines.slice(0, 2) }));
+  t.same(step.retire, [], 'the unit of the lost machine keeps its assignment');
+  t.same(step.add, [], 'and is not placed elsewhere');
+  t.same(step.unplaced, [{ instance: 3, reason: 'web-3 keeps its volumes on m3, which is lost; it is not moved (volumeMove: allowed moves it)' }]);
+  t.notOk(step.complete);
+
+  const movable = planRolloutStep(input(units, { machines: machines.slice(0, 2) }));
+  t.same(movable.retire.map((u) => u.instance), [3], 'without volumes it goes');
+  t.equal(movable.add.length, 1, 'and its instance is placed on a live machine');
+});
+
+t.test('units with volumes are replaced on their machine; one whose machine cannot take the successor keeps running', async (t) => {
+  const pinned = [{ service: 'web', conflictsWith: '', hostPorts: [], pinned: true, memoryMB: 600 }];
+  const old = [1, 2, 3].map((i) => unit(i, 'old'));
+  const roomy = machines.map((m) => ({ ...m, memoryMB: 1000 }));
+  const cluster = old.map((u) => ({ service: 'web', instance: u.instance, machine: u.machine, memoryMB: 600 }));
+  const step = planRolloutStep(input(old, { rules: pinned, machines: roomy, cluster, maxSurge: 0, maxUnavailable: 1 }));
+  t.same(step.add, [{ instance: 1, machine: 'm1' }], 'in place: the old unit goes, freeing its room for the new one');
+  t.same(step.retire.map((u) => u.instance), [1]);
+
+  const crowded = [...cluster, { service: 'db', instance: 1, machine: 'm1', memoryMB: 500 }];
+  const stuck = planRolloutStep(input(old, { rules: pinned, machines: roomy, cluster: crowded, maxSurge: 0, maxUnavailable: 1 }));
+  t.same(stuck.retire, [], 'the old unit stays where its data is');
+  t.match(stuck.unplaced[0]!.reason, /^web-1 keeps its volumes on m1, which has 500 MB free/);
+});

@@ -14,7 +14,8 @@ import { canonicalName, listUnitContainers, type UnitContainer } from './contain
 import { slotOf } from '../../units.js';
 import { checkEngine, connectDocker, dockerErrorMessage, engineCheckTimeoutMs, engineUnreachableAdvice, withTimeout } from './docker-client.js';
 import { watchContainerEvents, type DockerEventWatch } from './docker-events.js';
-import { MachineRegistration } from './machine-registration.js';
+import { defaultReserve } from '../../config.js';
+import { MachineRegistration, unitCapacity, type EngineResources, type ResourceSettings } from './machine-registration.js';
 import { registerAgentRoutes } from './routes.js';
 import { UnitStatusReporter, type UnitFailure } from './status-reporter.js';
 import { UnitReconciler, observedStatus } from './unit-reconciler.js';
@@ -39,6 +40,8 @@ export interface AgentOptions {
   labels?: Record<string, string>;
   /** Units this machine accepts (default 100). */
   capacityUnits?: number;
+  /** Memory and CPUs held back from the engine's, or reported instead (default: 512 MB, 0 CPUs held back). */
+  resources?: ResourceSettings;
   leaseTtlSeconds?: number;
   stopGraceSeconds?: number;
   /** Seconds a unit is announced as draining before it is stopped (default 2). */
@@ -84,6 +87,8 @@ class MachineAgent implements Agent {
   private wakeTimer: NodeJS.Timeout | undefined;
   private wakeAt = Infinity;
   private closed = false;
+  /** The engine's CPUs and memory, asked once it answers (they do not change while it runs). */
+  private engineResources: EngineResources | undefined;
 
   constructor(
     private readonly options: AgentOptions,
@@ -198,7 +203,16 @@ class MachineAgent implements Agent {
     // Memory first: a probe of a slot that goes must not write its status again after it is forgotten.
     this.units.forgetExcept(keep);
     await Promise.all(this.reporter.slots().filter((slot) => !keep.has(slot)).map((slot) => this.reporter.forget(slot)));
-    await this.registration.update(engine, assignments.length);
+    await this.registration.update(engine, assignments.length, await this.capacity(engine.reachable));
+  }
+
+  private async capacity(reachable: boolean): Promise<Pick<Machine['capacity'], 'memoryMB' | 'cpus'>> {
+    const settings = this.options.resources ?? { reserveMemoryMB: defaultReserve.memoryMB, reserveCpus: defaultReserve.cpus };
+    const capped = settings.capacityMemoryMB !== undefined && settings.capacityCpus !== undefined;
+    if (!this.engineResources && reachable && !capped) {
+      this.engineResources = await withTimeout(this.docker.info() as Promise<EngineResources>, engineCheckTimeoutMs, 'Docker engine').catch(() => undefined);
+    }
+    return unitCapacity(this.engineResources, settings);
   }
 
   private async reconcileUnits(assignments: Assignment[], wanted: ReadonlySet<string>, containers: UnitContainer[]): Promise<void> {

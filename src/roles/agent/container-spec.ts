@@ -1,4 +1,4 @@
-import type { ContainerCreateOptions, HostConfig } from 'dockerode';
+import type { ContainerCreateOptions, HostConfig, MountSettings } from 'dockerode';
 import type { Assignment } from '../../schemas/cluster.js';
 import type { UnitLogRotation } from '../../config.js';
 
@@ -6,6 +6,8 @@ import type { UnitLogRotation } from '../../config.js';
 // a restart included) can tell whose it is and what it runs (its slot: unit and spec), and given
 // the unit's environment. Nothing else: no host paths, no host PID or IPC namespace, no device,
 // never privileged, and no way to gain privileges (setuid binaries, file capabilities) once started.
+// Its declared limits (memory, CPUs) and named volumes are added by their own helpers below; a
+// volume is always a Docker named volume the agent names itself, never a host path.
 
 export type NetworkMode = 'bridge' | 'host';
 
@@ -91,6 +93,38 @@ const unitConfinement = (): HostConfig => ({
   PidsLimit: UNIT_PIDS_LIMIT,
 });
 
+const MIB = 1024 * 1024;
+
+/**
+ * The unit's declared memory and CPUs as Docker limits. MemorySwap equal to Memory gives no swap
+ * beyond the limit, so a unit that outgrows it is killed for memory (and reported so) rather than
+ * slowing the machine down by swapping.
+ */
+export function unitLimits(assignment: Assignment): HostConfig {
+  const { memoryMB, cpus } = assignment.resources ?? {};
+  return {
+    ...(memoryMB ? { Memory: memoryMB * MIB, MemorySwap: memoryMB * MIB } : {}),
+    ...(cpus ? { NanoCpus: Math.round(cpus * 1e9) } : {}),
+  };
+}
+
+/** `<service>-<instance>-<name>`: the unit's volume, kept across its containers (and releases). */
+export const unitVolumeName = (assignment: Pick<Assignment, 'service' | 'instance'>, name: string): string => `${assignment.service}-${assignment.instance}-${name}`;
+
+/** Named volumes, created by Docker at the first mount with labels that tell which agent made them. */
+export function unitMounts(assignment: Assignment, machineId: string): HostConfig {
+  if (!assignment.volumes?.length) return {};
+  const Mounts: MountSettings[] = assignment.volumes.map((volume) => ({
+    Type: 'volume',
+    Source: unitVolumeName(assignment, volume.name),
+    Target: volume.path,
+    // NoCopy false: a new volume starts with what the image has at the path, as `docker run -v` does.
+    VolumeOptions: { NoCopy: false, DriverConfig: { Name: 'local', Options: {} }, Labels: { [labels.managed]: 'true', [labels.machine]: machineId, [labels.service]: assignment.service, [labels.instance]: String(assignment.instance) },
+    },
+  }));
+  return { Mounts };
+}
+
 export function containerCreateOptions(spec: UnitContainerSpec): ContainerCreateOptions & { name: string } {
   const { assignment, port } = spec;
   const portKey = `${port}/tcp`;
@@ -115,6 +149,8 @@ export function containerCreateOptions(spec: UnitContainerSpec): ContainerCreate
     HostConfig: {
       ...unitConfinement(),
       ...(spec.logs ? { LogConfig: unitLogConfig(spec.logs) } : {}),
+      ...unitLimits(assignment),
+      ...unitMounts(assignment, spec.machineId),
       ...(spec.network === 'host'
         ? { NetworkMode: 'host' }
         : { NetworkMode: 'bridge', PortBindings: { [portKey]: [{ HostIp: '', HostPort: spec.hostPort ? String(spec.hostPort) : '' }] } }),

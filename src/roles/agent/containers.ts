@@ -3,6 +3,7 @@ import type { UnitFailure } from './status-reporter.js';
 import { labels, machineLabelFilters } from './container-spec.js';
 import { parseImageReference } from '../../image-reference.js';
 import type { CredentialLookup } from '../../auth/registry-credentials.js';
+import { HttpError } from '../../http/errors.js';
 
 // Docker operations on unit containers. Every query filters on this machine's label, so agents
 // sharing one engine (tests, or a machine migrated between ids) never touch each other's units.
@@ -34,6 +35,10 @@ export interface ContainerExit {
   failure: UnitFailure;
 }
 
+/** What people read when the kernel killed a unit for memory: its limit, which is what to raise. */
+export const outOfMemory = (limitBytes: number | undefined): string =>
+  limitBytes ? `out of memory (limit ${Math.round(limitBytes / (1024 * 1024))} MB)` : 'out of memory (no limit: the machine ran out)';
+
 const statusCodeOf = (error: unknown): number | undefined => (error as { statusCode?: number }).statusCode;
 
 function toUnitContainer(entry: Docker.ContainerInfo): UnitContainer {
@@ -54,6 +59,26 @@ function toUnitContainer(entry: Docker.ContainerInfo): UnitContainer {
     state: entry.State,
     ...(published ? { publishedPort: published.PublicPort } : {}),
   };
+}
+
+/** How long volume removal waits for the service's containers (being drained and stopped) to go. */
+const VOLUME_REMOVAL_WAIT_MS = 45_000;
+
+/**
+ * Removes the volumes this machine's units of `service` had (by their labels), after waiting for
+ * the service's containers here to be gone: a volume still mounted cannot be removed.
+ */
+export async function removeServiceVolumes(docker: Docker, machineId: string, service: string): Promise<string[]> {
+  const filters = { label: [...machineLabelFilters(machineId), `${labels.service}=${service}`] };
+  const deadline = Date.now() + VOLUME_REMOVAL_WAIT_MS;
+  while ((await docker.listContainers({ all: true, filters })).length > 0) {
+    if (Date.now() > deadline) throw new HttpError(409, `${service} still has containers on machine ${machineId}; its volumes stay`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  const { Volumes: volumes } = await docker.listVolumes({ filters });
+  const names = (volumes ?? []).map((volume) => volume.Name);
+  for (const name of names) await docker.getVolume(name).remove();
+  return names;
 }
 
 export async function listUnitContainers(docker: Docker, machineId: string): Promise<UnitContainer[]> {
@@ -158,13 +183,13 @@ export async function stopAndRemove(docker: Docker, id: string, graceSeconds: nu
 }
 
 export async function inspectExit(docker: Docker, id: string): Promise<ContainerExit> {
-  const { State: state } = await docker.getContainer(id).inspect();
+  const { State: state, HostConfig: hostConfig } = await docker.getContainer(id).inspect();
   const started = Date.parse(state.StartedAt);
   const finished = Date.parse(state.FinishedAt);
   const ranForMs = started > 0 && finished > started ? finished - started : 0;
   const exit = { exitCode: state.ExitCode, ranForMs };
   // Docker records an Error when it could not start the container at all: it never ran to crash.
   if (state.Error) return { ...exit, failure: { error: `failed to start: ${state.Error}`, errorKind: 'container-start' } };
-  const error = state.OOMKilled ? `killed: out of memory (exit code ${state.ExitCode})` : `exited with code ${state.ExitCode}`;
-  return { ...exit, failure: { error, errorKind: 'crash-loop' } };
+  if (state.OOMKilled) return { ...exit, failure: { error: outOfMemory(hostConfig.Memory), errorKind: 'out-of-memory' } };
+  return { ...exit, failure: { error: `exited with code ${state.ExitCode}`, errorKind: 'crash-loop' } };
 }

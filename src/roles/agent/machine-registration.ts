@@ -3,9 +3,33 @@ import { machineKey } from '../../store/keys.js';
 import type { LeasedWriter } from './leased-writer.js';
 
 // The machine record the scheduler places units by. Written under the agent's lease, and
-// rewritten only when what it says changes (engine reachability, unit count).
+// rewritten only when what it says changes (engine reachability, unit count, capacity).
 
 export type MachineIdentity = Pick<Machine, 'id' | 'address' | 'host' | 'labels' | 'network' | 'capacity'>;
+
+export interface ResourceSettings {
+  reserveMemoryMB: number;
+  reserveCpus: number;
+  capacityMemoryMB?: number;
+  capacityCpus?: number;
+}
+
+/** What `docker info` says of the machine: CPUs and memory in bytes. */
+export interface EngineResources {
+  NCPU: number;
+  MemTotal: number;
+}
+
+/**
+ * Memory (MB) and CPUs units may reserve: the operator's cap where set, else the engine's figure
+ * less the reserve (never below 0). A figure the engine has not told yet is left out, and the
+ * planner does not count it.
+ */
+export function unitCapacity(engine: EngineResources | undefined, settings: ResourceSettings): Pick<Machine['capacity'], 'memoryMB' | 'cpus'> {
+  const memoryMB = settings.capacityMemoryMB ?? (engine ? Math.max(0, Math.floor(engine.MemTotal / (1024 * 1024)) - settings.reserveMemoryMB) : undefined);
+  const cpus = settings.capacityCpus ?? (engine ? Math.max(0, Math.round((engine.NCPU - settings.reserveCpus) * 1000) / 1000) : undefined);
+  return { ...(memoryMB === undefined ? {} : { memoryMB }), ...(cpus === undefined ? {} : { cpus }) };
+}
 
 export class MachineRegistration {
   private written: string | undefined;
@@ -17,9 +41,10 @@ export class MachineRegistration {
     private readonly identity: MachineIdentity,
   ) {}
 
-  async update(engine: Machine['docker'], unitCount: number): Promise<void> {
+  async update(engine: Machine['docker'], unitCount: number, resources: Pick<Machine['capacity'], 'memoryMB' | 'cpus'> = {}): Promise<void> {
     const docker = this.withOutageStart(engine);
-    const observed = { ...this.identity, docker, unitCount, startedAt: this.startedAt };
+    const capacity = { ...this.identity.capacity, ...resources };
+    const observed = { ...this.identity, capacity, docker, unitCount, startedAt: this.startedAt };
     const serialized = JSON.stringify(observed);
     if (serialized === this.written) return;
     const machine: Machine = { ...observed, updatedAt: new Date().toISOString() };

@@ -4,8 +4,9 @@ import type Docker from 'dockerode';
 import type { RoleServer } from '../../http/server.js';
 import { HttpError, notFound, unavailable } from '../../http/errors.js';
 import { UnitStatus } from '../../schemas/cluster.js';
-import { UnitName, errorResponses, textResponse } from '../../schemas/common.js';
-import { findUnitContainer } from './containers.js';
+import { NameParams, UnitName, errorResponses, textResponse } from '../../schemas/common.js';
+import { RemovedVolumes } from '../../schemas/service.js';
+import { findUnitContainer, removeServiceVolumes } from './containers.js';
 import { dockerErrorMessage } from './docker-client.js';
 import { MAX_LOG_TAILS, StreamLimit } from '../../http/stream-limit.js';
 import { followedWhileCredentialsLast } from '../../auth/credential-lifetime.js';
@@ -50,6 +51,18 @@ function demultiplexed(docker: Docker, source: NodeJS.ReadableStream): Transform
 
 export function registerAgentRoutes(server: RoleServer, agent: AgentRouteTarget): void {
   const tails = new StreamLimit('followed log tails', MAX_LOG_TAILS);
+  server.delete(
+    '/volumes/:name',
+    {
+      schema: {
+        description: "Removes the named volumes this machine's units of a service had, once its containers are gone (the orchestrator calls it for `DELETE /services/:name?volumes=delete`).",
+        params: NameParams,
+        response: { 200: RemovedVolumes, ...errorResponses },
+      },
+    },
+    async (request) => ({ machine: agent.machineId, removed: await viaDocker(() => removeServiceVolumes(agent.docker, agent.machineId, request.params.name)) }),
+  );
+
   server.get(
     '/units',
     { schema: { description: "This machine's unit statuses.", response: { 200: Type.Array(UnitStatus) } } },

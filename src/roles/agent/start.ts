@@ -20,6 +20,12 @@ export async function startAgentRole({ config, store, log, advertised, access }:
     stopGraceSeconds: config.agent.stopGraceSeconds,
     drainSeconds: config.agent.drainSeconds,
     unitLogs: config.agent.unitLogs,
+    resources: {
+      reserveMemoryMB: config.agent.reserveMemoryMB,
+      reserveCpus: config.agent.reserveCpus,
+      ...(config.agent.capacityMemoryMB === undefined ? {} : { capacityMemoryMB: config.agent.capacityMemoryMB }),
+      ...(config.agent.capacityCpus === undefined ? {} : { capacityCpus: config.agent.capacityCpus }),
+    },
   });
   readiness = () => agent.readiness();
   return fastifyRole(server, () => agent.close());

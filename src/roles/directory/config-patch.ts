@@ -6,7 +6,8 @@ import { ServiceConfig, defaultConfig, rolloutDefaults, type ServiceConfigPatch 
 // 6,000-variable config. So the merged config is checked against the schema of a declaration's.
 const validConfig = buildAjv(false).compile(ServiceConfig);
 
-const rolloutKeys = ['maxSurge', 'maxUnavailable', 'minReadySeconds', 'progressDeadlineSeconds', 'autoRevert', 'stopGraceSeconds', 'healthCheck'] as const;
+/** Keys a patch sets whole or, with null, removes (the default applies). */
+const replacedKeys = ['maxSurge', 'maxUnavailable', 'minReadySeconds', 'progressDeadlineSeconds', 'autoRevert', 'stopGraceSeconds', 'healthCheck', 'resources', 'placement', 'volumes', 'volumeMove'] as const;
 
 /** RFC 7396 merge patch of a service's next config: `env` merges key by key, `null` removes or resets. */
 export function applyConfigPatch(config: ServiceConfig, patch: ServiceConfigPatch): ServiceConfig {
@@ -21,7 +22,7 @@ export function applyConfigPatch(config: ServiceConfig, patch: ServiceConfigPatc
       else next.env[name] = value;
     }
   }
-  for (const key of rolloutKeys) {
+  for (const key of replacedKeys) {
     const value = patch[key];
     if (value === null) delete next[key];
     else if (value !== undefined) (next as Record<string, unknown>)[key] = value;
@@ -37,5 +38,13 @@ export function applyConfigPatch(config: ServiceConfig, patch: ServiceConfigPatc
 export function assertConsistent(config: ServiceConfig): void {
   if ((config.maxSurge ?? rolloutDefaults.maxSurge) === 0 && (config.maxUnavailable ?? rolloutDefaults.maxUnavailable) === 0) {
     throw badRequest('maxSurge and maxUnavailable cannot both be 0: a rollout could never replace a unit');
+  }
+  const volumes = config.volumes ?? [];
+  for (const field of ['name', 'path'] as const) {
+    const seen = new Set<string>();
+    for (const volume of volumes) {
+      if (seen.has(volume[field])) throw badRequest(`volumes: ${field} ${volume[field]} appears twice; each volume needs its own ${field}`);
+      seen.add(volume[field]);
+    }
   }
 }

@@ -18,7 +18,7 @@ import {
   defaultConfig,
 } from '../../schemas/service.js';
 import { sameRepository } from '../../image-reference.js';
-import { applyConfigPatch } from './config-patch.js';
+import { applyConfigPatch, assertConsistent } from './config-patch.js';
 import { reservedNames } from './reserved-names.js';
 import { assertRecordSize } from './record-size.js';
 import { configFor, withConfigFor } from '../../auth/env-redaction.js';
@@ -40,11 +40,20 @@ export function newService(body: DirectoryServiceCreate, now = new Date().toISOS
       numInstances: body.numInstances ?? defaults.numInstances,
       ports: body.ports ?? defaults.ports,
       env: body.env ?? defaults.env,
+      ...unitShape(body),
     },
     createdAt: now,
     updatedAt: now,
   };
 }
+
+/** The optional fields of the create body that go to the config as given. */
+const unitShape = (body: DirectoryServiceCreate): Partial<ServiceConfig> => ({
+  ...(body.resources ? { resources: body.resources } : {}),
+  ...(body.placement ? { placement: body.placement } : {}),
+  ...(body.volumes ? { volumes: body.volumes } : {}),
+  ...(body.volumeMove ? { volumeMove: body.volumeMove } : {}),
+});
 
 /**
  * Reads come from a watched in-memory copy of the declarations (PrefixCache); every write waits
@@ -85,6 +94,7 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
         throw badRequest(`name ${request.body.name} is reserved for a platform component`);
       }
       const service = newService(request.body);
+      assertConsistent(service.config);
       assertRecordSize(service);
       // Create-if-absent in one store transaction: of two concurrent creates, exactly one wins.
       const revision = await createRecord(store, serviceKey(service.name), service);

@@ -40,15 +40,29 @@ export function joinUnit(assignment: Assignment | undefined, status: UnitStatus 
 /** `<machine>/<unit>@<spec>`: where a unit slot's assignment and status meet. */
 export const slotKey = (unit: { machine: string; unit: string; spec: string }): string => `${unit.machine}/${slotOf(unit)}`;
 
+/**
+ * A unit assigned to a machine whose agent is gone (its lease expired): nobody observes it, so
+ * the listing says what is known. Units with volumes stay assigned there (the scheduler does not
+ * move them), so this is what their listing shows until the machine returns.
+ */
+export function lostUnit(assignment: Assignment): ClusterUnit {
+  const why = assignment.volumes?.length
+    ? `machine ${assignment.machine} is lost; the unit keeps its volumes there and is not moved (volumeMove: allowed moves it)`
+    : `machine ${assignment.machine} is lost`;
+  return { ...joinUnit(assignment, undefined)!, active: 'failed', sub: 'failed', error: why, errorKind: 'machine-lost' };
+}
+
 export async function listClusterUnits(store: Store): Promise<ClusterUnit[]> {
-  const [assignments, statuses] = await Promise.all([
+  const [assignments, statuses, machines] = await Promise.all([
     listRecords<Assignment>(store, assignmentRoot),
     listRecords<UnitStatus>(store, unitStatusRoot),
+    listRecords<Machine>(store, machinePrefix),
   ]);
   const statusOf = new Map(statuses.map((status) => [slotKey(status), status]));
   const assigned = new Set(assignments.map(slotKey));
+  const registered = new Set(machines.map((machine) => machine.id));
   const units = [
-    ...assignments.map((a) => joinUnit(a, statusOf.get(slotKey(a)))!),
+    ...assignments.map((a) => (registered.has(a.machine) ? joinUnit(a, statusOf.get(slotKey(a)))! : lostUnit(a))),
     ...statuses.filter((status) => !assigned.has(slotKey(status))).map((status) => joinUnit(undefined, status)!),
   ];
   return units.sort((a, b) => a.service.localeCompare(b.service) || a.instance - b.instance || a.machine.localeCompare(b.machine));

@@ -9,6 +9,7 @@ import type { MachineDrain } from '../../schemas/cluster.js';
 import { apiRoute } from '../../schemas/api.js';
 import { machineDrainKey } from '../../store/keys.js';
 import { listClusterUnits, listMachines } from './cluster-view.js';
+import { removeVolumes } from './volume-removal.js';
 import { schedulerViewRoutes } from './scheduler-routes.js';
 
 // The facade for people, the CLI and the dashboard: forwards to the directory and the scheduler,
@@ -47,6 +48,8 @@ export function orchestratorRoutes(server: RoleServer, store: Store, peers: Orch
     handler: async (request, reply) => {
       await directory(request).call('GET', path(request.params.name));
       await scheduler(request).call('DELETE', path(request.params.name, '/units'), undefined, 90_000);
+      // Before the declaration goes, so a machine that fails leaves a call that can be repeated.
+      if (request.query.volumes === 'delete') await removeVolumes(store, request, request.params.name);
       await directory(request).call('DELETE', path(request.params.name));
       return reply.status(204).send(null);
     },

@@ -2,8 +2,8 @@ import type { Store, WatchEvent } from '../../store/store.js';
 import { assignmentRoot, machineDrainPrefix, machinePrefix, serviceKey, servicePrefix, unitStatusRoot } from '../../store/keys.js';
 import { PrefixCache, decodeCached, type CachedValue } from '../../store/prefix-cache.js';
 import type { Assignment, Machine, MachineDrain, UnitStatus } from '../../schemas/cluster.js';
-import type { Service } from '../../schemas/service.js';
-import type { PlannerMachine, ServiceRules } from '../../placement/planner.js';
+import { keepsUnitsWithVolumes, type Service } from '../../schemas/service.js';
+import type { PlacedUnit, PlannerMachine, ServiceRules } from '../../placement/planner.js';
 
 // What the scheduler plans from: every machine, assignment, service declaration, drain and unit
 // status, held in memory by store watches (PrefixCache) instead of re-read on a timer. Rollouts,
@@ -131,6 +131,8 @@ export class ClusterWatch {
 export const plannerMachine = (machine: Machine, drained: ReadonlySet<string>): PlannerMachine => ({
   id: machine.id,
   capacity: machine.capacity.units,
+  memoryMB: machine.capacity.memoryMB,
+  cpus: machine.capacity.cpus,
   ...(drained.has(machine.id)
     ? { unavailable: 'is being drained' }
     : machine.docker.reachable
@@ -142,4 +144,17 @@ export const serviceRules = (service: Pick<Service, 'name' | 'conflictsWith' | '
   service: service.name,
   conflictsWith: service.conflictsWith,
   hostPorts: service.config.ports.flatMap((port) => (port.host === undefined ? [] : [port.host])),
+  memoryMB: service.config.resources?.memoryMB,
+  cpus: service.config.resources?.cpus,
+  placement: service.config.placement,
+  pinned: keepsUnitsWithVolumes(service.config),
+});
+
+/** A unit as placement counts it: where it is and what it reserves there. */
+export const placedUnit = (assignment: Assignment): PlacedUnit => ({
+  service: assignment.service,
+  instance: assignment.instance,
+  machine: assignment.machine,
+  memoryMB: assignment.resources?.memoryMB,
+  cpus: assignment.resources?.cpus,
 });

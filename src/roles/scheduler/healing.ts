@@ -22,6 +22,8 @@ export interface HealingInput {
   busy: (service: string) => boolean;
   /** numInstances of a service's release, when the release exists. */
   instancesOf: (service: string, release: number) => number | undefined;
+  /** Whether the release's units keep volumes and may not move: a lost or drained machine keeps them. */
+  keepsVolumes?: (service: string, release: number) => boolean;
 }
 
 export interface Reschedule {
@@ -40,10 +42,13 @@ export function planHealing(input: HealingInput): Reschedule[] {
     const instances = input.instancesOf(service, target.release);
     if (instances === undefined) continue;
     const assigned = input.assignments.filter((a) => a.service === service);
-    const own = assigned.filter((a) => alive.has(a.machine));
-    const lost = assigned.filter((a) => !alive.has(a.machine)).map((a) => `${a.unit} on ${a.machine}`);
-    const drained = own.filter((a) => input.drained.has(a.machine)).map((a) => `${a.unit} off ${a.machine}`);
-    const engineless = own.filter((a) => input.engineLost.has(a.machine) && !input.drained.has(a.machine)).map((a) => `${a.unit} off ${a.machine}`);
+    // Units that stay with their volumes are in place wherever their machine is: moving them is
+    // not healing's to do (the unit listing says why they do not run), nor is a dead engine's.
+    const stays = input.keepsVolumes?.(service, target.release) ?? false;
+    const own = assigned.filter((a) => stays || alive.has(a.machine));
+    const lost = assigned.filter((a) => !stays && !alive.has(a.machine)).map((a) => `${a.unit} on ${a.machine}`);
+    const drained = own.filter((a) => !stays && input.drained.has(a.machine)).map((a) => `${a.unit} off ${a.machine}`);
+    const engineless = own.filter((a) => !stays && input.engineLost.has(a.machine) && !input.drained.has(a.machine)).map((a) => `${a.unit} off ${a.machine}`);
     const complete = own.length === instances && new Set(own.map((a) => a.instance)).size === instances;
     if (complete && drained.length === 0 && engineless.length === 0) continue;
     const why = lost.length

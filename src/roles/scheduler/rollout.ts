@@ -6,7 +6,7 @@ import type { Deployment, Release, UnitProgress } from '../../schemas/release.js
 import { rolloutSettings, type RolloutSettings } from '../../schemas/service.js';
 import { planRolloutStep, type RolloutUnit } from '../../placement/rollout-step.js';
 import { isRunning, slotOf, specHash, unitName } from '../../units.js';
-import { evictedMachines, plannerMachine, serviceRules, type ClusterSnapshot, type ClusterWatch } from './cluster-snapshot.js';
+import { evictedMachines, placedUnit, plannerMachine, serviceRules, type ClusterSnapshot, type ClusterWatch } from './cluster-snapshot.js';
 import { recordPhase, recordProgress } from './deployment-records.js';
 
 // Runs one deployment: takes a snapshot of the watched cluster, asks the pure rollout step what to
@@ -35,7 +35,15 @@ const isPermanentFailure = (status: UnitStatus): boolean =>
   status.errorKind === 'image-pull' || status.errorKind === 'engine-unreachable' || status.errorKind === 'refused' || (status.active === 'failed' && status.restarts >= CRASH_LOOP_RESTARTS);
 
 export const releaseSpec = (release: Release): string =>
-  specHash({ image: release.image, env: release.config.env, ports: release.config.ports });
+  specHash({ image: release.image, env: release.config.env, ports: release.config.ports, resources: release.config.resources, volumes: release.config.volumes });
+
+/**
+ * Units with volumes are replaced in place, one at a time: the old container stops as the new one
+ * starts on the same machine, since two containers writing one data directory (a database's lock
+ * file, say) would make the new one fail.
+ */
+const withVolumes = (settings: RolloutSettings, release: Release): RolloutSettings =>
+  release.config.volumes?.length ? { ...settings, maxSurge: 0, maxUnavailable: Math.max(1, settings.maxUnavailable) } : settings;
 
 interface TrackedUnit {
   assignment: Assignment;
@@ -45,7 +53,7 @@ interface TrackedUnit {
 
 export async function rollOut(options: RolloutOptions, release: Release, deployment: Deployment): Promise<RolloutOutcome> {
   const { cluster, store } = options;
-  const settings = rolloutSettings(release.config);
+  const settings = withVolumes(rolloutSettings(release.config), release);
   const spec = releaseSpec(release);
   const readySince = new Map<string, number>();
   let lastProgress = Date.now();
@@ -67,7 +75,7 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
       maxUnavailable: settings.maxUnavailable,
       units: units.map((u) => u.unit),
       machines: snapshot.machines.map((machine) => plannerMachine(machine, snapshot.drained)),
-      cluster: snapshot.assignments,
+      cluster: snapshot.assignments.map(placedUnit),
       rules: [...snapshot.services.filter((s) => s.name !== release.service), { name: release.service, conflictsWith: conflictsOf(snapshot, release.service), config: release.config }].map(serviceRules),
     });
     const own = new Set(units.map((u) => slotKey(u.assignment)));
@@ -113,9 +121,12 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
     // A unit on a machine being emptied is replaced, not waited for: its engine may be the one that is gone.
     const broken = fresh.find((u) => !u.unit.evicted && u.status && isPermanentFailure(u.status));
     if (broken) return { state: 'failed', reason: `${broken.assignment.unit} on ${broken.assignment.machine}: ${describe(broken.status!)}` };
-    if (step.unplaced.length > 0 && operations.length === 0 && !fresh.some((u) => !u.unit.ready)) {
-      const hint = settings.maxUnavailable === 0 ? '; with maxUnavailable 0 a unit is only replaced once its successor runs elsewhere' : '';
-      return { state: 'failed', reason: `${step.unplaced[0]!.reason}${hint}` };
+    // Units on lost machines (kept for their volumes) will not become ready by waiting.
+    if (step.unplaced.length > 0 && operations.length === 0 && !fresh.some((u) => !u.unit.ready && u.unit.alive)) {
+      const first = step.unplaced[0]!;
+      const replacing = units.some((u) => u.unit.instance === first.instance && u.unit.alive);
+      const hint = replacing && settings.maxUnavailable === 0 ? '; with maxUnavailable 0 a unit is only replaced once its successor runs elsewhere' : '';
+      return { state: 'failed', reason: `${first.reason}${hint}` };
     }
     if (Date.now() - lastProgress > settings.progressDeadlineSeconds * 1000) {
       const waiting = fresh.filter((u) => !u.unit.ready).map((u) => `${u.assignment.unit} on ${u.assignment.machine} is ${u.status ? describe(u.status) : 'not reported'}`);
@@ -183,6 +194,8 @@ function newAssignment(release: Release, deployment: Deployment, spec: string, s
     env: release.config.env,
     stopGraceSeconds: settings.stopGraceSeconds,
     ...(settings.healthCheck ? { healthCheck: settings.healthCheck } : {}),
+    ...(release.config.resources ? { resources: release.config.resources } : {}),
+    ...(release.config.volumes?.length ? { volumes: release.config.volumes } : {}),
     deployment: deployment.id,
     assignedAt: new Date().toISOString(),
   };

@@ -6,6 +6,7 @@ import { HttpError } from '../../http/errors.js';
 import { HandOff, type LeaderReply, type LeaderRequest } from './handoff.js';
 import { Leadership, NotLeaderError } from './leadership.js';
 import { currentTarget, type DeployReply } from '../../schemas/release.js';
+import { keepsUnitsWithVolumes } from '../../schemas/service.js';
 import { RegistryClient, type RegistryClientOptions } from './registry-client.js';
 import { acceptDeploy, acceptRollback, type DeployTrigger } from './deploy.js';
 import { listDeployments } from './deployment-records.js';
@@ -226,12 +227,14 @@ export class Scheduler {
       const deployments = await listDeployments(this.store);
       const declared = new Set(snapshot.services.map((service) => service.name));
       const instances = new Map<string, number>();
+      const staying = new Set<string>();
       for (const service of declared) {
         const target = currentTarget(deployments.filter((d) => d.service === service));
         const release = target?.state === 'succeeded' && !runner.busy(service) ? await getRelease(this.store, service, target.release) : undefined;
         if (release) instances.set(`${service}/${release.version}`, release.config.numInstances);
+        if (release && keepsUnitsWithVolumes(release.config)) staying.add(`${service}/${release.version}`);
       }
-      const plan = planHealing({ ...snapshot, deployments, declared, busy: (service) => runner.busy(service), instancesOf: (service, release) => instances.get(`${service}/${release}`) });
+      const plan = planHealing({ ...snapshot, deployments, declared, busy: (service) => runner.busy(service), instancesOf: (service, release) => instances.get(`${service}/${release}`), keepsVolumes: (service, release) => staying.has(`${service}/${release}`) });
       for (const { service, release, why } of plan) {
         const found = await getRelease(this.store, service, release);
         if (found) await runner.reschedule(found, why);

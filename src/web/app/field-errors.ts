@@ -50,7 +50,7 @@ function fieldElement(form: HTMLElement, field: string | undefined): HTMLElement
 }
 
 /** A labelled input with its error slot: `<div data-field><label/><input/><p class=field-error/></div>`. */
-export function field(name: string, label: string, input: HTMLInputElement | HTMLTextAreaElement, hint?: string): HTMLElement {
+export function field(name: string, label: string, input: HTMLInputElement | HTMLTextAreaElement | HTMLSelectElement, hint?: string): HTMLElement {
   const id = input.id || uniqueId(`field-${name}`);
   input.id = id;
   const hintElement = hint ? h('p', { class: 'hint', id: `${id}-hint` }, hint) : undefined;

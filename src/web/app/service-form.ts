@@ -4,7 +4,8 @@ import { clearErrors, field, showError } from './field-errors.js';
 import { EnvRows, PortRows } from './row-editors.js';
 
 // "New service": the specification's form (name, description, container repository, number of
-// units, ports and environment variables, both optional) plus publicFacing and loadBalanced.
+// units, ports and environment variables, both optional) plus publicFacing and loadBalanced, and
+// what each unit reserves (memory, CPUs), how units are placed, and their volumes (all optional).
 // Nothing is checked here: the API's 400 and 409 messages are shown beside their fields.
 
 export class CreateServiceDialog {
@@ -21,6 +22,10 @@ export class CreateServiceDialog {
     numInstances: h('input', { name: 'numInstances', type: 'number', inputmode: 'numeric', min: 0, max: 1000, value: 1 }),
     publicFacing: h('input', { name: 'publicFacing', type: 'checkbox' }),
     loadBalanced: h('input', { name: 'loadBalanced', type: 'checkbox', checked: true }),
+    memoryMB: h('input', { name: 'memoryMB', type: 'number', inputmode: 'numeric', min: 6, placeholder: 'no limit' }),
+    cpus: h('input', { name: 'cpus', type: 'number', inputmode: 'decimal', min: 0.01, step: 0.01, placeholder: 'no limit' }),
+    placement: h('select', { name: 'placement' }, h('option', { value: 'spread' }, 'Spread: the least used machine'), h('option', { value: 'binpack' }, 'Binpack: fill one machine first')),
+    volumes: h('input', { name: 'volumes', autocomplete: 'off', spellcheck: 'false', placeholder: 'data:/var/lib/data' }),
   };
 
   constructor(private readonly created: (name: string) => void) {
@@ -37,6 +42,10 @@ export class CreateServiceDialog {
       field('numInstances', 'Number of units', inputs.numInstances),
       this.ports.element,
       this.env.element,
+      field('resources.memoryMB', 'Memory per unit (MB)', inputs.memoryMB, 'Reserved on its machine and the limit of its container (no swap beyond it).'),
+      field('resources.cpus', 'CPUs per unit', inputs.cpus, 'Reserved on its machine and the limit of its container, e.g. 0.5.'),
+      field('placement', 'Placement', inputs.placement),
+      field('volumes', 'Volumes', inputs.volumes, 'name:/path, comma-separated. Each unit keeps its own volume on its machine.'),
       h(
         'div',
         { class: 'checks' },
@@ -77,6 +86,7 @@ export class CreateServiceDialog {
       loadBalanced: inputs.loadBalanced.checked,
       ...(ports.length ? { ports } : {}),
       ...(Object.keys(env).length ? { env } : {}),
+      ...this.unitShape(),
     };
     this.submit.setAttribute('aria-disabled', 'true');
     this.submit.textContent = 'Creating…';
@@ -91,6 +101,28 @@ export class CreateServiceDialog {
       this.submit.removeAttribute('aria-disabled');
       this.submit.textContent = 'Create service';
     }
+  }
+
+  /** Resources, placement and volumes, when set (the API checks them and names the field). */
+  private unitShape() {
+    const { memoryMB, cpus, placement, volumes } = this.inputs;
+    const resources = {
+      ...(memoryMB.value.trim() ? { memoryMB: Number(memoryMB.value) } : {}),
+      ...(cpus.value.trim() ? { cpus: Number(cpus.value) } : {}),
+    };
+    const declared = volumes.value
+      .split(',')
+      .map((entry) => entry.trim())
+      .filter(Boolean)
+      .map((entry) => {
+        const at = entry.indexOf(':');
+        return at < 0 ? { name: entry, path: '' } : { name: entry.slice(0, at), path: entry.slice(at + 1) };
+      });
+    return {
+      ...(Object.keys(resources).length ? { resources } : {}),
+      ...(placement.value === 'binpack' ? { placement: 'binpack' as const } : {}),
+      ...(declared.length ? { volumes: declared } : {}),
+    };
   }
 
   private reset(): void {
