@@ -45,6 +45,9 @@ const auditedRoutes: Record<string, AuditedRoute> = {
   'POST /tokens': { kind: 'token.created', describe: tokenSpec },
   'DELETE /tokens/:name': { kind: 'token.revoked' },
   'POST /tokens/bootstrap': { kind: 'token.bootstrapped' },
+  // The host only: the body carries a private key.
+  'POST /certificates': { kind: 'certificate.added', describe: (body) => `certificate for ${String(body.host)}` },
+  'DELETE /certificates/:host': { kind: 'certificate.removed' },
 };
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);

@@ -7,6 +7,7 @@ import { table } from './table.js';
 import { watchStatus } from './status-watch.js';
 import { DurationError, parseDuration } from '../auth/duration.js';
 import type { Token, TokenRole } from '../schemas/token.js';
+import { addCertificateCommands } from './certificate-commands.js';
 
 // `platform <client command>`: the CLI side of the orchestrator API.
 
@@ -78,6 +79,7 @@ export function addClientCommands(program: Command): void {
   program.option('--orchestrator <url>', 'orchestrator URL for client commands (env PLATFORM_ORCHESTRATOR)');
   program.option('--token <token>', 'API token for client commands (env PLATFORM_TOKEN, preferred: flags show in ps)');
   addTokenCommands(program.command('token').description('Create, list and revoke API tokens (README "Access tokens").'));
+  addCertificateCommands(program.command('cert').description('Add, list and remove the TLS certificates the gateways serve (README "HTTPS").'), client);
 
   program.command('services').description('List services.').action(async (_options, command: Command) => {
     const services = await client(command).listServices();

@@ -5,6 +5,7 @@ import type { OrchestratorServiceCreate, ServiceConfigPatch } from '../schemas/s
 import type { ApiRequest, OrchestratorRoute, ReplyOf, RequestArgs } from '../schemas/api.js';
 import { requestLine } from '../schemas/route-key.js';
 import type { TokenCreate } from '../schemas/token.js';
+import type { CertificateAdd } from '../schemas/certificate.js';
 
 /** A typed client of the orchestrator API: each call names its route in the API table, which types it. */
 export class OrchestratorClient {
@@ -57,6 +58,10 @@ export class OrchestratorClient {
   bootstrapToken = () => this.call('POST /tokens/bootstrap');
   listTokens = () => this.call('GET /tokens');
   revokeToken = (name: string) => this.call('DELETE /tokens/:name', { params: { name } });
+  addCertificate = (body: CertificateAdd) => this.call('POST /certificates', { body });
+  listCertificates = () => this.call('GET /certificates');
+  removeCertificate = (host: string) => this.call('DELETE /certificates/:host', { params: { host } });
+  serviceCertificate = (name: string) => this.call('GET /services/:name/certificate', { params: { name } });
   deployment = (id: string) => this.call('GET /deployments/:id', { params: { id } });
   release = (name: string, version: number) => this.call('GET /services/:name/config/history/:version', { params: { name, version: String(version) } });
 

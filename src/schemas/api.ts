@@ -6,6 +6,7 @@ import { ClusterUnit, Machine, MachineDrain, MachineDrainRequest, MachineParams 
 import { splitRouteKey, type RouteKey } from './route-key.js';
 import { bootstrapTokenSchema, createTokenSchema, listTokensSchema, revokeTokenSchema } from './token.js';
 import { endSessionSchema, sessionSchema, startSessionSchema } from './session.js';
+import { addCertificateSchema, listCertificatesSchema, removeCertificateSchema, serviceCertificateSchema } from './certificate.js';
 import type { Access, ServiceSource } from '../auth/access.js';
 
 // The orchestrator's API, one entry per route: the key is its method and path, the value its
@@ -96,6 +97,11 @@ export const orchestratorApi = {
   'GET /tokens': { ...listTokensSchema, access: 'admin' },
   'DELETE /tokens/:name': revokeTokenSchema,
   'POST /tokens/bootstrap': { ...bootstrapTokenSchema, access: 'open' },
+  // Certificates carry private keys in: an admin's, listing them too (a listing never holds a key).
+  'POST /certificates': addCertificateSchema,
+  'GET /certificates': listCertificatesSchema,
+  'DELETE /certificates/:host': removeCertificateSchema,
+  'GET /services/:name/certificate': serviceCertificateSchema,
   // Signing in and out needs no token (signing in takes one); who one is needs the read right.
   'POST /session': { ...startSessionSchema, access: 'open' },
   'GET /session': sessionSchema,

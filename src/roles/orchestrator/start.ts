@@ -4,6 +4,7 @@ import { PeerClient } from '../../http/peer-client.js';
 import { fastifyRole, type RoleContext, type StartedRole } from '../role.js';
 import { orchestratorRoutes } from './routes.js';
 import { tokenRoutes } from './token-routes.js';
+import { certificateRoutes } from './certificate-routes.js';
 import { EventHub, eventsRoute } from './events.js';
 import { dashboardRoutes } from '../web/dashboard-assets.js';
 import { sessionRoutes } from '../web/session-routes.js';
@@ -28,6 +29,7 @@ export async function startOrchestrator({ config, store, log, access }: RoleCont
   installAudit(server, store);
   orchestratorRoutes(server, store, peers);
   tokenRoutes(server, store);
+  certificateRoutes(server, store, config.domain);
   sessionRoutes(server, access);
   const events = new EventHub(store, log);
   eventsRoute(server, events, access);
