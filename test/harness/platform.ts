@@ -72,7 +72,9 @@ export async function waitHealthy(url: string, process: PlatformProcess, timeout
 
 /** Starts `platform serve --role <role>` on a port and waits until it answers. */
 export async function serveRole(role: string, port: number, flags: string[], env: NodeJS.ProcessEnv = {}): Promise<PlatformProcess & { url: string }> {
-  const started = runPlatform(['serve', '--role', role, '--port', String(port), ...flags], env);
+  // A gateway's HTTPS listener takes any free port unless the test names one: test files run side by side.
+  const https = role === 'gateway' && !flags.includes('--https-port') && env.PLATFORM_HTTPS_PORT === undefined ? ['--https-port', '0'] : [];
+  const started = runPlatform(['serve', '--role', role, '--port', String(port), ...https, ...flags], env);
   const url = `http://127.0.0.1:${port}`;
   await waitHealthy(url, started);
   return Object.assign(started, { url });

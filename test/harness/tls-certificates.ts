@@ -57,13 +57,13 @@ export interface ServerCertificate {
 }
 
 /**
- * A server certificate for DNS `names` (a gateway's, say), signed by a new CA, valid one day; with
+ * A server certificate for `names` (DNS names, or IPv4 addresses) (a gateway's, say), signed by a new CA, valid one day; with
  * `expired`, a self-signed one whose end lies a day in the past (`x509 -days -1` re-signs only
  * self-signed certificates in openssl 3.0, which has no -not_after).
  */
 export function makeServerCertificate(dir: string, name: string, names: string[], options: { expired?: boolean } = {}): ServerCertificate {
   ensureCommand('openssl', 'openssl');
-  const subjectAltName = `subjectAltName=${names.map((dns) => `DNS:${dns}`).join(',')}`;
+  const subjectAltName = `subjectAltName=${names.map((name) => (/^[\d.]+$/.test(name) ? `IP:${name}` : `DNS:${name}`)).join(',')}`;
   if (options.expired) {
     const [cert, key] = [join(dir, `${name}.crt`), join(dir, `${name}.key`)];
     openssl(['req', '-x509', ...newKey, '-keyout', key, '-out', cert, '-days', '1', '-subj', `/CN=${name}`, '-addext', subjectAltName]);
