@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
@@ -77,7 +77,7 @@ export async function startPebble(options: PebbleOptions): Promise<Pebble> {
       child.stdout!.on('data', (chunk: Buffer) => (log += chunk.toString()));
       child.stderr!.on('data', (chunk: Buffer) => (log += chunk.toString()));
     }
-    const trusting = new Agent({ connect: { ca: listener.ca } });
+    const trusting = new Agent({ connect: { ca: readFileSync(listener.ca, 'utf8') } });
     const directory = `https://127.0.0.1:${acmePort}/dir`;
     await waitFor(async () => {
       if (pebble.exitCode !== null) throw new Error(`pebble exited: ${log}`);

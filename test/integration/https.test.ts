@@ -165,6 +165,7 @@ t.test('ACME: a public service gets a certificate with no operator step; two gat
   t.match(served.body, /^shop-\d\.service shop /, 'shop answers from its units over HTTPS');
   const viaA = await tlsGet(gatewayPorts.a.https, `shop.${DOMAIN}`, root);
   t.equal(viaA.fingerprint, served.fingerprint, 'both gateways serve the same certificate');
+  await waitFor(async () => tlsGet(gatewayPorts.a.https, `other.${DOMAIN}`, root).catch(() => undefined), 60_000, { what: 'an ACME certificate for other' });
   const issued = await journal('certificate.issued');
   t.equal(issued.filter((entry) => entry.service === 'shop').length, 1, 'exactly one order for shop');
   t.equal(issued.filter((entry) => entry.service === 'other').length, 1, 'exactly one order for other');
