@@ -29,6 +29,8 @@ export interface PebbleOptions {
   httpPort: number;
   /** Lifetime of issued certificates in seconds (pebble's default is five years). */
   certificateValiditySeconds?: number;
+  /** Names pebble refuses to issue for (its policy error is what a failed order reports). */
+  blockedDomains?: string[];
 }
 
 function stopChild(child: ChildProcess): Promise<void> {
@@ -62,6 +64,7 @@ export async function startPebble(options: PebbleOptions): Promise<Pebble> {
           ocspResponderURL: '',
           externalAccountBindingRequired: false,
           ...(options.certificateValiditySeconds ? { certificateValidityPeriod: options.certificateValiditySeconds } : {}),
+          ...(options.blockedDomains ? { domainBlocklist: options.blockedDomains } : {}),
         },
       }),
     );

@@ -21,7 +21,7 @@ const CERT_LIFETIME_SECONDS = 45;
 
 const cluster = await startGatewayCluster();
 const dir = t.testdir();
-const started: PlatformProcess[] = [];
+const started: (PlatformProcess & { url: string })[] = [];
 const stops: (() => Promise<void>)[] = [];
 t.teardown(async () => {
   await Promise.all(started.map((role) => role.stop()));
@@ -149,7 +149,9 @@ t.test('operator certificates: three refusals, a wildcard served for every publi
 });
 
 const gatewayPorts = { a: { plain: await freePort(), https: await freePort() }, b: { plain: await freePort(), https: await freePort() } };
-const pebble = await startPebble({ httpPort: gatewayPorts.a.plain, certificateValiditySeconds: CERT_LIFETIME_SECONDS });
+const pebble = await startPebble({ httpPort: gatewayPorts.a.plain, certificateValiditySeconds: CERT_LIFETIME_SECONDS, blockedDomains: [`blocked.${DOMAIN}`] });
+// A public service pebble refuses to issue for: its order fails with pebble's reason.
+await cluster.declare('blocked', { numInstances: 1, publicFacing: true });
 stops.push(() => pebble.stop());
 const acmeFlags = ['--acme-email', 'ops@example.test', '--acme-directory', pebble.directory, '--acme-ca-file', pebble.listenerCaFile];
 const root = await pebble.issuingRoot();
@@ -176,10 +178,26 @@ t.test('ACME: a public service gets a certificate with no operator step; two gat
 
   t.equal((await http('GET', `${orchestrator.url}/services/hidden/certificate`)).body.publicFacing, false);
   const hosts = ((await http('GET', `${orchestrator.url}/certificates`)).body as { host: string }[]).map((entry) => entry.host);
-  t.same(hosts.sort(), [`other.${DOMAIN}`, `shop.${DOMAIN}`], 'the internal-only service was never given a certificate');
+  t.same(hosts.sort(), [`blocked.${DOMAIN}`, `other.${DOMAIN}`, `shop.${DOMAIN}`], 'the internal-only service was never given a certificate nor ordered');
   await t.rejects(tlsGet(gatewayPorts.a.https, `hidden.${DOMAIN}`, root));
-  const ready = (await http('GET', `${a!.url}/readyz`)).body;
-  t.same(ready.https.acmeFailing, []);
+});
+
+t.test("a failed order is journaled with the ACME server's reason, shown on /readyz and the service, and retried later", async (t) => {
+  const [failed] = await waitFor(async () => {
+    const entries = (await journal('certificate.failed')).filter((entry) => entry.service === 'blocked');
+    return entries.length > 0 ? entries : undefined;
+  }, 30_000, { what: 'the failed order of blocked to be journaled' });
+  t.match(failed!.message, new RegExp(`^ordering a certificate for blocked\\.${DOMAIN} failed: .*blocked.*; next attempt at `, 'i'));
+  const gateway = started.find((role) => role.url.endsWith(`:${gatewayPorts.a.plain}`))!;
+  const ready = await http('GET', `${gateway.url}/readyz`);
+  t.equal(ready.status, 200, 'a failing order does not make the gateway unready');
+  const failing = ready.body.https.acmeFailing as { host: string; error: string; failures: number; nextAttemptAt: string }[];
+  t.same(failing.map((entry) => entry.host), [`blocked.${DOMAIN}`]);
+  t.ok(Date.parse(failing[0]!.nextAttemptAt) > Date.now(), 'the next attempt lies ahead');
+  const page = (await http('GET', `${orchestrator.url}/services/blocked/certificate`)).body;
+  t.equal(page.acme.state, 'failed');
+  t.equal(page.acme.error, failing[0]!.error);
+  t.notOk(page.certificate);
 });
 
 t.test('renewal under load: the served certificate changes and no request fails', async (t) => {
