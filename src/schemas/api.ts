@@ -99,7 +99,7 @@ export const orchestratorApi = {
   'POST /tokens/bootstrap': { ...bootstrapTokenSchema, access: 'open' },
   // Certificates carry private keys in: an admin's, listing them too (a listing never holds a key).
   'POST /certificates': addCertificateSchema,
-  'GET /certificates': listCertificatesSchema,
+  'GET /certificates': { ...listCertificatesSchema, access: 'admin' },
   'DELETE /certificates/:host': removeCertificateSchema,
   'GET /services/:name/certificate': serviceCertificateSchema,
   // Signing in and out needs no token (signing in takes one); who one is needs the read right.

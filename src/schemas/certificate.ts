@@ -84,13 +84,11 @@ export const addCertificateSchema = {
     'Refused with 400 when the key does not match, the certificate has expired or does not cover the host.',
   body: CertificateAdd,
   response: { 201: Certificate, ...adminErrors },
-  access: 'admin',
 } as const;
 
 export const listCertificatesSchema = {
   description: 'Every certificate the gateways serve, with its ACME status when it is ordered (admin). Never a key.',
   response: { 200: Type.Array(Type.Object({ certificate: Type.Optional(Certificate), acme: Type.Optional(AcmeStatus), host: Type.String() })), ...adminErrors },
-  access: 'admin',
 } as const;
 
 export const removeCertificateSchema = {

@@ -1,7 +1,7 @@
 // Runs the real `platform` binary as child processes, as an operator would, and waits until each
 // role answers. Every child is killed when the test process exits.
 
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { REGISTRY_ADDRESS } from './registry.js';
@@ -97,3 +97,17 @@ export async function http(method: string, url: string, body?: unknown, headers:
   }
   return { status: response.status, body: parsed, headers: response.headers };
 }
+
+export interface CliRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** `platform <args>` as a client of the orchestrator at `orchestratorUrl`, to completion. */
+export const runCli = (orchestratorUrl: string, args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 120_000): Promise<CliRun> =>
+  new Promise((resolve) => {
+    execFile(process.execPath, [platformBin, ...args], { env: { ...process.env, PLATFORM_ORCHESTRATOR: orchestratorUrl, ...env }, timeout: timeoutMs }, (error, stdout, stderr) => {
+      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
+    });
+  });

@@ -1,12 +1,11 @@
 import t from 'tap';
-import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { request as httpsRequest, Agent } from 'node:https';
 import { request as httpRequest } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { startGatewayCluster } from '../harness/gateway-cluster.js';
 import { freePort } from '../harness/free-port.js';
-import { http, platformBin, serveRole, type PlatformProcess } from '../harness/platform.js';
+import { http, runCli, serveRole, type PlatformProcess } from '../harness/platform.js';
 import { makeServerCertificate } from '../harness/tls-certificates.js';
 import { startPebble } from '../harness/pebble.js';
 import { waitFor } from '../harness/wait.js';
@@ -78,18 +77,7 @@ function plainGet(port: number, name: string, path = '/'): Promise<{ status: num
   });
 }
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-const platform = (...args: string[]): Promise<Run> =>
-  new Promise((resolve) => {
-    execFile(process.execPath, [platformBin, '--orchestrator', orchestrator.url, ...args], { timeout: 60_000 }, (error, stdout, stderr) => {
-      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
-    });
-  });
+const platform = (...args: string[]) => runCli(orchestrator.url, args);
 
 const journal = async (kind: string) => ((await http('GET', `${orchestrator.url}/journal?limit=500`)).body as { kind: string; message: string; service?: string }[]).filter((entry) => entry.kind === kind);
 
