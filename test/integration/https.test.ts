@@ -147,7 +147,7 @@ const root = await pebble.issuingRoot();
 t.test('ACME: a public service gets a certificate with no operator step; two gateways make one order and serve it', async (t) => {
   // Both gateways start at once: both see the hosts with no certificate and race for the lock.
   const [a, b] = await Promise.all(
-    (['a', 'b'] as const).map((name) => serveRole('gateway', gatewayPorts[name].plain, [...domainFlags, ...acmeFlags, '--https-port', String(gatewayPorts[name].https)])),
+    (['a', 'b'] as const).map((name) => serveRole('gateway', gatewayPorts[name].plain, [...domainFlags, ...acmeFlags, '--https-port', String(gatewayPorts[name].https), '--log-level', 'info'])),
   );
   started.push(a!, b!);
   const served = await waitFor(async () => tlsGet(gatewayPorts.b.https, `shop.${DOMAIN}`, root).catch(() => undefined), 60_000, { what: 'an ACME certificate for shop' });
@@ -156,6 +156,9 @@ t.test('ACME: a public service gets a certificate with no operator step; two gat
   const viaA = await tlsGet(gatewayPorts.a.https, `shop.${DOMAIN}`, root);
   t.equal(viaA.fingerprint, served.fingerprint, 'both gateways serve the same certificate');
   await waitFor(async () => tlsGet(gatewayPorts.a.https, `other.${DOMAIN}`, root).catch(() => undefined), 60_000, { what: 'an ACME certificate for other' });
+  const ordersOf = (host: string) => `${a!.output()}${b!.output()}`.split('\n').filter((line) => line.includes('ACME order started') && line.includes(`"host":"${host}"`)).length;
+  t.equal(ordersOf(`shop.${DOMAIN}`), 1, 'of the two gateways, one ordered shop');
+  t.equal(ordersOf(`other.${DOMAIN}`), 1, 'of the two gateways, one ordered other');
   const issued = await journal('certificate.issued');
   t.equal(issued.filter((entry) => entry.service === 'shop').length, 1, 'exactly one order for shop');
   t.equal(issued.filter((entry) => entry.service === 'other').length, 1, 'exactly one order for other');

@@ -151,6 +151,7 @@ export class AcmeOrderer {
     if (orderDueAt(serving && entryOf(serving), status?.record) > Date.now()) return; // another gateway has just done it
     const failures = status?.record.failures ?? 0;
     await this.writeStatus({ host, state: 'ordering', failures, updatedAt: new Date().toISOString() });
+    log.info({ host, renewal: serving !== undefined }, 'ACME order started');
     const started = Date.now();
     try {
       const { chain, key } = await this.order(host, lease);
