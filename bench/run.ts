@@ -5,5 +5,6 @@ await import('./releases.js');
 await import('./cluster.js');
 await import('./webhooks.js');
 await import('./gateway.js');
+await import('./tls.js');
 await import('./image.js');
 await import('./auth.js');
