@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,12 +5,12 @@ import { randomBytes } from 'node:crypto';
 import { request as httpsRequest } from 'node:https';
 import autocannon from 'autocannon';
 import { buildTestImage } from '../test/harness/test-image.js';
-import { freePort } from '../test/harness/free-port.js';
 import { http } from '../test/harness/platform.js';
 import { waitFor } from '../test/harness/wait.js';
 import { makeServerCertificate } from '../test/harness/tls-certificates.js';
 import { median, printTable, type BenchRow } from './table.js';
 import { startBenchPlatform } from './bench-platform.js';
+import { startReferenceHaproxy } from './reference-haproxy.js';
 
 // HTTPS through the gateway's Node data plane against a hand-written haproxy.cfg terminating TLS
 // with the same certificate in front of the same units, same run, alternating rounds: TLS
@@ -24,7 +23,6 @@ const CONNECTIONS = 32;
 const HANDSHAKE_WORKERS = 16;
 const DURATION_S = 5;
 const ROUNDS = 3;
-const HAPROXY = '/usr/sbin/haproxy';
 const DOMAIN = 'platform.local';
 
 const platform = await startBenchPlatform(['directory', 'scheduler', 'orchestrator', 'agent', 'gateway'], 'bench-tls');
@@ -91,40 +89,6 @@ async function deployUnits(): Promise<{ service: string; addresses: string[] }> 
   return { service, addresses };
 }
 
-/** HAProxy terminating TLS with the same certificate: round robin, keep-alive both sides, TLS 1.2-1.3. */
-async function startHaproxy(addresses: string[], pem: string, target: Omit<Target, 'port'>): Promise<{ port: number; stop: () => void }> {
-  const port = await freePort();
-  const config = [
-    'global',
-    '  maxconn 4096',
-    'defaults',
-    '  mode http',
-    '  option http-keep-alive',
-    '  timeout connect 5s',
-    '  timeout client 60s',
-    '  timeout server 60s',
-    'frontend bench',
-    `  bind 127.0.0.1:${port} ssl crt ${pem} ssl-min-ver TLSv1.2 ssl-max-ver TLSv1.3`,
-    '  default_backend units',
-    'backend units',
-    '  balance roundrobin',
-    ...addresses.map((address, i) => `  server unit${i + 1} ${address}`),
-    '',
-  ].join('\n');
-  writeFileSync(join(dir, 'haproxy.cfg'), config);
-  const child = spawn(HAPROXY, ['-f', join(dir, 'haproxy.cfg'), '-db'], { stdio: ['ignore', 'ignore', 'inherit'] });
-  const kill = () => child.kill('SIGKILL');
-  process.once('exit', kill);
-  await waitFor(async () => freshRequest({ ...target, port }).then(() => true, () => false), 10_000, { what: 'HAProxy' });
-  return {
-    port,
-    stop: () => {
-      child.kill('SIGTERM');
-      process.removeListener('exit', kill);
-    },
-  };
-}
-
 try {
   const certificate = makeServerCertificate(dir, 'bench', [`*.${DOMAIN}`]);
   const [chain, key, ca] = [certificate.cert, certificate.key, certificate.ca].map((file) => readFileSync(file, 'utf8')) as [string, string, string];
@@ -137,7 +101,8 @@ try {
   const httpsPort = ((await http('GET', `${platform.url('gateway')}/readyz`)).body as { https: { port: number } }).https.port;
   const gateway: Target = { port: httpsPort, host, ca };
   await waitFor(async () => freshRequest(gateway).then(() => true, () => false), 30_000, { what: 'the gateway to serve HTTPS' });
-  const haproxy = await startHaproxy(addresses, pem, { host, ca });
+  // HAProxy terminating TLS with the same certificate, TLS 1.2-1.3 as the gateway.
+  const haproxy = await startReferenceHaproxy(addresses, `ssl crt ${pem} ssl-min-ver TLSv1.2 ssl-max-ver TLSv1.3`, (port) => freshRequest({ port, host, ca }).then(() => true, () => false));
   const targets = { gateway, haproxy: { port: haproxy.port, host, ca } };
   const runs = { gateway: { handshakes: [] as number[], keepAlive: [] as number[] }, haproxy: { handshakes: [] as number[], keepAlive: [] as number[] } };
   for (const name of ['gateway', 'haproxy'] as const) await keepAlive(targets[name]); // warm-up
