@@ -1,16 +1,13 @@
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
 import { buildTestImage } from '../test/harness/test-image.js';
-import { freePort } from '../test/harness/free-port.js';
 import { http } from '../test/harness/platform.js';
 import { waitFor } from '../test/harness/wait.js';
 import { median, printTable, type BenchRow } from './table.js';
 import { startBenchPlatform } from './bench-platform.js';
 import { pacedLoad } from './paced-load.js';
+import { startReferenceHaproxy } from './reference-haproxy.js';
 
 // Issue 6's benchmark: requests per second and latency through the gateway, against HAProxy 2.6
 // (Debian's haproxy) balancing the same units round robin with keep-alive, and against one unit
@@ -27,7 +24,6 @@ const ROUNDS = 3;
 /** Offered load for the latency comparison: well below every target's capacity, so no queueing. */
 const FIXED_RATE = 200;
 const PACED_CONNECTIONS = 8;
-const HAPROXY = '/usr/sbin/haproxy';
 
 type UnitKind = 'keep-alive' | 'busybox';
 const unitKinds: UnitKind[] = ['keep-alive', 'busybox'];
@@ -97,44 +93,6 @@ async function deployUnits(kind: UnitKind): Promise<{ service: string; addresses
   return { service, addresses };
 }
 
-/** HAProxy with the same units: round robin, keep-alive on both sides, loopback only. */
-async function startHaproxy(addresses: string[]): Promise<{ url: string; pid: number; stop: () => void }> {
-  const dir = mkdtempSync(join(tmpdir(), 'platform-haproxy-'));
-  const port = await freePort();
-  const config = [
-    'global',
-    '  maxconn 4096',
-    'defaults',
-    '  mode http',
-    '  option http-keep-alive',
-    '  timeout connect 5s',
-    '  timeout client 60s',
-    '  timeout server 60s',
-    'frontend bench',
-    `  bind 127.0.0.1:${port}`,
-    '  default_backend units',
-    'backend units',
-    '  balance roundrobin',
-    ...addresses.map((address, i) => `  server unit${i + 1} ${address}`),
-    '',
-  ].join('\n');
-  writeFileSync(join(dir, 'haproxy.cfg'), config);
-  const child = spawn(HAPROXY, ['-f', join(dir, 'haproxy.cfg'), '-db'], { stdio: ['ignore', 'ignore', 'inherit'] });
-  const kill = () => child.kill('SIGKILL');
-  process.once('exit', kill);
-  const url = `http://127.0.0.1:${port}/`;
-  await waitFor(async () => (await fetch(url)).ok, 10_000, { what: 'HAProxy' });
-  return {
-    url,
-    pid: child.pid!,
-    stop: () => {
-      child.kill('SIGTERM');
-      process.removeListener('exit', kill);
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
-
 const summarise = (runs: Measure[]) => ({
   rps: median(runs.map((m) => m.rps)),
   p50: median(runs.map((m) => m.p50)),
@@ -147,10 +105,10 @@ const signed = (value: number) => `${value >= 0 ? '+' : ''}${value.toFixed(2)} m
 
 async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
   const { service, addresses } = await deployUnits(kind);
-  const haproxy = await startHaproxy(addresses);
+  const haproxy = await startReferenceHaproxy(addresses, '', async (port) => (await fetch(`http://127.0.0.1:${port}/`)).ok);
   const targets: Targets = {
     gateway: { url: `${gatewayUrl}/`, host: `${service}.platform.internal`, pid: gatewayPid },
-    haproxy: { url: haproxy.url, pid: haproxy.pid },
+    haproxy: { url: `http://127.0.0.1:${haproxy.port}/`, pid: haproxy.pid },
     direct: { url: `http://${addresses[0]}/` },
   };
   const names = Object.keys(targets) as Target[];

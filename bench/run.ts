@@ -6,5 +6,6 @@ await import('./cluster.js');
 await import('./hosts.js');
 await import('./webhooks.js');
 await import('./gateway.js');
+await import('./tls.js');
 await import('./image.js');
 await import('./auth.js');

@@ -2,7 +2,7 @@
 # Installs the real components the test suite runs (etcd, Docker Engine, the Distribution registry,
 # a static busybox for test images, Chromium for browser tests, openssl for etcd's test certificates,
 # Prometheus' promtool to check every role's /metrics, systemd-analyze to verify the unit files,
-# docker-compose to check compose.yaml, ip and nsenter for the test hosts) when they are missing.
+# docker-compose to check compose.yaml, ip and nsenter for the test hosts, pebble and pebble-challtestsrv as the ACME server of the HTTPS tests) when they are missing.
 set -euo pipefail
 declare -A packages=(
   [etcd]=etcd-server
@@ -15,6 +15,8 @@ declare -A packages=(
   [docker-compose]=docker-compose
   [ip]=iproute2
   [nsenter]=util-linux
+  [pebble]=pebble
+  [pebble-challtestsrv]=pebble
 )
 missing=()
 for command in "${!packages[@]}"; do

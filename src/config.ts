@@ -129,7 +129,29 @@ export interface GatewayConfig {
   maxHeaderSize: number;
   /** Most connections the gateway opens to one unit. */
   upstreamConnections: number;
+  tls: GatewayTlsConfig;
 }
+
+/** HTTPS on the gateway (README "HTTPS"). */
+export interface GatewayTlsConfig {
+  /** Port of the HTTPS listener; undefined with --https-port off (0: any free port). */
+  httpsPort: number | undefined;
+  /** Plain-HTTP requests for public hosts get 308 to HTTPS. */
+  httpsRedirect: boolean;
+  /** Strict-Transport-Security max-age on HTTPS answers for public hosts; undefined: not sent. */
+  hstsMaxAgeSeconds: number | undefined;
+  /** Certificates from ACME for every public host; undefined: operator certificates only. */
+  acme: AcmeConfig | undefined;
+}
+
+export interface AcmeConfig {
+  directoryUrl: string;
+  email: string;
+  /** PEM CA certificates trusted for the ACME server's own HTTPS, besides Node's. */
+  caFile: string | undefined;
+}
+
+export const LETS_ENCRYPT_DIRECTORY = 'https://acme-v02.api.letsencrypt.org/directory';
 
 /** How long clients may take to send a request and how many connections they may hold (README "Limits a client can hit"). */
 export interface HttpLimitsConfig {
@@ -225,6 +247,12 @@ export interface RawFlags {
   idleTimeout?: string;
   maxHeaderSize?: string;
   upstreamConnections?: string;
+  httpsPort?: string;
+  httpsRedirect?: boolean;
+  hstsMaxAge?: string;
+  acmeEmail?: string;
+  acmeDirectory?: string;
+  acmeCaFile?: string;
   headersTimeout?: string;
   bodyTimeout?: string;
   maxConnections?: string;
@@ -499,6 +527,27 @@ function resolveGatewayConfig(flags: RawFlags, env: NodeJS.ProcessEnv, domain: s
     idleTimeoutSeconds: integer('--idle-timeout', flags.idleTimeout, 1, 3600) ?? 60,
     maxHeaderSize: integer('--max-header-size', flags.maxHeaderSize, 1024, 1024 * 1024) ?? 16 * 1024,
     upstreamConnections: integer('--upstream-connections', flags.upstreamConnections, 1, 10_000) ?? 128,
+    tls: resolveGatewayTls(flags, env),
+  };
+}
+
+function resolveGatewayTls(flags: RawFlags, env: NodeJS.ProcessEnv): GatewayTlsConfig {
+  const portText = flags.httpsPort ?? (env.PLATFORM_HTTPS_PORT || undefined);
+  const httpsPort = portText === 'off' ? undefined : (integer('--https-port', portText, 0, 65_535) ?? 8443);
+  const email = flags.acmeEmail ?? (env.PLATFORM_ACME_EMAIL || undefined);
+  const directory = flags.acmeDirectory ?? (env.PLATFORM_ACME_DIRECTORY || undefined);
+  if (email === undefined && (directory !== undefined || flags.acmeCaFile !== undefined)) {
+    throw new ConfigError('--acme-directory and --acme-ca-file need --acme-email: ACME is turned on by naming its contact');
+  }
+  if (email !== undefined && !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email)) throw new ConfigError(`--acme-email must be an email address, got ${email}`);
+  if (flags.httpsRedirect && httpsPort === undefined) throw new ConfigError('--https-redirect needs the HTTPS listener (--https-port is off)');
+  if (email !== undefined && httpsPort === undefined) throw new ConfigError('--acme-email needs the HTTPS listener (--https-port is off)');
+  if (directory !== undefined && !/^https?:\/\//.test(directory)) throw new ConfigError(`--acme-directory must be an http(s) URL, got ${directory}`);
+  return {
+    httpsPort,
+    httpsRedirect: flags.httpsRedirect ?? false,
+    hstsMaxAgeSeconds: integer('--hsts-max-age', flags.hstsMaxAge, 0, 2 * 365 * 86_400),
+    acme: email === undefined ? undefined : { email, directoryUrl: directory ?? LETS_ENCRYPT_DIRECTORY, caFile: flags.acmeCaFile ? resolve(flags.acmeCaFile) : undefined },
   };
 }
 

@@ -61,6 +61,9 @@ const auditedRoutes: Record<string, AuditedRoute> = {
   // The user, never the password.
   'PUT /registries/:host': { kind: 'registry.login', describe: (body) => `user ${String(body.username)}` },
   'DELETE /registries/:host': { kind: 'registry.logout' },
+  // The host only: the body carries a private key.
+  'POST /certificates': { kind: 'certificate.added', describe: (body) => `certificate for ${String(body.host)}` },
+  'DELETE /certificates/:host': { kind: 'certificate.removed' },
 };
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);

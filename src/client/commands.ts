@@ -10,6 +10,7 @@ import { engineColumn } from './status-screen.js';
 import { DurationError, parseDuration } from '../auth/duration.js';
 import type { Token, TokenRole } from '../schemas/token.js';
 import type { Placement, Volume } from '../schemas/service.js';
+import { addCertificateCommands } from './certificate-commands.js';
 
 // `platform <client command>`: the CLI side of the orchestrator API.
 
@@ -120,6 +121,7 @@ export function addClientCommands(program: Command): void {
   addTokenCommands(program.command('token').description('Create, list and revoke API tokens (README "Access tokens").'));
   addNotifyCommands(program.command('notify').description('Send events to your endpoints: add, list and remove them, see their deliveries (README "Notifications").'), client);
   addRegistryCommands(program.command('registry').description('Log in to private registries deploys pull from (README "Private registries").'));
+  addCertificateCommands(program.command('cert').description('Add, list and remove the TLS certificates the gateways serve (README "HTTPS").'), client);
 
   program.command('services').description('List services.').action(async (_options, command: Command) => {
     const services = await client(command).listServices();

@@ -6,6 +6,7 @@ import type { ApiRequest, OrchestratorRoute, ReplyOf, RequestArgs } from '../sch
 import { requestLine } from '../schemas/route-key.js';
 import type { TokenCreate } from '../schemas/token.js';
 import type { DeliveryState, NotifyEndpointCreate } from '../schemas/notification.js';
+import type { CertificateAdd } from '../schemas/certificate.js';
 
 /** A typed client of the orchestrator API: each call names its route in the API table, which types it. */
 export class OrchestratorClient {
@@ -66,6 +67,10 @@ export class OrchestratorClient {
   registryLogin = (host: string, username: string, password: string) => this.call('PUT /registries/:host', { params: { host }, body: { username, password } });
   registryLogins = () => this.call('GET /registries');
   registryLogout = (host: string) => this.call('DELETE /registries/:host', { params: { host } });
+  addCertificate = (body: CertificateAdd) => this.call('POST /certificates', { body });
+  listCertificates = () => this.call('GET /certificates');
+  removeCertificate = (host: string) => this.call('DELETE /certificates/:host', { params: { host } });
+  serviceCertificate = (name: string) => this.call('GET /services/:name/certificate', { params: { name } });
   deployment = (id: string) => this.call('GET /deployments/:id', { params: { id } });
   release = (name: string, version: number) => this.call('GET /services/:name/config/history/:version', { params: { name, version: String(version) } });
 

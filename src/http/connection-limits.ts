@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type ServerOptions as HttpsOptions } from 'node:https';
 import type { Socket } from 'node:net';
 import { Counter, Gauge } from 'prom-client';
 import { metricsRegistry } from './metrics.js';
@@ -93,20 +94,22 @@ const refusedCounter = new Counter({
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
-/** A Node HTTP server with `limits` applied; `role` names it in refusals and metrics. */
-export function createLimitedServer(role: string, limits: ConnectionLimits, handler: Handler, options: { maxHeaderSize?: number } = {}): Server {
-  const server = createServer(
-    {
-      ...options,
-      noDelay: true,
-      headersTimeout: limits.headersTimeoutMs,
-      requestTimeout: limits.requestTimeoutMs,
-      // Node checks the two timeouts above on this interval (30 s by default, which would let a
-      // slow client outlive a 10 s headers timeout by 30 s).
-      connectionsCheckingInterval: Math.min(1_000, Math.ceil(limits.headersTimeoutMs / 4)),
-    },
-    handler,
-  );
+/**
+ * A Node HTTP server with `limits` applied; `role` names it in refusals and metrics. With `tls`,
+ * an HTTPS server (the gateway's TLS listener); the caps count TCP connections before the handshake.
+ */
+export function createLimitedServer(role: string, limits: ConnectionLimits, handler: Handler, options: { maxHeaderSize?: number; tls?: HttpsOptions } = {}): Server {
+  const { tls, ...http } = options;
+  const settings = {
+    ...http,
+    noDelay: true,
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    // Node checks the two timeouts above on this interval (30 s by default, which would let a
+    // slow client outlive a 10 s headers timeout by 30 s).
+    connectionsCheckingInterval: Math.min(1_000, Math.ceil(limits.headersTimeoutMs / 4)),
+  };
+  const server: Server = tls ? createHttpsServer({ ...settings, ...tls }, handler) : createServer(settings, handler);
   server.keepAliveTimeout = limits.keepAliveTimeoutMs;
   server.setTimeout(limits.idleTimeoutMs);
   server.on('clientError', clientErrorAnswer(limits));

@@ -8,6 +8,7 @@ import { bootstrapTokenSchema, createTokenSchema, listTokensSchema, revokeTokenS
 import { endSessionSchema, sessionSchema, startSessionSchema } from './session.js';
 import { addEndpointSchema, listDeliveriesSchema, listEndpointsSchema, removeEndpointSchema } from './notification.js';
 import { listRegistryLoginsSchema, registryLoginSchema, registryLogoutSchema } from './registry.js';
+import { addCertificateSchema, listCertificatesSchema, removeCertificateSchema, serviceCertificateSchema } from './certificate.js';
 import type { Access, ServiceSource } from '../auth/access.js';
 
 // The orchestrator's API, one entry per route: the key is its method and path, the value its
@@ -109,6 +110,11 @@ export const orchestratorApi = {
   'PUT /registries/:host': registryLoginSchema,
   'GET /registries': { ...listRegistryLoginsSchema, access: 'admin' },
   'DELETE /registries/:host': registryLogoutSchema,
+  // Certificates carry private keys in: an admin's, listing them too (a listing never holds a key).
+  'POST /certificates': addCertificateSchema,
+  'GET /certificates': { ...listCertificatesSchema, access: 'admin' },
+  'DELETE /certificates/:host': removeCertificateSchema,
+  'GET /services/:name/certificate': serviceCertificateSchema,
   // Signing in and out needs no token (signing in takes one); who one is needs the read right.
   'POST /session': { ...startSessionSchema, access: 'open' },
   'GET /session': sessionSchema,

@@ -124,3 +124,22 @@ export const notifyDeliveryKey = (eventId: string, endpointId: string): string =
  */
 export const registryCredentialPrefix = `${ROOT}registry-credentials/`;
 export const registryCredentialKey = (host: string): string => `${registryCredentialPrefix}${host}`;
+
+/**
+ * TLS certificates the gateways serve, by host (`svc.example.com` or `*.example.com`): the chain,
+ * its private key and where it came from. Written only through src/certificates/certificate-records.ts;
+ * the private keys make this prefix as sensitive as the tokens (README "HTTPS").
+ */
+export const certificatePrefix = `${ROOT}certificates/`;
+export const certificateKey = (host: string): string => `${certificatePrefix}${host}`;
+
+/** ACME state shared by every gateway (src/certificates/acme/): the account, challenges, order locks and order status. */
+export const acmeAccountKey = (directoryHash: string): string => `${ROOT}acme/accounts/${directoryHash}`;
+/** HTTP-01 key authorizations by token, leased to the ordering gateway: any gateway answers the challenge. */
+export const acmeChallengePrefix = `${ROOT}acme/challenges/`;
+export const acmeChallengeKey = (token: string): string => `${acmeChallengePrefix}${token}`;
+/** The gateway ordering a host's certificate, under its lease: one order per host at a time. */
+export const acmeLockKey = (host: string): string => `${ROOT}acme/locks/${host}`;
+/** How ordering a host's certificate last went (issued, failing with the server's reason, next attempt). */
+export const acmeStatusPrefix = `${ROOT}acme/status/`;
+export const acmeStatusKey = (host: string): string => `${acmeStatusPrefix}${host}`;

@@ -15,8 +15,9 @@ export const DEFAULT_BIN = '/usr/local/bin/platform';
 /** Roles whose announcement a sidekick writes; the gateway and agents announce themselves (agents register their machine). */
 export const sidekickRoles: readonly Role[] = ['directory', 'scheduler', 'orchestrator', 'web'];
 
-/** The gateway answers where people connect: port 80 on every address of the machine. */
+/** The gateway answers where people connect: port 80 on every address of the machine, HTTPS on 443. */
 export const GATEWAY_PORT = 80;
+export const GATEWAY_HTTPS_PORT = 443;
 
 export interface MachineSettings {
   /** Roles this machine runs. */
@@ -121,7 +122,7 @@ function mainUnit(role: Role, settings: MachineSettings): string {
   const flags = [
     `--role ${role}`,
     `--port ${portOf(role)}`,
-    ...(role === 'gateway' ? ['--host 0.0.0.0'] : []),
+    ...(role === 'gateway' ? ['--host 0.0.0.0', `--https-port ${GATEWAY_HTTPS_PORT}`] : []),
     // One key, one writer: the sidekick announces, and only while the role answers.
     ...(hasSidekick ? ['--no-announce'] : []),
     `$${extraFlagsVariable(role)}`,

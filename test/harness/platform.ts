@@ -1,7 +1,7 @@
 // Runs the real `platform` binary as child processes, as an operator would, and waits until each
 // role answers. Every child is killed when the test process exits.
 
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { REGISTRY_ADDRESS } from './registry.js';
@@ -78,7 +78,9 @@ export async function waitHealthy(url: string, process: PlatformProcess, timeout
 
 /** Starts `platform serve --role <role>` on a port and waits until it answers. */
 export async function serveRole(role: string, port: number, flags: string[], env: NodeJS.ProcessEnv = {}): Promise<PlatformProcess & { url: string }> {
-  const started = runPlatform(['serve', '--role', role, '--port', String(port), ...flags], env);
+  // A gateway's HTTPS listener takes any free port unless the test names one: test files run side by side.
+  const https = role === 'gateway' && !flags.includes('--https-port') && env.PLATFORM_HTTPS_PORT === undefined ? ['--https-port', '0'] : [];
+  const started = runPlatform(['serve', '--role', role, '--port', String(port), ...https, ...flags], env);
   const url = `http://127.0.0.1:${port}`;
   await waitHealthy(url, started);
   return Object.assign(started, { url });
@@ -101,3 +103,17 @@ export async function http(method: string, url: string, body?: unknown, headers:
   }
   return { status: response.status, body: parsed, headers: response.headers };
 }
+
+export interface CliRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** `platform <args>` as a client of the orchestrator at `orchestratorUrl`, to completion. */
+export const runCli = (orchestratorUrl: string, args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 120_000): Promise<CliRun> =>
+  new Promise((resolve) => {
+    execFile(process.execPath, [platformBin, ...args], { env: { ...process.env, PLATFORM_ORCHESTRATOR: orchestratorUrl, ...env }, timeout: timeoutMs }, (error, stdout, stderr) => {
+      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
+    });
+  });

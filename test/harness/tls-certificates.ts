@@ -48,3 +48,29 @@ export function makeTlsCertificates(dir: string): TlsCertificates {
   const other = selfSignedCa(dir, 'other-ca');
   return { ca: ca.cert, serverCert: server.cert, serverKey: server.key, clientCert: client.cert, clientKey: client.key, otherCa: other.cert, otherCaKey: other.key };
 }
+
+export interface ServerCertificate {
+  cert: string;
+  key: string;
+  /** The CA that signed it, for clients to trust. */
+  ca: string;
+}
+
+/**
+ * A server certificate for `names` (DNS names, or IPv4 addresses) (a gateway's, say), signed by a new CA, valid one day; with
+ * `expired`, a self-signed one whose end lies a day in the past (`x509 -days -1` re-signs only
+ * self-signed certificates in openssl 3.0, which has no -not_after).
+ */
+export function makeServerCertificate(dir: string, name: string, names: string[], options: { expired?: boolean } = {}): ServerCertificate {
+  ensureCommand('openssl', 'openssl');
+  const subjectAltName = `subjectAltName=${names.map((name) => (/^[\d.]+$/.test(name) ? `IP:${name}` : `DNS:${name}`)).join(',')}`;
+  if (options.expired) {
+    const [cert, key] = [join(dir, `${name}.crt`), join(dir, `${name}.key`)];
+    openssl(['req', '-x509', ...newKey, '-keyout', key, '-out', cert, '-days', '1', '-subj', `/CN=${name}`, '-addext', subjectAltName]);
+    openssl(['x509', '-in', cert, '-key', key, '-days', '-1', '-out', cert]);
+    return { cert, key, ca: cert };
+  }
+  const ca = selfSignedCa(dir, `${name}-ca`);
+  const server = signed(dir, name, ca, `${subjectAltName}\nextendedKeyUsage=serverAuth\n`);
+  return { cert: server.cert, key: server.key, ca: ca.cert };
+}

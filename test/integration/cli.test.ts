@@ -6,7 +6,7 @@ import { startDockerd } from '../harness/docker.js';
 import { startRegistry } from '../harness/registry.js';
 import { buildTestImage } from '../harness/test-image.js';
 import { freePort } from '../harness/free-port.js';
-import { http, platformBin, serveRole } from '../harness/platform.js';
+import { http, platformBin, runCli, serveRole, type CliRun as Run } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
 
 // The client commands of the `platform` binary, run as an operator runs them, against every role
@@ -35,19 +35,8 @@ t.teardown(async () => {
   await etcd.stop();
 });
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
 /** `platform <args>` against the orchestrator, to completion. */
-const platform = (...args: string[]): Promise<Run> =>
-  new Promise((resolve) => {
-    execFile(process.execPath, [platformBin, ...args], { env: { ...process.env, PLATFORM_ORCHESTRATOR: orchestrator.url }, timeout: 120_000 }, (error, stdout, stderr) => {
-      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
-    });
-  });
+const platform = (...args: string[]) => runCli(orchestrator.url, args);
 
 /** `platform <args>` on a terminal (a pseudo-terminal from util-linux's script), to completion. */
 const platformOnTerminal = (...args: string[]): Promise<Run> =>

@@ -174,6 +174,8 @@ t.test('server errors appear beside their fields: a duplicate name, a bad number
 t.test('changing an env var and deploying again makes release v2, and the units turn over to it', async (t) => {
   await row.getByRole('link', { name: service }).click();
   await page.getByRole('heading', { level: 1, name: service }).waitFor();
+  await page.locator('.https-status').getByText('not public-facing: no certificate').waitFor();
+  t.pass("the page's HTTPS line says a service that is not public-facing has no certificate");
   await waitForUnitsOf(page, 'v1');
   const editor = page.getByRole('form', { name: 'Next config' });
   t.equal(await editor.getByLabel('Variable name').inputValue(), 'GREETING');

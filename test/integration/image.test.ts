@@ -53,7 +53,7 @@ t.comment(`image built in ${build.seconds.toFixed(0)} s: context ${(build.contex
 t.test('the image builds from BASE_IMAGE with a small context, exposes every default port, and holds no dev dependency', async (t) => {
   t.ok(build.contextBytes < 5e6, `the context is ${build.contextBytes} bytes: no node_modules, tests or docs`);
   const image = await engine.docker.getImage(build.tag).inspect();
-  t.same(Object.keys(image.Config.ExposedPorts ?? {}).sort(), ['8080/tcp', '9000/tcp', '9001/tcp', '9002/tcp', '9003/tcp', '9004/tcp']);
+  t.same(Object.keys(image.Config.ExposedPorts ?? {}).sort(), ['8080/tcp', '8443/tcp', '9000/tcp', '9001/tcp', '9002/tcp', '9003/tcp', '9004/tcp']);
   t.same(image.Config.Entrypoint, ['node', 'bin/platform']);
   const probe = await engine.docker.createContainer({
     Image: build.tag,

@@ -105,7 +105,11 @@ t.test("an orchestrator route's access comes from its API table entry into its c
   t.same(need('DELETE /services/:name'), { access: 'admin' });
   t.same(need('GET /services'), { access: 'read' });
   const declared = Object.keys(orchestratorApi).filter((key) => 'access' in orchestratorApi[key as OrchestratorRoute]);
-  t.same(declared.sort(), ['DELETE /session', 'GET /notifications/deliveries', 'GET /notifications/endpoints', 'GET /registries', 'GET /tokens', 'PATCH /services/:name/config/next', 'POST /services/:name/deploy', 'POST /services/:name/rollback', 'POST /session', 'POST /tokens/bootstrap']);
+  t.same(need('POST /certificates'), { access: 'admin' });
+  t.same(need('GET /certificates'), { access: 'admin' }, 'a listing of certificates is an admin\'s, like one of tokens');
+  t.same(need('DELETE /certificates/:host'), { access: 'admin' });
+  t.same(need('GET /services/:name/certificate'), { access: 'read' }, "a service's certificate facts are for every reader (no key in them)");
+  t.same(declared.sort(), ['DELETE /session', 'GET /certificates', 'GET /notifications/deliveries', 'GET /notifications/endpoints', 'GET /registries', 'GET /tokens', 'PATCH /services/:name/config/next', 'POST /services/:name/deploy', 'POST /services/:name/rollback', 'POST /session', 'POST /tokens/bootstrap']);
   t.same(need('POST /session'), { access: 'open' }, 'signing in takes a token rather than needing one');
   t.same(need('GET /session'), { access: 'read' });
 });

@@ -71,6 +71,7 @@ const acceptedBodies: Record<string, Record<string, unknown>> = {
   'POST /session': { token: 'plt_x' },
   'PUT /registries/:host': { username: 'ci', password: 'secret' },
   'POST /notifications/endpoints': { url: 'https://hooks.example.com/deploys' },
+  'POST /certificates': { host: 'shop.example.com', certificate: 'PEM', key: 'PEM' },
 };
 
 t.test('every body the orchestrator accepts refuses a field that asks for privileges', async (t) => {

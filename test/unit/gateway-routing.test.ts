@@ -2,7 +2,7 @@ import t from 'tap';
 import { hostName, isServiceHost } from '../../src/roles/gateway/host-name.js';
 import { planRoutes, type RoutedUnit } from '../../src/roles/gateway/route-plan.js';
 import { chooseUpstream, type Candidate } from '../../src/roles/gateway/upstream-choice.js';
-import { clientAddress, clientResponseHeaders, upstreamRequestHeaders } from '../../src/roles/gateway/forwarded-headers.js';
+import { clientAddress, clientResponseHeaders, schemeOf, upstreamRequestHeaders } from '../../src/roles/gateway/forwarded-headers.js';
 
 const domains = { domain: 'platform.local', internalDomain: 'platform.internal' };
 
@@ -130,6 +130,11 @@ t.test('a retry goes to another unit, or to the same one when it is the only one
   const units = candidates(0, 0);
   t.equal(chooseUpstream(units, 0, 0, units[0]), 1);
   t.equal(chooseUpstream([units[0]!], 0, 0, units[0]), 0);
+});
+
+t.test('X-Forwarded-Proto says https for requests on the TLS listener (its sockets are encrypted)', async (t) => {
+  t.equal(schemeOf({ socket: { encrypted: true } }), 'https');
+  t.equal(schemeOf({ socket: {} }), 'http');
 });
 
 t.test('hop-by-hop headers and those Connection names stay on their hop; X-Forwarded-* are set', async (t) => {

@@ -15,7 +15,7 @@ export interface ForwardedFor {
   clientAddress: string;
   /** The Host the client asked for. */
   host: string;
-  /** `http`: the gateway does not terminate TLS. */
+  /** `https` on the gateway's TLS listener, else `http`. */
   proto: string;
   /** For an upgrade (WebSocket) request: the Upgrade header's value, kept with `Connection: upgrade`. */
   upgrade?: string;
@@ -89,3 +89,6 @@ export function clientResponseHeaders(raw: readonly (Buffer | string)[]): string
 /** An X-Forwarded-For address: IPv4-mapped IPv6 addresses are shown as IPv4. */
 export const clientAddress = (remoteAddress: string | undefined): string =>
   remoteAddress === undefined ? 'unknown' : remoteAddress.startsWith('::ffff:') ? remoteAddress.slice(7) : remoteAddress;
+
+/** The scheme the client used: the TLS listener's sockets are encrypted. */
+export const schemeOf = (req: { socket: object }): 'http' | 'https' => ((req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http');

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { hostName, isServiceHost, type Domains } from './host-name.js';
 import { chooseUpstream } from './upstream-choice.js';
-import { clientAddress, upstreamRequestHeaders } from './forwarded-headers.js';
+import { clientAddress, schemeOf, upstreamRequestHeaders } from './forwarded-headers.js';
 import { ProxyExchange, type ExchangeSettings } from './proxy-exchange.js';
 import { headerValue, hasBody } from './request-head.js';
 import { sendError } from './gateway-error.js';
@@ -45,7 +45,7 @@ export class GatewayProxy {
       return true;
     }
     route.cursor = index + 1;
-    const headers = upstreamRequestHeaders(req.rawHeaders, { clientAddress: clientAddress(req.socket.remoteAddress), host: rawHost ?? host, proto: 'http' });
+    const headers = upstreamRequestHeaders(req.rawHeaders, { clientAddress: clientAddress(req.socket.remoteAddress), host: rawHost ?? host, proto: schemeOf(req) });
     new ProxyExchange(this.options, route, req, res, headers, hasBody(req.rawHeaders) ? req : null).send(route.upstreams[index]!);
     return true;
   }

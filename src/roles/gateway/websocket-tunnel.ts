@@ -3,7 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { hostName } from './host-name.js';
 import { chooseUpstream } from './upstream-choice.js';
-import { clientAddress, upstreamRequestHeaders } from './forwarded-headers.js';
+import { clientAddress, schemeOf, upstreamRequestHeaders } from './forwarded-headers.js';
 import { headerValue } from './request-head.js';
 import { sendSocketError } from './gateway-error.js';
 import { unroutedMetrics } from './gateway-metrics.js';
@@ -41,7 +41,7 @@ export class WebSocketTunnels {
     const headers = upstreamRequestHeaders(req.rawHeaders, {
       clientAddress: clientAddress(req.socket.remoteAddress),
       host: rawHost ?? host,
-      proto: 'http',
+      proto: schemeOf(req),
       upgrade: headerValue(req.rawHeaders, 'upgrade') ?? 'websocket',
     });
     let requestHead = `${req.method} ${req.url} HTTP/1.1\r\n`;

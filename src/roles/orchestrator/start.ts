@@ -6,6 +6,7 @@ import { orchestratorRoutes } from './routes.js';
 import { tokenRoutes } from './token-routes.js';
 import { notificationRoutes } from './notification-routes.js';
 import { registryRoutes } from './registry-routes.js';
+import { certificateRoutes } from './certificate-routes.js';
 import { EventHub, eventsRoute } from './events.js';
 import { dashboardRoutes } from '../web/dashboard-assets.js';
 import { sessionRoutes } from '../web/session-routes.js';
@@ -32,6 +33,7 @@ export async function startOrchestrator({ config, store, log, access }: RoleCont
   tokenRoutes(server, store);
   notificationRoutes(server, store);
   registryRoutes(server, store);
+  certificateRoutes(server, store, config.domain);
   sessionRoutes(server, access);
   const events = new EventHub(store, log);
   eventsRoute(server, events);

@@ -9,6 +9,7 @@ import { LogTail } from './log-tail.js';
 import { isRunning, type Service, type Unit } from './model.js';
 import { ReleasesView } from './releases-view.js';
 import { allowWhen } from './permissions.js';
+import { CertificateStatus } from './certificate-status.js';
 import { countUnits } from './services-view.js';
 import { renderSquares, serviceSquares, toneOf } from './unit-square.js';
 
@@ -21,6 +22,7 @@ export class ServicePage implements View {
   private readonly heading: HTMLElement;
   private readonly description: HTMLElement;
   private readonly facts: HTMLElement;
+  private readonly certificate: CertificateStatus;
   private readonly squares: HTMLElement;
   private readonly counts: HTMLElement;
   private readonly unitRows = new Map<string, UnitRow>();
@@ -44,6 +46,7 @@ export class ServicePage implements View {
     this.heading = h('h1', { tabindex: -1 }, name);
     this.description = h('p', { class: 'lead' });
     this.facts = h('dl', { class: 'facts' });
+    this.certificate = new CertificateStatus(name);
     this.squares = h('div', { class: 'squares large', role: 'group', 'aria-label': `Units of ${name}` });
     this.counts = h('p', { class: 'counts' });
     this.deploy = new DeployControl(app, name);
@@ -66,6 +69,7 @@ export class ServicePage implements View {
       ),
       this.deleteStatus,
       this.facts,
+      this.certificate.element,
       h(
         'section',
         { class: 'panel', 'aria-labelledby': 'units-title' },
@@ -92,6 +96,7 @@ export class ServicePage implements View {
   }
 
   update(changes: Changes): void {
+    if (changes.everything || changes.journal || changes.services.has(this.name)) this.refreshCertificate();
     if (!changes.everything && !changes.services.has(this.name)) return;
     const { state } = this.app;
     const service = state.services.get(this.name);
@@ -112,6 +117,15 @@ export class ServicePage implements View {
     this.renderUnits(units);
     const runningReleases = [...new Set(units.filter((u) => u.desired && isRunning(u)).map((u) => u.release))].sort((a, b) => a - b);
     this.releases.update(service.config, runningReleases);
+  }
+
+  /** Certificates are not in the event stream; their journal lines (issued, renewed, failed) say when to look again. */
+  private refreshCertificate(): void {
+    const { state } = this.app;
+    const service = state.services.get(this.name);
+    if (!service) return;
+    const lines = [...state.journal.values()].filter((entry) => entry.service === this.name && entry.kind.startsWith('certificate.')).length;
+    this.certificate.refresh(`${service.publicFacing && service.loadBalanced} ${lines}`);
   }
 
   dispose(): void {

@@ -1,0 +1,130 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { request as httpsRequest } from 'node:https';
+import autocannon from 'autocannon';
+import { buildTestImage } from '../test/harness/test-image.js';
+import { http } from '../test/harness/platform.js';
+import { waitFor } from '../test/harness/wait.js';
+import { makeServerCertificate } from '../test/harness/tls-certificates.js';
+import { median, printTable, type BenchRow } from './table.js';
+import { startBenchPlatform } from './bench-platform.js';
+import { startReferenceHaproxy } from './reference-haproxy.js';
+
+// HTTPS through the gateway's Node data plane against a hand-written haproxy.cfg terminating TLS
+// with the same certificate in front of the same units, same run, alternating rounds: TLS
+// handshakes per second (a new connection per request) and keep-alive requests per second over
+// TLS. The issue's benchmark is the HAProxy data plane against the same hand-written config; that
+// plane is another branch's work, so this measures the Node plane, and says so.
+
+const UNITS = 3;
+const CONNECTIONS = 32;
+const HANDSHAKE_WORKERS = 16;
+const DURATION_S = 5;
+const ROUNDS = 3;
+const DOMAIN = 'platform.local';
+
+const platform = await startBenchPlatform(['directory', 'scheduler', 'orchestrator', 'agent', 'gateway'], 'bench-tls');
+const dir = mkdtempSync(join(tmpdir(), 'platform-bench-tls-'));
+
+interface Target {
+  port: number;
+  host: string;
+  ca: string;
+}
+
+/** Keep-alive requests per second over TLS (autocannon, `CONNECTIONS` connections). */
+async function keepAlive(target: Target): Promise<number> {
+  const result = await autocannon({
+    url: `https://127.0.0.1:${target.port}/`,
+    duration: DURATION_S,
+    connections: CONNECTIONS,
+    headers: { host: target.host },
+    // autocannon's own option: it sets SNI itself (and does not verify the certificate).
+    servername: target.host,
+  } as autocannon.Options);
+  if (result.errors + result.non2xx > 0) throw new Error(`port ${target.port}: ${result.errors} errors, ${result.non2xx} non-2xx of ${result.requests.total} over keep-alive TLS (${JSON.stringify(result.statusCodeStats)})`);
+  return result.requests.average;
+}
+
+/** One request on a new TLS connection. */
+const freshRequest = (target: Target): Promise<void> =>
+  new Promise((resolve, reject) => {
+    const req = httpsRequest({ host: '127.0.0.1', port: target.port, servername: target.host, headers: { host: target.host, connection: 'close' }, ca: target.ca, agent: false }, (res) => {
+      res.resume();
+      res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`status ${res.statusCode}`))));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+
+/** Full handshakes per second: `HANDSHAKE_WORKERS` clients, each a new connection per request. */
+async function handshakes(target: Target): Promise<number> {
+  const end = performance.now() + DURATION_S * 1000;
+  let done = 0;
+  await Promise.all(
+    Array.from({ length: HANDSHAKE_WORKERS }, async () => {
+      while (performance.now() < end) {
+        await freshRequest(target);
+        done += 1;
+      }
+    }),
+  );
+  return done / DURATION_S;
+}
+
+async function deployUnits(): Promise<{ service: string; addresses: string[] }> {
+  const repository = 'bench/tls-keep-alive';
+  const image = await buildTestImage(platform.engine.docker, platform.registry.host, repository, 'v1', { variant: 'keep-alive' });
+  const service = `tls-${randomBytes(2).toString('hex')}`;
+  await http('POST', `${platform.url('directory')}/services`, { name: service, containerImage: `${platform.registry.host}/${repository}`, numInstances: UNITS, publicFacing: true });
+  const deploy = await http('POST', `${platform.url('scheduler')}/hooks/deploy`, { serviceName: service, containerRepository: image.reference, pushedAt: 0 });
+  if (deploy.status !== 200) throw new Error(`deploy failed: ${JSON.stringify(deploy.body)}`);
+  const addresses = await waitFor(async () => {
+    const routes = (await http('GET', `${platform.url('gateway')}/routes`)).body as { name: string; upstreams: { address: string }[] }[];
+    const upstreams = routes.find((route) => route.name === service)?.upstreams ?? [];
+    return upstreams.length === UNITS ? upstreams.map((upstream) => upstream.address) : undefined;
+  }, 120_000, { what: `${UNITS} routable units` });
+  return { service, addresses };
+}
+
+try {
+  const certificate = makeServerCertificate(dir, 'bench', [`*.${DOMAIN}`]);
+  const [chain, key, ca] = [certificate.cert, certificate.key, certificate.ca].map((file) => readFileSync(file, 'utf8')) as [string, string, string];
+  const added = await http('POST', `${platform.url('orchestrator')}/certificates`, { host: `*.${DOMAIN}`, certificate: chain, key });
+  if (added.status !== 201) throw new Error(`certificate refused: ${JSON.stringify(added.body)}`);
+  const pem = join(dir, 'haproxy.pem');
+  writeFileSync(pem, `${chain}${key}`);
+  const { service, addresses } = await deployUnits();
+  const host = `${service}.${DOMAIN}`;
+  const httpsPort = ((await http('GET', `${platform.url('gateway')}/readyz`)).body as { https: { port: number } }).https.port;
+  const gateway: Target = { port: httpsPort, host, ca };
+  await waitFor(async () => freshRequest(gateway).then(() => true, () => false), 30_000, { what: 'the gateway to serve HTTPS' });
+  // HAProxy terminating TLS with the same certificate, TLS 1.2-1.3 as the gateway.
+  const haproxy = await startReferenceHaproxy(addresses, `ssl crt ${pem} ssl-min-ver TLSv1.2 ssl-max-ver TLSv1.3`, (port) => freshRequest({ port, host, ca }).then(() => true, () => false));
+  const targets = { gateway, haproxy: { port: haproxy.port, host, ca } };
+  const runs = { gateway: { handshakes: [] as number[], keepAlive: [] as number[] }, haproxy: { handshakes: [] as number[], keepAlive: [] as number[] } };
+  for (const name of ['gateway', 'haproxy'] as const) await keepAlive(targets[name]); // warm-up
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const name of ['gateway', 'haproxy'] as const) {
+      runs[name].handshakes.push(await handshakes(targets[name]));
+      runs[name].keepAlive.push(await keepAlive(targets[name]));
+    }
+  }
+  haproxy.stop();
+  const row = (what: string, gw: number[], ha: number[], target: string): BenchRow => ({
+    benchmark: `${what} (median of ${ROUNDS} x ${DURATION_S} s)`,
+    platform: median(gw).toFixed(0),
+    reference: `${median(ha).toFixed(0)} (HAProxy 2.6, hand-written)`,
+    ratio: `${(median(gw) / median(ha)).toFixed(2)}x`,
+    target,
+  });
+  printTable([
+    row(`TLS handshakes/s, new connection per request, ${HANDSHAKE_WORKERS} clients, Node data plane`, runs.gateway.handshakes, runs.haproxy.handshakes, '>= 0.95x (HAProxy plane)'),
+    row(`keep-alive req/s over TLS, ${CONNECTIONS} connections, ${UNITS} units, Node data plane`, runs.gateway.keepAlive, runs.haproxy.keepAlive, '>= 0.95x (HAProxy plane)'),
+  ]);
+} finally {
+  await platform.stop();
+  rmSync(dir, { recursive: true, force: true });
+}

@@ -1,0 +1,229 @@
+import t from 'tap';
+import { readFileSync } from 'node:fs';
+import { request as httpsRequest, Agent } from 'node:https';
+import { request as httpRequest } from 'node:http';
+import type { TLSSocket } from 'node:tls';
+import { startGatewayCluster } from '../harness/gateway-cluster.js';
+import { freePort } from '../harness/free-port.js';
+import { http, runCli, serveRole, type PlatformProcess } from '../harness/platform.js';
+import { makeServerCertificate } from '../harness/tls-certificates.js';
+import { startPebble } from '../harness/pebble.js';
+import { waitFor } from '../harness/wait.js';
+
+// HTTPS on the gateway with real parts: etcd, dockerd, the registry, units of the test image, the
+// orchestrator, and Debian's pebble as the ACME server validating HTTP-01 against a gateway's plain
+// port (pebble-challtestsrv resolves every name to 127.0.0.1). Operator certificates first (on a
+// gateway without ACME), then ACME on two gateways, then renewal of short-lived certificates under load.
+
+const DOMAIN = 'example.test';
+const CERT_LIFETIME_SECONDS = 45;
+
+const cluster = await startGatewayCluster();
+const dir = t.testdir();
+const started: (PlatformProcess & { url: string })[] = [];
+const stops: (() => Promise<void>)[] = [];
+t.teardown(async () => {
+  await Promise.all(started.map((role) => role.stop()));
+  for (const stop of stops) await stop();
+  await cluster.stop();
+});
+
+const domainFlags = [...cluster.flags, '--domain', DOMAIN];
+const orchestrator = await serveRole('orchestrator', await freePort(), domainFlags);
+started.push(orchestrator);
+
+await Promise.all([
+  cluster.declare('shop', { numInstances: 2, publicFacing: true, env: { GREETING: 'shop' } }),
+  cluster.declare('other', { numInstances: 1, publicFacing: true, env: { GREETING: 'other' } }),
+  cluster.declare('hidden', { numInstances: 1, publicFacing: false, env: { GREETING: 'hidden' } }),
+]);
+for (const service of ['shop', 'other', 'hidden']) await cluster.deployed(await cluster.deploy(service));
+
+interface Answer {
+  status: number;
+  body: string;
+  headers: Record<string, string | string[] | undefined>;
+  fingerprint: string;
+}
+
+/** GET over TLS to 127.0.0.1:port with SNI and Host `name`, trusting `ca`. */
+function tlsGet(port: number, name: string, ca: string, options: { agent?: Agent; path?: string } = {}): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(
+      { host: '127.0.0.1', port, path: options.path ?? '/', servername: name, headers: { host: `${name}:${port}` }, ca, agent: options.agent ?? false, timeout: 10_000 },
+      (res) => {
+        const fingerprint = (res.socket as TLSSocket).getPeerCertificate().fingerprint256;
+        let body = '';
+        res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers, fingerprint }));
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timed out')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** A plain GET with Host `name`. */
+function plainGet(port: number, name: string, path = '/'): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, path, headers: { host: name }, agent: false }, (res) => {
+      let body = '';
+      res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const platform = (...args: string[]) => runCli(orchestrator.url, args);
+
+const journal = async (kind: string) => ((await http('GET', `${orchestrator.url}/journal?limit=500`)).body as { kind: string; message: string; service?: string }[]).filter((entry) => entry.kind === kind);
+
+t.test('operator certificates: three refusals, a wildcard served for every public service, redirects and HSTS', async (t) => {
+  const [plainPort, httpsPort] = [await freePort(), await freePort()];
+  const gateway = await serveRole('gateway', plainPort, [...domainFlags, '--https-port', String(httpsPort), '--https-redirect', '--hsts-max-age', '600']);
+  t.teardown(() => gateway.stop());
+  const wildcard = makeServerCertificate(dir, 'wild', [`*.${DOMAIN}`]);
+  const stranger = makeServerCertificate(dir, 'stranger', [`*.${DOMAIN}`]);
+  const expired = makeServerCertificate(dir, 'expired', [`*.${DOMAIN}`], { expired: true });
+  const elsewhere = makeServerCertificate(dir, 'elsewhere', ['www.example.org']);
+
+  const mismatched = await platform('cert', 'add', `*.${DOMAIN}`, '--cert', wildcard.cert, '--key', stranger.key);
+  t.not(mismatched.code, 0);
+  t.match(mismatched.stderr, /key: does not match the certificate/);
+  const refused = async (cert: { cert: string; key: string }, host = `*.${DOMAIN}`) =>
+    http('POST', `${orchestrator.url}/certificates`, { host, certificate: readFileSync(cert.cert, 'utf8'), key: readFileSync(cert.key, 'utf8') });
+  const old = await refused(expired);
+  t.equal(old.status, 400);
+  t.match(old.body.message, /^certificate: expired on /);
+  const foreign = await refused(elsewhere);
+  t.equal(foreign.status, 400);
+  t.equal(foreign.body.message, `certificate: does not cover *.${DOMAIN} (its names: www.example.org)`);
+  t.same((await http('GET', `${orchestrator.url}/certificates`)).body, [], 'nothing was stored');
+
+  const added = await platform('cert', 'add', `*.${DOMAIN}`, '--cert', wildcard.cert, '--key', wildcard.key);
+  t.equal(added.code, 0, added.stderr);
+  const listed = await platform('cert', 'list');
+  t.match(listed.stdout, new RegExp(`\\*\\.${DOMAIN}\\s+CN=wild-ca\\s+\\S+\\s+operator`));
+  const listing = JSON.stringify((await http('GET', `${orchestrator.url}/certificates`)).body);
+  t.notOk(listing.includes('PRIVATE KEY') || listing.includes('"key"'), 'the listing carries no key');
+  const entries = await journal('certificate.added');
+  t.equal(entries.length, 1);
+  t.equal(entries[0]!.message, `POST /certificates: certificate for *.${DOMAIN}`, 'the journal names the host only');
+  t.notOk(gateway.output().includes('PRIVATE KEY'), 'no key in the gateway log');
+  t.notOk(orchestrator.output().includes('PRIVATE KEY'), 'no key in the orchestrator log');
+
+  const ca = readFileSync(wildcard.ca, 'utf8');
+  for (const service of ['shop', 'other']) {
+    const answer = await waitFor(async () => tlsGet(httpsPort, `${service}.${DOMAIN}`, ca).catch(() => undefined), 15_000, { what: `HTTPS for ${service}` });
+    t.equal(answer.status, 200);
+    t.match(answer.body, new RegExp(`^${service}-\\d\\.service ${service} `), `${service} answers from its units over HTTPS`);
+    t.equal(answer.headers['strict-transport-security'], 'max-age=600');
+  }
+  await t.rejects(tlsGet(httpsPort, `hidden.${DOMAIN}`, ca), 'no handshake for an internal-only service on the public domain');
+
+  const redirected = await plainGet(plainPort, `shop.${DOMAIN}`, '/a/b?c=d');
+  t.equal(redirected.status, 308);
+  t.equal(redirected.headers.location, `https://shop.${DOMAIN}:${httpsPort}/a/b?c=d`);
+  const internal = await plainGet(plainPort, 'hidden.platform.internal');
+  t.equal(internal.status, 200, 'internal names are not redirected');
+  t.equal(internal.headers['strict-transport-security'], undefined);
+
+  const removed = await platform('cert', 'remove', `*.${DOMAIN}`);
+  t.equal(removed.code, 0, removed.stderr);
+  await waitFor(async () => tlsGet(httpsPort, `shop.${DOMAIN}`, ca).then(() => false, () => true), 10_000, { what: 'the removed certificate to stop serving' });
+});
+
+const gatewayPorts = { a: { plain: await freePort(), https: await freePort() }, b: { plain: await freePort(), https: await freePort() } };
+const pebble = await startPebble({ httpPort: gatewayPorts.a.plain, certificateValiditySeconds: CERT_LIFETIME_SECONDS, blockedDomains: [`blocked.${DOMAIN}`] });
+// A public service pebble refuses to issue for: its order fails with pebble's reason.
+await cluster.declare('blocked', { numInstances: 1, publicFacing: true });
+stops.push(() => pebble.stop());
+const acmeFlags = ['--acme-email', 'ops@example.test', '--acme-directory', pebble.directory, '--acme-ca-file', pebble.listenerCaFile];
+const root = await pebble.issuingRoot();
+
+t.test('ACME: a public service gets a certificate with no operator step; two gateways make one order and serve it', async (t) => {
+  // Both gateways start at once: both see the hosts with no certificate and race for the lock.
+  const [a, b] = await Promise.all(
+    (['a', 'b'] as const).map((name) => serveRole('gateway', gatewayPorts[name].plain, [...domainFlags, ...acmeFlags, '--https-port', String(gatewayPorts[name].https), '--log-level', 'info'])),
+  );
+  started.push(a!, b!);
+  const served = await waitFor(async () => tlsGet(gatewayPorts.b.https, `shop.${DOMAIN}`, root).catch(() => undefined), 60_000, { what: 'an ACME certificate for shop' });
+  t.equal(served.status, 200);
+  t.match(served.body, /^shop-\d\.service shop /, 'shop answers from its units over HTTPS');
+  const viaA = await tlsGet(gatewayPorts.a.https, `shop.${DOMAIN}`, root);
+  t.equal(viaA.fingerprint, served.fingerprint, 'both gateways serve the same certificate');
+  await waitFor(async () => tlsGet(gatewayPorts.a.https, `other.${DOMAIN}`, root).catch(() => undefined), 60_000, { what: 'an ACME certificate for other' });
+  const ordersOf = (host: string) => `${a!.output()}${b!.output()}`.split('\n').filter((line) => line.includes('ACME order started') && line.includes(`"host":"${host}"`)).length;
+  t.equal(ordersOf(`shop.${DOMAIN}`), 1, 'of the two gateways, one ordered shop');
+  t.equal(ordersOf(`other.${DOMAIN}`), 1, 'of the two gateways, one ordered other');
+  const issued = await journal('certificate.issued');
+  t.equal(issued.filter((entry) => entry.service === 'shop').length, 1, 'exactly one order for shop');
+  t.equal(issued.filter((entry) => entry.service === 'other').length, 1, 'exactly one order for other');
+  const listing = (await http('GET', `${orchestrator.url}/services/shop/certificate`)).body;
+  t.equal(listing.certificate.source, 'acme');
+  t.equal(listing.acme.state, 'issued');
+  t.equal(listing.certificate.fingerprint, served.fingerprint);
+
+  t.equal((await http('GET', `${orchestrator.url}/services/hidden/certificate`)).body.publicFacing, false);
+  const hosts = ((await http('GET', `${orchestrator.url}/certificates`)).body as { host: string }[]).map((entry) => entry.host);
+  t.same(hosts.sort(), [`blocked.${DOMAIN}`, `other.${DOMAIN}`, `shop.${DOMAIN}`], 'the internal-only service was never given a certificate nor ordered');
+  await t.rejects(tlsGet(gatewayPorts.a.https, `hidden.${DOMAIN}`, root));
+});
+
+t.test("a failed order is journaled with the ACME server's reason, shown on /readyz and the service, and retried later", async (t) => {
+  const [failed] = await waitFor(async () => {
+    const entries = (await journal('certificate.failed')).filter((entry) => entry.service === 'blocked');
+    return entries.length > 0 ? entries : undefined;
+  }, 30_000, { what: 'the failed order of blocked to be journaled' });
+  t.match(failed!.message, new RegExp(`^ordering a certificate for blocked\\.${DOMAIN} failed: .*blocked.*; next attempt at `, 'i'));
+  const gateway = started.find((role) => role.url.endsWith(`:${gatewayPorts.a.plain}`))!;
+  const ready = await http('GET', `${gateway.url}/readyz`);
+  t.equal(ready.status, 200, 'a failing order does not make the gateway unready');
+  const failing = ready.body.https.acmeFailing as { host: string; error: string; failures: number; nextAttemptAt: string }[];
+  t.same(failing.map((entry) => entry.host), [`blocked.${DOMAIN}`]);
+  t.ok(Date.parse(failing[0]!.nextAttemptAt) > Date.now(), 'the next attempt lies ahead');
+  const page = (await http('GET', `${orchestrator.url}/services/blocked/certificate`)).body;
+  t.equal(page.acme.state, 'failed');
+  t.equal(page.acme.error, failing[0]!.error);
+  t.notOk(page.certificate);
+});
+
+t.test('renewal under load: the served certificate changes and no request fails', async (t) => {
+  const first = await tlsGet(gatewayPorts.a.https, `shop.${DOMAIN}`, root);
+  const keepAlive = new Agent({ keepAlive: true, maxSockets: 2, ca: root });
+  t.teardown(() => keepAlive.destroy());
+  const failures: string[] = [];
+  const fingerprints = new Set<string>();
+  let requests = 0;
+  let stop = false;
+  const loop = async (port: number, agent: Agent | undefined) => {
+    while (!stop) {
+      try {
+        const answer = await tlsGet(port, `shop.${DOMAIN}`, root, agent ? { agent } : {});
+        requests += 1;
+        if (answer.status !== 200) failures.push(`status ${answer.status}`);
+        if (!agent) fingerprints.add(answer.fingerprint);
+      } catch (error) {
+        failures.push((error as Error).message);
+      }
+    }
+  };
+  const loops = [loop(gatewayPorts.a.https, keepAlive), loop(gatewayPorts.b.https, keepAlive), loop(gatewayPorts.a.https, undefined), loop(gatewayPorts.b.https, undefined)];
+  try {
+    const renewedOnBoth = async () =>
+      fingerprints.size >= 2 &&
+      (await tlsGet(gatewayPorts.a.https, `shop.${DOMAIN}`, root)).fingerprint !== first.fingerprint &&
+      (await tlsGet(gatewayPorts.b.https, `shop.${DOMAIN}`, root)).fingerprint !== first.fingerprint;
+    await waitFor(renewedOnBoth, CERT_LIFETIME_SECONDS * 1000 * 2, { what: 'a renewed certificate served by both gateways' });
+  } finally {
+    stop = true;
+    await Promise.all(loops);
+  }
+  t.same(failures, [], `no failed request among ${requests}`);
+  t.ok(requests > 50, `${requests} requests ran through the renewal`);
+  const renewed = await journal('certificate.renewed');
+  t.ok(renewed.some((entry) => entry.service === 'shop'), 'the renewal is journaled');
+});
