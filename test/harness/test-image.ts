@@ -12,13 +12,14 @@ import { followProgress, importRootfs, nodeBinary } from './rootfs.js';
 
 export interface TestImageOptions {
   /**
-   * `ok` serves HTTP on $PORT (busybox httpd); `keep-alive` the same with Node (and GET /connections); `crash` exits 1 at once;
+   * `ok` serves HTTP on $PORT (busybox httpd); `keep-alive` the same with Node (and GET /connections); `crash` exits 1 at once,
+   * `slow-crash` after 4 s;
    * `chatty` serves too, and once /tmp/chatter exists (a test creates it with exec) writes $LOG_BYTES bytes of output in
    * numbered lines of 100 bytes (`chatter 000000001 000…`), then `chatter done` and a `tick N` line every 200 ms;
    * `memory-hog` grows a shell string without end (until the kernel kills it); `volume` serves its page with the release
    * and GREETING that first wrote /data/first (a unit's volume): a later release, or a restart, shows the data survived.
    */
-  variant?: 'ok' | 'keep-alive' | 'crash' | 'chatty' | 'memory-hog' | 'volume';
+  variant?: 'ok' | 'keep-alive' | 'crash' | 'slow-crash' | 'chatty' | 'memory-hog' | 'volume';
   /** Baked into the image (ENV IMAGE_LABEL) and appended to the page, so tags differ in digest. */
   label?: string;
   /** The registry's login, for a registry that requires one. */
@@ -51,6 +52,8 @@ const chattyScript =
   'awk -v n="$LOG_BYTES" \'BEGIN { for (i = 1; i <= n / 100; i++) printf "chatter %09d %081d\\n", i, 0 }\'; ' +
   'echo "chatter done"; i=0; while true; do i=$((i+1)); echo "tick $i"; sleep 0.2; done';
 const crashScript = 'echo "$PLATFORM_UNIT crashing" >&2; exit 1';
+// Runs a while before it fails: a crash loop that lasts long enough for a test to act while it goes on.
+const slowCrashScript = 'echo "$PLATFORM_UNIT crashing in 4 s" >&2; sleep 4; exit 1';
 // Doubling a string makes the shell allocate without any allocator applet: 2^26 bytes is 64 MB.
 const memoryHogScript = 'echo "$PLATFORM_UNIT allocating"; s=x; while :; do s="$s$s"; done';
 const volumeScript =
@@ -71,7 +74,7 @@ const keepAliveScript = [
   "process.on('SIGTERM', () => process.exit(0));",
 ].join('\n');
 
-const shellScripts = { ok: serveScript, crash: crashScript, chatty: chattyScript, 'memory-hog': memoryHogScript, volume: volumeScript } as const;
+const shellScripts = { ok: serveScript, crash: crashScript, 'slow-crash': slowCrashScript, chatty: chattyScript, 'memory-hog': memoryHogScript, volume: volumeScript } as const;
 
 /** Builds the test image, pushes it to `registryHost` and returns its reference and digest. */
 export async function buildTestImage(

@@ -18,7 +18,9 @@ const engine = await startDockerd();
 const registry = await startRegistry();
 const repository = `cli/shop-${randomBytes(3).toString('hex')}`;
 const v1 = await buildTestImage(engine.docker, registry.host, repository, 'v1', { label: 'one' });
-const broken = await buildTestImage(engine.docker, registry.host, repository, 'broken', { variant: 'crash' });
+// It fails only after a while, so its deployment is still in flight across several CLI calls
+// (three restarts of a unit that runs 4 s take over 20 s, whatever the machine's load).
+const broken = await buildTestImage(engine.docker, registry.host, repository, 'broken', { variant: 'slow-crash' });
 const flags = ['--etcd', etcd.url, '--announce-ttl', '3'];
 const machineId = `cli-${randomBytes(2).toString('hex')}`;
 const roles = await Promise.all([
