@@ -90,7 +90,7 @@ async function deployUnits(kind: UnitKind): Promise<{ service: string; addresses
   const deploy = await http('POST', `${platform.url('scheduler')}/hooks/deploy`, { serviceName: service, containerRepository: image.reference, pushedAt: 0 });
   if (deploy.status !== 200) throw new Error(`deploy failed: ${JSON.stringify(deploy.body)}`);
   const addresses = await waitFor(async () => {
-    const routes = (await http('GET', `${gatewayUrl}/routes`)).body as { name: string; upstreams: { address: string }[] }[];
+    const { routes } = (await http('GET', `${gatewayUrl}/routes`)).body as { routes: { name: string; upstreams: { address: string }[] }[] };
     const upstreams = routes.find((route) => route.name === service)?.upstreams ?? [];
     return upstreams.length === UNITS ? upstreams.map((upstream) => upstream.address) : undefined;
   }, 120_000, { what: `${UNITS} routable ${kind} units` });

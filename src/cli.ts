@@ -60,6 +60,8 @@ function addServeFlags(command: Command): Command {
     .option('--idle-timeout <seconds>', 'gateway: close idle client connections and silent response bodies after this (default 60)')
     .option('--max-header-size <bytes>', 'gateway: largest request head accepted, 431 above (default 16384)')
     .option('--upstream-connections <n>', 'gateway: most connections to one unit (default 128)')
+    .option('--data-plane <plane>', 'gateway: haproxy, node or auto (env PLATFORM_GATEWAY_DATA_PLANE; default auto: HAProxy when an haproxy of 2.6 or later is found)')
+    .option('--haproxy-bin <path>', 'gateway: the haproxy executable (env PLATFORM_HAPROXY_BIN; default haproxy on the PATH)')
     .option('--headers-timeout <seconds>', 'a request head must arrive within this, 408 and closed after (default 10)')
     .option('--body-timeout <seconds>', 'a whole request, head and body, must arrive within this, 408 and closed after (default 30; gateway 300)')
     .option('--max-connections <n>', 'connections one role server holds at once; more are answered 503 (default 2048)')

@@ -93,7 +93,14 @@ export interface GatewayConfig {
   maxHeaderSize: number;
   /** Most connections the gateway opens to one unit. */
   upstreamConnections: number;
+  /** Who forwards requests: HAProxy driven through its Runtime API, the built-in Node proxy, or HAProxy when one of 2.6+ is found. */
+  dataPlane: DataPlaneChoice;
+  /** The haproxy executable; unset: `haproxy` on the PATH. */
+  haproxyBin?: string;
 }
+
+export const dataPlaneChoices = ['auto', 'haproxy', 'node'] as const;
+export type DataPlaneChoice = (typeof dataPlaneChoices)[number];
 
 /** How long clients may take to send a request and how many connections they may hold (README "Limits a client can hit"). */
 export interface HttpLimitsConfig {
@@ -179,6 +186,8 @@ export interface RawFlags {
   idleTimeout?: string;
   maxHeaderSize?: string;
   upstreamConnections?: string;
+  dataPlane?: string;
+  haproxyBin?: string;
   headersTimeout?: string;
   bodyTimeout?: string;
   maxConnections?: string;
@@ -403,8 +412,17 @@ function resolveGatewayConfig(flags: RawFlags, env: NodeJS.ProcessEnv, domain: s
     idleTimeoutSeconds: integer('--idle-timeout', flags.idleTimeout, 1, 3600) ?? 60,
     maxHeaderSize: integer('--max-header-size', flags.maxHeaderSize, 1024, 1024 * 1024) ?? 16 * 1024,
     upstreamConnections: integer('--upstream-connections', flags.upstreamConnections, 1, 10_000) ?? 128,
+    dataPlane: dataPlaneChoice(flags.dataPlane ?? (env.PLATFORM_GATEWAY_DATA_PLANE || undefined) ?? 'auto'),
+    ...haproxyBin(flags.haproxyBin ?? (env.PLATFORM_HAPROXY_BIN || undefined)),
   };
 }
+
+function dataPlaneChoice(text: string): DataPlaneChoice {
+  if (!(dataPlaneChoices as readonly string[]).includes(text)) throw new ConfigError(`--data-plane must be auto, haproxy or node, got ${text}`);
+  return text as DataPlaneChoice;
+}
+
+const haproxyBin = (path: string | undefined): { haproxyBin?: string } => (path === undefined ? {} : { haproxyBin: path });
 
 function resolveHttpLimits(flags: RawFlags): HttpLimitsConfig {
   const headersTimeoutSeconds = integer('--headers-timeout', flags.headersTimeout, 1, 3600) ?? 10;
