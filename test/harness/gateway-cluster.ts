@@ -25,6 +25,8 @@ export interface Gateway extends PlatformProcess {
   plane: DataPlaneName;
   port: number;
   url: string;
+  /** Its --data-dir (HAProxy's files are in `gateway-<port>/` under it). */
+  dataDir: string;
 }
 
 /** The data planes the gateway tests run against: both unless PLATFORM_TEST_DATA_PLANES names some. */
@@ -47,6 +49,7 @@ export async function startGateway(plane: DataPlaneName, flags: string[], port?:
   return Object.assign(role, {
     plane,
     port: chosen,
+    dataDir,
     stop: async () => {
       await stop();
       rmSync(dataDir, { recursive: true, force: true });
