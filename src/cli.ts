@@ -61,6 +61,8 @@ function addServeFlags(command: Command): Command {
     .option('--max-header-size <bytes>', 'gateway: largest request head accepted, 431 above (default 16384)')
     .option('--upstream-connections <n>', 'gateway: most connections to one unit (default 128)')
     .option('--data-plane <plane>', 'gateway: haproxy, node or auto (env PLATFORM_GATEWAY_DATA_PLANE; default auto: HAProxy when an haproxy of 2.6 or later is found)')
+    .option('--internal-host <address>', 'gateway: with a --host that is not loopback, the internal domain is served only here (env PLATFORM_GATEWAY_INTERNAL_HOST, default 127.0.0.1)')
+    .option('--internal-port <port>', 'gateway: the port of that internal listener (env PLATFORM_GATEWAY_INTERNAL_PORT, default the gateway port + 1)')
     .option('--haproxy-bin <path>', 'gateway: the haproxy executable (env PLATFORM_HAPROXY_BIN; default haproxy on the PATH)')
     .option('--headers-timeout <seconds>', 'a request head must arrive within this, 408 and closed after (default 10)')
     .option('--body-timeout <seconds>', 'a whole request, head and body, must arrive within this, 408 and closed after (default 30; gateway 300)')

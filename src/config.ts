@@ -97,6 +97,10 @@ export interface GatewayConfig {
   dataPlane: DataPlaneChoice;
   /** The haproxy executable; unset: `haproxy` on the PATH. */
   haproxyBin?: string;
+  /** Where the internal domain is served when the gateway listens on an address that is not loopback. */
+  internalHost: string;
+  /** Its port; unset: the gateway's port + 1. */
+  internalPort?: number;
 }
 
 export const dataPlaneChoices = ['auto', 'haproxy', 'node'] as const;
@@ -188,6 +192,8 @@ export interface RawFlags {
   upstreamConnections?: string;
   dataPlane?: string;
   haproxyBin?: string;
+  internalHost?: string;
+  internalPort?: string;
   headersTimeout?: string;
   bodyTimeout?: string;
   maxConnections?: string;
@@ -414,6 +420,8 @@ function resolveGatewayConfig(flags: RawFlags, env: NodeJS.ProcessEnv, domain: s
     upstreamConnections: integer('--upstream-connections', flags.upstreamConnections, 1, 10_000) ?? 128,
     dataPlane: dataPlaneChoice(flags.dataPlane ?? (env.PLATFORM_GATEWAY_DATA_PLANE || undefined) ?? 'auto'),
     ...haproxyBin(flags.haproxyBin ?? (env.PLATFORM_HAPROXY_BIN || undefined)),
+    internalHost: flags.internalHost ?? (env.PLATFORM_GATEWAY_INTERNAL_HOST || undefined) ?? '127.0.0.1',
+    ...internalPort(integer('--internal-port', flags.internalPort ?? (env.PLATFORM_GATEWAY_INTERNAL_PORT || undefined), 1, 65535)),
   };
 }
 
@@ -421,6 +429,8 @@ function dataPlaneChoice(text: string): DataPlaneChoice {
   if (!(dataPlaneChoices as readonly string[]).includes(text)) throw new ConfigError(`--data-plane must be auto, haproxy or node, got ${text}`);
   return text as DataPlaneChoice;
 }
+
+const internalPort = (port: number | undefined): { internalPort?: number } => (port === undefined ? {} : { internalPort: port });
 
 const haproxyBin = (path: string | undefined): { haproxyBin?: string } => (path === undefined ? {} : { haproxyBin: path });
 

@@ -3,6 +3,7 @@ import { promisify } from 'node:util';
 import type { DataPlaneChoice } from '../../config.js';
 import type { PlannedRoute } from './route-plan.js';
 import type { RouteView } from './route-table.js';
+import type { GatewayListeners } from './listener-policy.js';
 
 // What forwards the gateway's requests. The route plan is computed once (route-watch.ts); a data
 // plane applies it: the built-in Node proxy (node-data-plane.ts), or HAProxy driven through its
@@ -14,7 +15,7 @@ export interface DataPlane {
   readonly kind: DataPlaneKind;
   /** Applies a new route plan (called with every plan, in order). */
   apply(plan: readonly PlannedRoute[]): void;
-  listen(host: string, port: number): Promise<void>;
+  listen(listeners: GatewayListeners): Promise<void>;
   /** What /readyz reports; throws when the data plane cannot forward requests now. */
   readiness(): Record<string, unknown>;
   /** The routes as the data plane holds them, for GET /routes. */

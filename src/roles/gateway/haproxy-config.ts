@@ -1,6 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import { renderError, type GatewayError } from './gateway-error.js';
 import { RETRY_AFTER_SECONDS } from './proxy.js';
+import { LISTENER_HEADER } from './listener-policy.js';
 
 // The HAProxy data plane's configuration, written from what the gateway knows: pure, so every
 // line can be read and tested without HAProxy. Its shape (backends and their server slots) changes
@@ -26,6 +27,8 @@ export interface BackendConfig {
 export interface Listener {
   host: string;
   port: number;
+  /** `public` (the only one on loopback), or `internal`: with both, the public one routes no internal host. */
+  name: 'public' | 'internal';
 }
 
 export interface HaproxySettings {
@@ -54,6 +57,7 @@ export interface HaproxyFiles {
 
 export interface HaproxyConfigInput {
   listeners: Listener[];
+  internalDomain: string;
   /** The role's own Node server (its endpoints and the 404 answers), on 127.0.0.1. */
   ownPort: number;
   settings: HaproxySettings;
@@ -132,8 +136,24 @@ function globalSection({ settings, files }: HaproxyConfigInput): string[] {
   ];
 }
 
-/** Bind lines of the public listeners (a TLS bind with `ssl crt-list …` is one more line here). */
-const bindLines = (listeners: Listener[]): string[] => listeners.map((listener) => `  bind ${bindAddress(listener)}`);
+/** Bind lines of the listeners (a TLS bind with `ssl crt-list …` is one more line here). */
+const bindLines = (listeners: Listener[]): string[] => listeners.map((listener) => `  bind ${bindAddress(listener)} name ${listener.name}`);
+
+/**
+ * With an internal listener, the public one routes no internal host (it falls through to the Node
+ * server, which answers 404) and tells the Node server which listener a request came in on, so it
+ * answers the gateway's own endpoints there only for the gateway's own address.
+ */
+function listenerRules(input: HaproxyConfigInput): string[] {
+  const rules = [`  http-request del-header ${LISTENER_HEADER}`];
+  if (!input.listeners.some((listener) => listener.name === 'internal')) return rules;
+  return [
+    ...rules,
+    '  acl public_listener so_name public',
+    `  http-request set-header ${LISTENER_HEADER} public if public_listener`,
+    `  http-request unset-var(txn.backend) if public_listener { var(txn.host) -m end .${input.internalDomain} }`,
+  ];
+}
 
 function frontendSection(input: HaproxyConfigInput): string[] {
   const { settings, files } = input;
@@ -147,6 +167,7 @@ function frontendSection(input: HaproxyConfigInput): string[] {
     // The Host without :port or a trailing dot, in lower case: the key of the hosts map.
     '  http-request set-var(txn.host) req.hdr(host),host_only,lower,regsub([.]$,)',
     `  http-request set-var(txn.backend) var(txn.host),map_str(${files.hostsMap})`,
+    ...listenerRules(input),
     '  acl routed var(txn.backend) -m found',
     `  acl loopback src ${LOOPBACK_SOURCES}`,
     // X-Forwarded-For extended as the Node plane does (one header, the client last). Requests for

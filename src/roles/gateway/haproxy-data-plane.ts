@@ -8,7 +8,19 @@ import type { DataPlane } from './data-plane.js';
 import type { NodeDataPlane } from './node-data-plane.js';
 import type { PlannedRoute } from './route-plan.js';
 import type { RouteView } from './route-table.js';
-import { backendName, connectionHeadersLua, errorFiles, haproxyConfig, hostsMapFile, slotName, unitsMapFile, type HaproxyFiles, type HaproxySettings } from './haproxy-config.js';
+import {
+  backendName,
+  connectionHeadersLua,
+  errorFiles,
+  haproxyConfig,
+  hostsMapFile,
+  slotName,
+  unitsMapFile,
+  type HaproxyFiles,
+  type HaproxySettings,
+  type Listener as ConfigListener,
+} from './haproxy-config.js';
+import type { GatewayListeners } from './listener-policy.js';
 import { backendConfigs, emptyState, reloaded, transition, type HaproxyState } from './haproxy-slots.js';
 import { HaproxyProcess } from './haproxy-process.js';
 import { runtimeCommand, runtimeCommands, serverStats } from './haproxy-runtime.js';
@@ -35,7 +47,7 @@ export class HaproxyDataPlane implements DataPlane {
   private configFile = '';
   private syncing = false;
   private pending = false;
-  private listeners: { host: string; port: number }[] = [];
+  private listeners: ConfigListener[] = [];
 
   constructor(
     private readonly node: NodeDataPlane,
@@ -49,8 +61,9 @@ export class HaproxyDataPlane implements DataPlane {
     this.sync();
   }
 
-  async listen(host: string, port: number): Promise<void> {
-    await this.node.listen('127.0.0.1', 0);
+  async listen(listeners: GatewayListeners): Promise<void> {
+    const { port } = listeners.public;
+    await this.node.listenOn([{ host: '127.0.0.1', port: 0, policy: 'behind-haproxy' }], listeners.public.policy);
     const dir = join(this.config.dataDir, `gateway-${port}`);
     mkdirSync(join(dir, 'errors'), { recursive: true, mode: 0o700 });
     const files: HaproxyFiles = {
@@ -65,7 +78,7 @@ export class HaproxyDataPlane implements DataPlane {
     if (masterSocket.length > MAX_SOCKET_PATH) throw new Error(`--data-dir is too long for HAProxy's sockets: ${masterSocket} has more than ${MAX_SOCKET_PATH} bytes`);
     this.files = files;
     this.configFile = join(dir, 'haproxy.cfg');
-    this.listeners = [{ host, port }];
+    this.listeners = [{ host: listeners.public.host, port, name: 'public' }, ...(listeners.internal ? [{ ...listeners.internal, name: 'internal' as const }] : [])];
     this.process = new HaproxyProcess({
       bin: this.config.gateway.haproxyBin ?? 'haproxy',
       configFile: this.configFile,
@@ -182,7 +195,8 @@ export class HaproxyDataPlane implements DataPlane {
     writeFileSync(files.lua, connectionHeadersLua);
     writeFileSync(files.hostsMap, hostsMapFile(this.state.hosts));
     writeFileSync(files.unitsMap, unitsMapFile(backends));
-    writeFileSync(this.configFile, haproxyConfig({ listeners: this.listeners, ownPort: this.node.port(), settings: this.settings(), files, backends }));
+    const config = haproxyConfig({ listeners: this.listeners, internalDomain: this.config.gateway.internalDomain, ownPort: this.node.port(), settings: this.settings(), files, backends });
+    writeFileSync(this.configFile, config);
   }
 
   private settings(): HaproxySettings {

@@ -5,6 +5,7 @@ import { RouteWatch } from './route-watch.js';
 import { chooseDataPlane, type DataPlane } from './data-plane.js';
 import { NodeDataPlane } from './node-data-plane.js';
 import { HaproxyDataPlane } from './haproxy-data-plane.js';
+import { gatewayListeners } from './listener-policy.js';
 
 // The gateway role: a Host-header load balancer. One route plan, followed from the store
 // (route-watch.ts), applied by one data plane: HAProxy when a recent one is installed (or asked
@@ -43,7 +44,7 @@ export async function startGateway({ config, store, log, access }: RoleContext):
   log.info({ dataPlane: kind }, `gateway data plane: ${kind}`);
 
   return {
-    listen: (host, port) => plane.listen(host, port),
+    listen: (host, port) => plane.listen(gatewayListeners(host, port, settings, config.advertiseHost)),
     close: async () => {
       await watch.close();
       await plane.close();
