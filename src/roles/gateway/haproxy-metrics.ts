@@ -83,27 +83,26 @@ new Counter({
   },
 });
 
-new Counter({
-  name: 'platform_gateway_haproxy_connection_errors_total',
-  help: 'Failed connections to units, by service (HAProxy econ).',
-  labelNames: ['service'] as const,
-  registers,
-  async collect() {
-    this.reset();
-    for (const row of await backendRows()) this.inc({ service: serviceOf(row.pxname!) }, Number(row.econ) || 0);
-  },
-});
+/** A per-service counter read from one `show stat` column (or a sum of columns) of the backend rows. */
+function backendCounter(name: string, help: string, value: (row: Record<string, string>) => number): void {
+  new Counter({
+    name,
+    help,
+    labelNames: ['service'] as const,
+    registers,
+    async collect() {
+      this.reset();
+      for (const row of await backendRows()) this.inc({ service: serviceOf(row.pxname!) }, value(row));
+    },
+  });
+}
 
-new Counter({
-  name: 'platform_gateway_haproxy_retries_total',
-  help: 'Requests HAProxy retried or sent to another unit after a connection failure, by service (wretr + wredis).',
-  labelNames: ['service'] as const,
-  registers,
-  async collect() {
-    this.reset();
-    for (const row of await backendRows()) this.inc({ service: serviceOf(row.pxname!) }, (Number(row.wretr) || 0) + (Number(row.wredis) || 0));
-  },
-});
+backendCounter('platform_gateway_haproxy_connection_errors_total', 'Failed connections to units, by service (HAProxy econ).', (row) => Number(row.econ) || 0);
+backendCounter(
+  'platform_gateway_haproxy_retries_total',
+  'Requests HAProxy retried or sent to another unit after a connection failure, by service (wretr + wredis).',
+  (row) => (Number(row.wretr) || 0) + (Number(row.wredis) || 0),
+);
 
 new Gauge({
   name: 'platform_gateway_haproxy_sessions',
