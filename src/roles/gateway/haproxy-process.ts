@@ -25,6 +25,7 @@ export interface HaproxyProcessOptions {
 }
 
 const READY_TIMEOUT_MS = 10_000;
+const STOP_GRACE_MS = 5_000;
 const SETPRIV = '/usr/bin/setpriv';
 const withParentDeathSignal = existsSync(SETPRIV);
 const stdio: ['ignore', 'ignore', 'pipe'] = ['ignore', 'ignore', 'pipe'];
@@ -98,9 +99,12 @@ export class HaproxyProcess {
     const child = this.child;
     if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((resolve) => child.once('exit', resolve));
-    child.kill('SIGTERM');
-    const killed = setTimeout(() => child.kill('SIGKILL'), 5_000);
+    // A soft stop: the listeners close, requests in flight get the grace the Node plane gives them.
+    child.kill('SIGUSR1');
+    const hard = setTimeout(() => child.kill('SIGTERM'), STOP_GRACE_MS);
+    const killed = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS + 5_000);
     await exited;
+    clearTimeout(hard);
     clearTimeout(killed);
   }
 
