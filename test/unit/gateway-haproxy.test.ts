@@ -91,6 +91,7 @@ t.test('a new service or more units than slots need a reload; what fits is appli
   t.notOk(step.commands.some((command) => command.includes('api.platform.internal')), 'api reaches the map with the reload');
   const many = Array.from({ length: slotsFor(1) + 1 }, (_, i) => `10.0.1.${i}:80`);
   t.ok(transition(state, [route('web', many)], files).reload, 'more units than slots');
+  t.notOk(transition(state, [route('web', ['10.0.0.1:80']), route('idle', [])], files).reload, 'a service without units needs no backend yet');
   const grown = reloaded(state, [route('web', many)]);
   t.equal(grown.backends.get('s_web')!.slots.length, slotsFor(many.length));
 });

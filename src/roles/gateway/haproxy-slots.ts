@@ -56,6 +56,7 @@ export function reloaded(state: HaproxyState, plan: readonly PlannedRoute[]): Ha
   }
   for (const route of plan) {
     const name = backendName(route.name, route.kind);
+    if (!next.backends.has(name) && route.targets.length === 0) continue;
     const backend = next.backends.get(name) ?? { name, route: route.name, kind: route.kind, slots: [] };
     next.backends.set(name, backend);
     const wanted = new Map(route.targets.map((target) => [target.address, target.unit]));
@@ -106,7 +107,9 @@ export function transition(state: HaproxyState, plan: readonly PlannedRoute[], f
     const name = backendName(route.name, route.kind);
     planned.add(name);
     const backend = next.backends.get(name);
-    if (backend === undefined || !placeTargets(backend, route, commands, files.unitsMap)) reload = true;
+    // A route without units needs no backend yet (the Node server answers its 503): no reload for it.
+    if (backend === undefined) reload ||= route.targets.length > 0;
+    else if (!placeTargets(backend, route, commands, files.unitsMap)) reload = true;
   }
   for (const backend of next.backends.values()) {
     if (planned.has(backend.name)) continue;
