@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
 import { buildTestImage } from '../test/harness/test-image.js';
@@ -8,10 +9,15 @@ import { median, printTable, type BenchRow } from './table.js';
 import { startBenchPlatform } from './bench-platform.js';
 import { pacedLoad } from './paced-load.js';
 import { startReferenceHaproxy } from './reference-haproxy.js';
+import { measureConvergence } from './route-convergence.js';
+import { startGateway, type DataPlaneName, type Gateway } from '../test/harness/gateway-cluster.js';
+import { openStore } from '../src/store/open-store.js';
 
-// Issue 6's benchmark: requests per second and latency through the gateway, against HAProxy 2.6
+// Issues 6 and 16: requests per second and latency through the gateway's two data planes (HAProxy
+// driven by the gateway, and the Node proxy), against a hand-written HAProxy 2.6 configuration
 // (Debian's haproxy) balancing the same units round robin with keep-alive, and against one unit
-// hit directly: same concurrency, same run, in alternating rounds. The units are real containers
+// hit directly: same concurrency, same run, in alternating rounds. Then route convergence on both
+// data planes (bench/route-convergence.ts). The units are real containers
 // run by the platform, of two kinds: the test image's Node server, which keeps connections alive
 // as nearly every real service does, and its busybox httpd, which closes the connection after
 // every response (so every proxied request opens a new upstream connection). Also the CPU time
@@ -32,10 +38,20 @@ const describeUnits: Record<UnitKind, string> = {
   busybox: `${UNITS} busybox units (close per response)`,
 };
 
-const platform = await startBenchPlatform(['directory', 'scheduler', 'agent', 'gateway'], 'bench-gateway');
+const CONVERGENCE_CHANGES = 200;
+
+const platform = await startBenchPlatform(['directory', 'scheduler', 'agent'], 'bench-gateway');
 const { engine, registry } = platform;
-const gatewayUrl = platform.url('gateway');
-const gatewayPid = platform.roles.gateway!.child.pid!;
+const planes: Record<DataPlaneName, Gateway> = {
+  haproxy: await startGateway('haproxy', ['--etcd', platform.etcd.url]),
+  node: await startGateway('node', ['--etcd', platform.etcd.url]),
+};
+
+/** The HAProxy data plane's worker processes (children of the master its pidfile names), which do the proxying. */
+function haproxyWorkers(gateway: Gateway): number[] {
+  const master = Number(readFileSync(join(gateway.dataDir, `gateway-${gateway.port}`, 'haproxy.pid'), 'utf8'));
+  return readFileSync(`/proc/${master}/task/${master}/children`, 'utf8').trim().split(/\s+/).map(Number);
+}
 
 interface Measure {
   rps: number;
@@ -46,21 +62,22 @@ interface Measure {
   cpuUs: number;
 }
 
-/** utime + stime of a process, in clock ticks (100 per second on Linux). */
-const cpuTicks = (pid: number): number => {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return Number(fields[11]) + Number(fields[12]);
-};
+/** utime + stime of processes, in clock ticks (100 per second on Linux). */
+const cpuTicks = (pids: number[]): number =>
+  pids.reduce((sum, pid) => {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return sum + Number(fields[11]) + Number(fields[12]);
+  }, 0);
 
-type Target = 'gateway' | 'haproxy' | 'direct';
-type Targets = Record<Target, { url: string; host?: string; pid?: number }>;
+type Target = 'haproxyPlane' | 'nodePlane' | 'haproxy' | 'direct';
+type Targets = Record<Target, { url: string; host?: string; pids?: number[] }>;
 
 /** Full load: as many requests as `CONNECTIONS` keep-alive connections carry, with autocannon. */
 async function load(target: Targets[Target], duration = DURATION_S): Promise<Measure> {
-  const { url, host, pid } = target;
-  const before = pid === undefined ? 0 : cpuTicks(pid);
+  const { url, host, pids } = target;
+  const before = pids === undefined ? 0 : cpuTicks(pids);
   const result = await autocannon({ url, duration, connections: CONNECTIONS, ...(host ? { headers: { host } } : {}) });
-  const ticks = pid === undefined ? 0 : cpuTicks(pid) - before;
+  const ticks = pids === undefined ? 0 : cpuTicks(pids) - before;
   return {
     rps: result.requests.average,
     p50: result.latency.p50,
@@ -77,7 +94,7 @@ async function paced(target: Targets[Target]): Promise<Measure> {
   return { rps: FIXED_RATE, p50: result.p50, p99: result.p99, errors: result.errors, cpuUs: 0 };
 }
 
-/** Deploys `UNITS` units of the kind and waits until the gateway routes to all of them. */
+/** Deploys `UNITS` units of the kind and waits until both gateways route to all of them. */
 async function deployUnits(kind: UnitKind): Promise<{ service: string; addresses: string[] }> {
   const repository = `bench/gateway-${kind}`;
   const image = await buildTestImage(engine.docker, registry.host, repository, 'v1', kind === 'keep-alive' ? { variant: 'keep-alive' } : {});
@@ -85,11 +102,14 @@ async function deployUnits(kind: UnitKind): Promise<{ service: string; addresses
   await http('POST', `${platform.url('directory')}/services`, { name: service, containerImage: `${registry.host}/${repository}`, numInstances: UNITS });
   const deploy = await http('POST', `${platform.url('scheduler')}/hooks/deploy`, { serviceName: service, containerRepository: image.reference, pushedAt: 0 });
   if (deploy.status !== 200) throw new Error(`deploy failed: ${JSON.stringify(deploy.body)}`);
-  const addresses = await waitFor(async () => {
-    const routes = (await http('GET', `${gatewayUrl}/routes`)).body as { name: string; upstreams: { address: string }[] }[];
-    const upstreams = routes.find((route) => route.name === service)?.upstreams ?? [];
-    return upstreams.length === UNITS ? upstreams.map((upstream) => upstream.address) : undefined;
-  }, 120_000, { what: `${UNITS} routable ${kind} units` });
+  let addresses: string[] = [];
+  for (const gateway of Object.values(planes)) {
+    addresses = await waitFor(async () => {
+      const { routes } = (await http('GET', `${gateway.url}/routes`)).body as { routes: { name: string; upstreams: { address: string }[] }[] };
+      const upstreams = routes.find((route) => route.name === service)?.upstreams ?? [];
+      return upstreams.length === UNITS ? upstreams.map((upstream) => upstream.address) : undefined;
+    }, 120_000, { what: `${UNITS} routable ${kind} units on the ${gateway.plane} data plane` });
+  }
   return { service, addresses };
 }
 
@@ -106,15 +126,17 @@ const signed = (value: number) => `${value >= 0 ? '+' : ''}${value.toFixed(2)} m
 async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
   const { service, addresses } = await deployUnits(kind);
   const haproxy = await startReferenceHaproxy(addresses, '', async (port) => (await fetch(`http://127.0.0.1:${port}/`)).ok);
+  const host = `${service}.platform.internal`;
   const targets: Targets = {
-    gateway: { url: `${gatewayUrl}/`, host: `${service}.platform.internal`, pid: gatewayPid },
-    haproxy: { url: `http://127.0.0.1:${haproxy.port}/`, pid: haproxy.pid },
+    haproxyPlane: { url: `${planes.haproxy.url}/`, host, pids: haproxyWorkers(planes.haproxy) },
+    nodePlane: { url: `${planes.node.url}/`, host, pids: [planes.node.child.pid!] },
+    haproxy: { url: `http://127.0.0.1:${haproxy.port}/`, pids: [haproxy.pid] },
     direct: { url: `http://${addresses[0]}/` },
   };
   const names = Object.keys(targets) as Target[];
   for (const name of names) await load(targets[name], 2); // warm-up: JIT, pools, page cache
-  const measured: Record<Target, Measure[]> = { gateway: [], haproxy: [], direct: [] };
-  const pacedRuns: Record<Target, Measure[]> = { gateway: [], haproxy: [], direct: [] };
+  const measured: Record<Target, Measure[]> = { haproxyPlane: [], nodePlane: [], haproxy: [], direct: [] };
+  const pacedRuns: Record<Target, Measure[]> = { haproxyPlane: [], nodePlane: [], haproxy: [], direct: [] };
   for (let round = 0; round < ROUNDS; round++) {
     for (const name of names) measured[name].push(await load(targets[name]));
     for (const name of names) pacedRuns[name].push(await paced(targets[name]));
@@ -122,51 +144,77 @@ async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
   haproxy.stop();
   await http('DELETE', `${platform.url('directory')}/services/${service}`);
 
-  const gw = summarise(measured.gateway);
   const ha = summarise(measured.haproxy);
   const direct = summarise(measured.direct);
-  const gwPaced = summarise(pacedRuns.gateway);
   const haPaced = summarise(pacedRuns.haproxy);
   const directPaced = summarise(pacedRuns.direct);
   const units = describeUnits[kind];
-  return [
-    {
-      benchmark: `req/s, ${units}, ${CONNECTIONS} connections (median of ${ROUNDS} x ${DURATION_S} s)`,
-      platform: gw.rps.toFixed(0),
-      reference: `${ha.rps.toFixed(0)} (HAProxy 2.6)`,
-      ratio: `${(gw.rps / ha.rps).toFixed(2)}x`,
-      target: '>= 0.7x',
-    },
-    { benchmark: `req/s, ${units}: one unit hit directly`, platform: gw.rps.toFixed(0), reference: `${direct.rps.toFixed(0)} (direct)`, ratio: `${(gw.rps / direct.rps).toFixed(2)}x`, target: '-' },
-    { benchmark: `p50 latency at full load, ${units}`, platform: ms(gw.p50), reference: `${ms(ha.p50)} HAProxy, ${ms(direct.p50)} direct`, ratio: signed(gw.p50 - ha.p50), target: '-' },
-    { benchmark: `p99 latency at full load, ${units}`, platform: ms(gw.p99), reference: `${ms(ha.p99)} HAProxy, ${ms(direct.p99)} direct`, ratio: signed(gw.p99 - ha.p99), target: '-' },
-    {
-      benchmark: `p50 latency at ${FIXED_RATE} req/s, ${units}`,
-      platform: ms(gwPaced.p50),
-      reference: `${ms(haPaced.p50)} HAProxy, ${ms(directPaced.p50)} direct`,
-      ratio: `${signed(gwPaced.p50 - directPaced.p50)} vs direct`,
-      target: '-',
-    },
-    {
-      benchmark: `p99 latency at ${FIXED_RATE} req/s, ${units}`,
-      platform: ms(gwPaced.p99),
-      reference: `${ms(haPaced.p99)} HAProxy, ${ms(directPaced.p99)} direct`,
-      ratio: `${signed(gwPaced.p99 - directPaced.p99)} vs direct, ${signed(gwPaced.p99 - haPaced.p99)} vs HAProxy`,
-      target: '<= +2 ms',
-    },
-    { benchmark: `proxy CPU time per request, ${units}`, platform: `${gw.cpuUs.toFixed(0)} us`, reference: `${ha.cpuUs.toFixed(0)} us (HAProxy)`, ratio: `${(gw.cpuUs / ha.cpuUs).toFixed(2)}x`, target: '-' },
-    {
-      benchmark: `failed requests (errors, timeouts, non-2xx), ${units}`,
-      platform: String(gw.errors + gwPaced.errors),
-      reference: `${ha.errors + haPaced.errors} HAProxy, ${direct.errors + directPaced.errors} direct`,
-      ratio: '-',
-      target: '0',
-    },
-  ];
+  const rows: BenchRow[] = [];
+  for (const [plane, target, label] of [
+    ['haproxy', 'haproxyPlane', 'gateway, HAProxy data plane'],
+    ['node', 'nodePlane', 'gateway, Node data plane'],
+  ] as const) {
+    const gw = summarise(measured[target]);
+    const gwPaced = summarise(pacedRuns[target]);
+    const haproxyPlane = plane === 'haproxy';
+    rows.push(
+      {
+        benchmark: `req/s, ${label}, ${units}, ${CONNECTIONS} connections (median of ${ROUNDS} x ${DURATION_S} s)`,
+        platform: gw.rps.toFixed(0),
+        reference: `${ha.rps.toFixed(0)} (hand-written haproxy.cfg), ${direct.rps.toFixed(0)} direct`,
+        ratio: `${(gw.rps / ha.rps).toFixed(2)}x`,
+        target: haproxyPlane ? '>= 0.95x' : '-',
+      },
+      { benchmark: `p50 / p99 latency at full load, ${label}, ${units}`, platform: `${ms(gw.p50)} / ${ms(gw.p99)}`, reference: `${ms(ha.p50)} / ${ms(ha.p99)} hand-written`, ratio: `${signed(gw.p99 - ha.p99)} p99`, target: haproxyPlane ? '<= +0.2 ms p99' : '-' },
+      {
+        benchmark: `p50 / p99 latency at ${FIXED_RATE} req/s, ${label}, ${units}`,
+        platform: `${ms(gwPaced.p50)} / ${ms(gwPaced.p99)}`,
+        reference: `${ms(haPaced.p50)} / ${ms(haPaced.p99)} hand-written, ${ms(directPaced.p99)} p99 direct`,
+        ratio: `${signed(gwPaced.p99 - haPaced.p99)} p99 vs hand-written`,
+        target: haproxyPlane ? '<= +0.2 ms p99' : '-',
+      },
+      { benchmark: `proxy CPU time per request, ${label}, ${units}`, platform: `${gw.cpuUs.toFixed(0)} us`, reference: `${ha.cpuUs.toFixed(0)} us (hand-written)`, ratio: `${(gw.cpuUs / ha.cpuUs).toFixed(2)}x`, target: '-' },
+      { benchmark: `failed requests (errors, timeouts, non-2xx), ${label}, ${units}`, platform: String(gw.errors + gwPaced.errors), reference: `${ha.errors + haPaced.errors} hand-written, ${direct.errors + directPaced.errors} direct`, ratio: '-', target: '0' },
+    );
+  }
+  return rows;
 }
 
-const kinds = process.argv.slice(2).filter((arg): arg is UnitKind => (unitKinds as string[]).includes(arg));
+const percentile = (values: number[], p: number): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+};
+
+async function measureConvergenceRows(): Promise<BenchRow[]> {
+  const store = await openStore({ etcd: [platform.etcd.url], dataDir: '' });
+  const rows: BenchRow[] = [];
+  try {
+    for (const gateway of Object.values(planes)) {
+      const { up, down } = await measureConvergence(store, gateway.port, `converge-${gateway.plane}`, CONVERGENCE_CHANGES);
+      for (const [what, values] of [
+        ['status write -> first routed request', up],
+        ['deactivating write -> last new request', down],
+      ] as const) {
+        rows.push({
+          benchmark: `route convergence, ${gateway.plane} data plane: ${what} (${values.length} changes)`,
+          platform: `p50 ${ms(percentile(values, 50))}, p99 ${ms(percentile(values, 99))}`,
+          reference: '-',
+          ratio: '-',
+          target: 'p99 <= 50 ms',
+        });
+      }
+    }
+  } finally {
+    await store.close();
+  }
+  return rows;
+}
+
+const args = process.argv.slice(2);
+const kinds = args.filter((arg): arg is UnitKind => (unitKinds as string[]).includes(arg));
 const rows: BenchRow[] = [];
-for (const kind of kinds.length > 0 ? kinds : unitKinds) rows.push(...(await measureUnits(kind)));
+if (!args.includes('convergence') || kinds.length > 0) for (const kind of kinds.length > 0 ? kinds : unitKinds) rows.push(...(await measureUnits(kind)));
+if (args.includes('convergence') || args.length === 0) rows.push(...(await measureConvergenceRows()));
 printTable(rows);
+await Promise.all(Object.values(planes).map((gateway) => gateway.stop()));
 await platform.stop();

@@ -129,6 +129,14 @@ export interface GatewayConfig {
   maxHeaderSize: number;
   /** Most connections the gateway opens to one unit. */
   upstreamConnections: number;
+  /** Who forwards requests: HAProxy driven through its Runtime API, the built-in Node proxy, or HAProxy when one of 2.6+ is found. */
+  dataPlane: DataPlaneChoice;
+  /** The haproxy executable; unset: `haproxy` on the PATH. */
+  haproxyBin?: string;
+  /** Where the internal domain is served when the gateway listens on an address that is not loopback. */
+  internalHost: string;
+  /** Its port; unset: the gateway's port + 1. */
+  internalPort?: number;
   tls: GatewayTlsConfig;
 }
 
@@ -152,6 +160,9 @@ export interface AcmeConfig {
 }
 
 export const LETS_ENCRYPT_DIRECTORY = 'https://acme-v02.api.letsencrypt.org/directory';
+
+export const dataPlaneChoices = ['auto', 'haproxy', 'node'] as const;
+export type DataPlaneChoice = (typeof dataPlaneChoices)[number];
 
 /** How long clients may take to send a request and how many connections they may hold (README "Limits a client can hit"). */
 export interface HttpLimitsConfig {
@@ -253,6 +264,10 @@ export interface RawFlags {
   acmeEmail?: string;
   acmeDirectory?: string;
   acmeCaFile?: string;
+  dataPlane?: string;
+  haproxyBin?: string;
+  internalHost?: string;
+  internalPort?: string;
   headersTimeout?: string;
   bodyTimeout?: string;
   maxConnections?: string;
@@ -527,6 +542,10 @@ function resolveGatewayConfig(flags: RawFlags, env: NodeJS.ProcessEnv, domain: s
     idleTimeoutSeconds: integer('--idle-timeout', flags.idleTimeout, 1, 3600) ?? 60,
     maxHeaderSize: integer('--max-header-size', flags.maxHeaderSize, 1024, 1024 * 1024) ?? 16 * 1024,
     upstreamConnections: integer('--upstream-connections', flags.upstreamConnections, 1, 10_000) ?? 128,
+    dataPlane: dataPlaneChoice(flags.dataPlane ?? (env.PLATFORM_GATEWAY_DATA_PLANE || undefined) ?? 'auto'),
+    ...haproxyBin(flags.haproxyBin ?? (env.PLATFORM_HAPROXY_BIN || undefined)),
+    internalHost: flags.internalHost ?? (env.PLATFORM_GATEWAY_INTERNAL_HOST || undefined) ?? '127.0.0.1',
+    ...internalPort(integer('--internal-port', flags.internalPort ?? (env.PLATFORM_GATEWAY_INTERNAL_PORT || undefined), 1, 65535)),
     tls: resolveGatewayTls(flags, env),
   };
 }
@@ -550,6 +569,15 @@ function resolveGatewayTls(flags: RawFlags, env: NodeJS.ProcessEnv): GatewayTlsC
     acme: email === undefined ? undefined : { email, directoryUrl: directory ?? LETS_ENCRYPT_DIRECTORY, caFile: flags.acmeCaFile ? resolve(flags.acmeCaFile) : undefined },
   };
 }
+
+function dataPlaneChoice(text: string): DataPlaneChoice {
+  if (!(dataPlaneChoices as readonly string[]).includes(text)) throw new ConfigError(`--data-plane must be auto, haproxy or node, got ${text}`);
+  return text as DataPlaneChoice;
+}
+
+const internalPort = (port: number | undefined): { internalPort?: number } => (port === undefined ? {} : { internalPort: port });
+
+const haproxyBin = (path: string | undefined): { haproxyBin?: string } => (path === undefined ? {} : { haproxyBin: path });
 
 function resolveHttpLimits(flags: RawFlags): HttpLimitsConfig {
   const headersTimeoutSeconds = integer('--headers-timeout', flags.headersTimeout, 1, 3600) ?? 10;

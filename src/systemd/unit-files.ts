@@ -64,6 +64,9 @@ const portOf = (role: Role): number => (role === 'gateway' ? GATEWAY_PORT : defa
 /** `$PLATFORM_AGENT_FLAGS`: more `platform serve` flags for one unit, from the environment file. */
 export const extraFlagsVariable = (role: Role): string => `PLATFORM_${role.toUpperCase()}_FLAGS`;
 
+/** The gateway's state directory under /var/lib (systemd creates it, owned by the unit's user). */
+const GATEWAY_STATE = 'platform-gateway';
+
 const HEADER = '# Rendered by `platform systemd render` (README "Running on machines with systemd"); render again rather than edit.';
 
 /**
@@ -111,6 +114,7 @@ function serviceSection(execStart: string, role: Role): string[] {
     'Restart=always',
     'RestartSec=2',
     'TimeoutStopSec=30',
+    ...(role === 'gateway' ? [`StateDirectory=${GATEWAY_STATE}`] : []),
     ...hardening(role),
   ];
 }
@@ -122,7 +126,8 @@ function mainUnit(role: Role, settings: MachineSettings): string {
   const flags = [
     `--role ${role}`,
     `--port ${portOf(role)}`,
-    ...(role === 'gateway' ? ['--host 0.0.0.0', `--https-port ${GATEWAY_HTTPS_PORT}`] : []),
+    // HAProxy's configuration, maps and sockets (the HAProxy data plane) need a writable directory.
+    ...(role === 'gateway' ? ['--host 0.0.0.0', `--https-port ${GATEWAY_HTTPS_PORT}`, `--data-dir /var/lib/${GATEWAY_STATE}`] : []),
     // One key, one writer: the sidekick announces, and only while the role answers.
     ...(hasSidekick ? ['--no-announce'] : []),
     `$${extraFlagsVariable(role)}`,

@@ -9,15 +9,17 @@ import { startLoad, type LoadResult } from '../harness/http-load.js';
 // workers, keep-alive and new connections mixed) runs while units go away. A scale-down drains
 // the removed units first (the agent marks them deactivating, the gateway stops sending to them,
 // then they stop), so no request may fail; a killed unit may only fail requests it had in flight.
+// One loop per data plane runs through the same events.
 
 const cluster = await startGatewayCluster();
-const { directory, gatewayPort, declare, deploy, deployed, routable } = cluster;
+const { directory, gateways, declare, deploy, deployed, routable } = cluster;
 t.teardown(() => cluster.stop());
 
 const CONCURRENCY = 4;
 const name = (prefix: string) => `${prefix}-${randomBytes(2).toString('hex')}`;
-const load = (service: string) => startLoad({ url: `http://127.0.0.1:${gatewayPort}/`, host: `${service}.platform.internal`, concurrency: CONCURRENCY, maxDurationMs: 20_000 });
-const describe = (result: LoadResult) => `${result.ok} ok, ${result.failed} failed in ${result.durationMs} ms${result.failures.length ? `: ${result.failures.join('; ')}` : ''}`;
+const load = (service: string) =>
+  gateways.map((gateway) => startLoad({ url: `http://127.0.0.1:${gateway.port}/`, host: `${service}.platform.internal`, concurrency: CONCURRENCY, maxDurationMs: 20_000 }));
+const describe = (result: LoadResult, i: number) => `${gateways[i]!.plane}: ${result.ok} ok, ${result.failed} failed in ${result.durationMs} ms${result.failures.length ? `: ${result.failures.join('; ')}` : ''}`;
 const unitsAnswering = (bodies: string[]) => [...new Set(bodies.map((body) => body.split(' ')[0]))].sort();
 
 const shrinking = name('shrink');
@@ -33,14 +35,16 @@ t.test('scaling down 3 → 1 while clients keep sending fails no request', async
   const deployment = await deploy(shrinking);
   await deployed(deployment);
   await routable(shrinking, 1);
-  const before = running.progress.bodies.length;
+  const before = running.map((loop) => loop.progress.bodies.length);
   await sleep(1_000);
-  const result = await running.stop();
-  t.comment(`scale down: ${describe(result)}`);
-  t.equal(result.failed, 0, describe(result));
-  t.ok(result.ok > 20, 'the loop kept sending');
-  t.same(unitsAnswering(result.bodies.slice(0, 20)), [1, 2, 3].map((i) => `${shrinking}-${i}.service`), 'all three units answered before');
-  t.same(unitsAnswering(result.bodies.slice(before)), [`${shrinking}-1.service`], 'only instance 1 answers after');
+  const results = await Promise.all(running.map((loop) => loop.stop()));
+  for (const [i, result] of results.entries()) {
+    t.comment(`scale down: ${describe(result, i)}`);
+    t.equal(result.failed, 0, describe(result, i));
+    t.ok(result.ok > 20, 'the loop kept sending');
+    t.same(unitsAnswering(result.bodies.slice(0, 20)), [1, 2, 3].map((i) => `${shrinking}-${i}.service`), 'all three units answered before');
+    t.same(unitsAnswering(result.bodies.slice(before[i])), [`${shrinking}-1.service`], 'only instance 1 answers after');
+  }
 });
 
 t.test('docker kill of a unit fails at most the requests it had in flight', async (t) => {
@@ -50,10 +54,12 @@ t.test('docker kill of a unit fails at most the requests it had in flight', asyn
   t.ok(victim, 'the container of instance 2 runs');
   await cluster.engine.docker.getContainer(victim!.Id).kill();
   await sleep(4_000);
-  const result = await running.stop();
-  t.comment(`docker kill: ${describe(result)} (at most ${CONCURRENCY} requests can be in flight on the killed unit)`);
-  const metrics = ((await http('GET', `${cluster.gateway.url}/metrics`)).body as string).split('\n');
-  t.comment(`gateway: ${metrics.filter((line) => line.startsWith('platform_gateway_') && line.includes(`service="${killed}"`) && !line.includes('routable')).join(', ')}`);
-  t.ok(result.failed <= CONCURRENCY, describe(result));
-  t.ok(result.ok > 20, 'the loop kept sending');
+  const results = await Promise.all(running.map((loop) => loop.stop()));
+  for (const [i, result] of results.entries()) {
+    t.comment(`docker kill: ${describe(result, i)} (at most ${CONCURRENCY} requests can be in flight on the killed unit)`);
+    const metrics = ((await http('GET', `${gateways[i]!.url}/metrics`)).body as string).split('\n');
+    t.comment(`gateway: ${metrics.filter((line) => line.startsWith('platform_gateway_') && line.includes(`service="${killed}"`) && !line.includes('routable')).join(', ')}`);
+    t.ok(result.failed <= CONCURRENCY, describe(result, i));
+    t.ok(result.ok > 20, 'the loop kept sending');
+  }
 });

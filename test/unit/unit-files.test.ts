@@ -56,7 +56,8 @@ t.test('the agent may use the Docker socket and the gateway port 80; nothing els
   t.match(agent, /^After=.*docker\.service/m);
   t.notMatch(agent, /--no-announce/, 'agents register their machine themselves');
   t.match(gateway, /^AmbientCapabilities=CAP_NET_BIND_SERVICE$/m);
-  t.match(gateway, /--port 80 --host 0\.0\.0\.0 --https-port 443 \$PLATFORM_GATEWAY_FLAGS$/m);
+  t.match(gateway, /--port 80 --host 0\.0\.0\.0 --https-port 443 --data-dir \/var\/lib\/platform-gateway \$PLATFORM_GATEWAY_FLAGS$/m);
+  t.match(gateway, /^StateDirectory=platform-gateway$/m, "HAProxy's files have a writable directory under ProtectSystem=strict");
   t.notMatch(gateway, /--no-announce/, 'the gateway has no sidekick');
   for (const [name, content] of files) {
     if (!name.endsWith('.service')) continue;

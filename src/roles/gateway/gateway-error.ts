@@ -14,7 +14,8 @@ export interface GatewayError {
 const escapeHtml = (text: string): string =>
   text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
-function render(error: GatewayError, wantsHtml: boolean): { type: string; body: string } {
+/** The answer's content type and body (also written as files for the HAProxy data plane). */
+export function renderError(error: GatewayError, wantsHtml: boolean): { type: string; body: string } {
   const name = STATUS_CODES[error.status] ?? 'Error';
   if (wantsHtml) {
     const title = `${error.status} ${escapeHtml(name)}`;
@@ -34,14 +35,14 @@ const errorHeaders = (error: GatewayError, type: string, length: number): Record
 });
 
 export function sendError(req: IncomingMessage, res: ServerResponse, error: GatewayError): void {
-  const { type, body } = render(error, (req.headers.accept ?? '').includes('text/html'));
+  const { type, body } = renderError(error, (req.headers.accept ?? '').includes('text/html'));
   res.writeHead(error.status, errorHeaders(error, type, Buffer.byteLength(body)));
   res.end(req.method === 'HEAD' ? undefined : body);
 }
 
 /** The same answer on a raw socket (an upgrade request the gateway cannot tunnel), then closes it. */
 export function sendSocketError(socket: Duplex, error: GatewayError): void {
-  const { type, body } = render(error, false);
+  const { type, body } = renderError(error, false);
   const headers = Object.entries({ ...errorHeaders(error, type, Buffer.byteLength(body)), connection: 'close' })
     .map(([name, value]) => `${name}: ${value}\r\n`)
     .join('');

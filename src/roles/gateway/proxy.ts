@@ -7,6 +7,7 @@ import { headerValue, hasBody } from './request-head.js';
 import { sendError } from './gateway-error.js';
 import { unroutedMetrics } from './gateway-metrics.js';
 import type { Route, RouteTable } from './route-table.js';
+import { answersOwn, routesHost, type ListenerPolicy } from './listener-policy.js';
 
 // The gateway's request path: Host → route → unit → exchange. Everything it needs per request is
 // precomputed in the route table (one Map lookup by host name).
@@ -29,12 +30,12 @@ export class GatewayProxy {
   ) {}
 
   /** Proxies or answers the request; false when it is for the gateway's own endpoints. */
-  handle(req: IncomingMessage, res: ServerResponse): boolean {
+  handle(req: IncomingMessage, res: ServerResponse, policy: ListenerPolicy): boolean {
     const rawHost = headerValue(req.rawHeaders, 'host');
     const host = hostName(rawHost);
-    const route = this.table.lookup(host);
+    const route = routesHost(policy, host, this.options.domains) ? this.table.lookup(host) : undefined;
     if (route === undefined) {
-      if (!isServiceHost(host, this.options.domains) && isOwnPath(req.url ?? '/')) return false;
+      if (!isServiceHost(host, this.options.domains) && isOwnPath(req.url ?? '/') && answersOwn(policy, host)) return false;
       unroutedMetrics.answered(404);
       sendError(req, res, { status: 404, message: `no service is reachable at ${host === '' ? 'a request without a Host header' : host}` });
       return true;

@@ -9,6 +9,8 @@ import { sendSocketError } from './gateway-error.js';
 import { unroutedMetrics } from './gateway-metrics.js';
 import { RETRY_AFTER_SECONDS } from './proxy.js';
 import type { Route, RouteTable } from './route-table.js';
+import { routesHost, type ListenerPolicy } from './listener-policy.js';
+import type { Domains } from './host-name.js';
 import type { Upstream } from './upstream.js';
 
 // Upgrade requests (WebSocket): the request head is rewritten as for any request (hop-by-hop
@@ -22,12 +24,15 @@ const KEEPALIVE_MS = 30_000;
 export class WebSocketTunnels {
   private readonly open = new Set<Socket | Duplex>();
 
-  constructor(private readonly table: RouteTable) {}
+  constructor(
+    private readonly table: RouteTable,
+    private readonly domains: Domains,
+  ) {}
 
-  handle(req: IncomingMessage, client: Duplex, head: Buffer): void {
+  handle(req: IncomingMessage, client: Duplex, head: Buffer, policy: ListenerPolicy): void {
     const rawHost = headerValue(req.rawHeaders, 'host');
     const host = hostName(rawHost);
-    const route = this.table.lookup(host);
+    const route = routesHost(policy, host, this.domains) ? this.table.lookup(host) : undefined;
     if (route === undefined) {
       unroutedMetrics.answered(404);
       return sendSocketError(client, { status: 404, message: `no service is reachable at ${host === '' ? 'a request without a Host header' : host}` });

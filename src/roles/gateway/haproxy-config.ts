@@ -1,0 +1,288 @@
+import { STATUS_CODES } from 'node:http';
+import { renderError, type GatewayError } from './gateway-error.js';
+import { RETRY_AFTER_SECONDS } from './proxy.js';
+import { LISTENER_HEADER } from './listener-policy.js';
+
+// The HAProxy data plane's configuration, written from what the gateway knows: pure, so every
+// line can be read and tested without HAProxy. Its shape (backends and their server slots) changes
+// only when a service appears or a backend needs more slots; everything else (which unit sits in
+// which slot, draining, which host leads to which backend) changes through the Runtime API
+// (haproxy-runtime.ts), and the state at the time is written in too, so a reload or a restart
+// starts where the last worker was.
+
+/** A server slot: free (maint), or a unit's address taking requests. */
+export interface SlotConfig {
+  address?: string;
+  unit?: string;
+}
+
+export interface BackendConfig {
+  /** `s_<service>` or `c_<component>` (backendName). */
+  name: string;
+  route: string;
+  kind: 'service' | 'component';
+  slots: SlotConfig[];
+}
+
+export interface Listener {
+  host: string;
+  port: number;
+  /** `public` (the only one on loopback), or `internal`: with both, the public one routes no internal host. */
+  name: 'public' | 'internal';
+}
+
+export interface HaproxySettings {
+  threads: number;
+  requestTimeoutSeconds: number;
+  idleTimeoutSeconds: number;
+  headersTimeoutSeconds: number;
+  maxHeaderSize: number;
+  maxConnections: number;
+  maxConnectionsPerAddress: number;
+  upstreamConnections: number;
+}
+
+export interface HaproxyFiles {
+  runtimeSocket: string;
+  pidFile: string;
+  /** host name → backend name (the runtime map). */
+  hostsMap: string;
+  /** `<backend>-<slot>` → unit name, for the 502/504 messages. */
+  unitsMap: string;
+  /** Where the 503 bodies are written (one pair per backend: errorFiles). */
+  errorsDir: string;
+  /** The Lua actions (connectionHeadersLua). */
+  lua: string;
+}
+
+export interface HaproxyConfigInput {
+  listeners: Listener[];
+  internalDomain: string;
+  /** The role's own Node server (its endpoints and the 404 answers), on 127.0.0.1. */
+  ownPort: number;
+  settings: HaproxySettings;
+  files: HaproxyFiles;
+  backends: BackendConfig[];
+  /** With --https-redirect: the public domain, whose routed hosts the Node server answers with 308s. */
+  httpsRedirectDomain?: string;
+}
+
+/** The backend a route is served by; names are DNS labels, so the prefix keeps services and components apart. */
+export const backendName = (route: string, kind: 'service' | 'component'): string => `${kind === 'service' ? 's' : 'c'}_${route}`;
+
+/** Server names are unique across backends so the units map can key on `srv_name` alone. */
+export const slotName = (backend: string, index: number): string => `${backend}-${index + 1}`;
+
+/** Slots a backend gets for `targets` units: room to double (a rolling update's surge, drains) before a reload. */
+export function slotsFor(targets: number): number {
+  let slots = 4;
+  while (slots < targets * 2) slots *= 2;
+  return slots;
+}
+
+const LOOPBACK_SOURCES = '127.0.0.0/8 ::1';
+
+/** A Connection header naming a header (a token other than close, keep-alive, upgrade): only then does the Lua action run. */
+const NAMES_HEADERS = '(^|,)[[:space:]]*(?!(close|keep-alive|upgrade)[[:space:]]*(,|$))[^,[:space:]]';
+
+/** `bind` address: HAProxy reads the last colon as the port's, so IPv6 needs its family prefix. */
+const bindAddress = ({ host, port }: Listener): string => (host.includes(':') ? `ipv6@${host}:${port}` : `${host}:${port}`);
+
+/** A server address in the configuration (`address` is host:port, IPv6 in brackets). */
+const serverAddress = (address: string): string => {
+  const colon = address.lastIndexOf(':');
+  const host = address.slice(0, colon).replace(/^\[(.*)\]$/, '$1');
+  return host.includes(':') ? `ipv6@${host}:${address.slice(colon + 1)}` : address;
+};
+
+/** The error bodies the Node plane sends (gateway-error.ts), byte for byte, as files HAProxy returns. */
+export function errorFiles(backend: BackendConfig): { json: string; html: string; jsonBody: string; htmlBody: string } {
+  const error: GatewayError = { status: 503, message: `${backend.kind} ${backend.route} has no healthy unit`, retryAfter: RETRY_AFTER_SECONDS };
+  return { json: `${backend.name}.503.json`, html: `${backend.name}.503.html`, jsonBody: renderError(error, false).body, htmlBody: renderError(error, true).body };
+}
+
+const jsonString = (text: string): string => JSON.stringify(text).slice(1, -1);
+
+/** An `http-error` for a unit that failed: the JSON answer the Node plane gives, the unit named through the units map. */
+function unitErrorLine(status: 502 | 504, backend: BackendConfig, settings: HaproxySettings, files: HaproxyFiles): string {
+  const what = status === 504 ? `sent no response within ${settings.requestTimeoutSeconds} s` : 'could not be reached';
+  const body = `{"statusCode":${status},"error":"${STATUS_CODES[status]}","message":"%[srv_name,map_str(${files.unitsMap})] of ${jsonString(backend.route)} ${what}"}\\n`;
+  return `  http-error status ${status} content-type "application/json; charset=utf-8" hdr cache-control no-store lf-string "${body.replace(/"/g, '\\"')}"`;
+}
+
+function globalSection({ settings, files }: HaproxyConfigInput): string[] {
+  // Room for a request head up to the cap (rules see it and answer 431) plus HAProxy's rewrites.
+  const bufsize = Math.max(16_384, settings.maxHeaderSize + 8_192);
+  return [
+    'global',
+    `  nbthread ${settings.threads}`,
+    `  maxconn ${settings.maxConnections}`,
+    `  tune.bufsize ${bufsize}`,
+    `  stats socket ${files.runtimeSocket} mode 600 level admin expose-fd listeners`,
+    `  pidfile ${files.pidFile}`,
+    `  lua-load ${files.lua}`,
+    // Workers left by a reload (long WebSockets) are stopped after this.
+    '  hard-stop-after 1h',
+    '',
+    'defaults',
+    '  mode http',
+    '  option http-keep-alive',
+    '  option clitcpka',
+    '  option srvtcpka',
+    '  timeout connect 5s',
+    `  timeout client ${settings.idleTimeoutSeconds}s`,
+    `  timeout server ${settings.requestTimeoutSeconds}s`,
+    `  timeout queue ${settings.requestTimeoutSeconds}s`,
+    `  timeout http-request ${settings.headersTimeoutSeconds}s`,
+    `  timeout http-keep-alive ${settings.idleTimeoutSeconds}s`,
+    // Idle WebSockets are normal: TCP keep-alive finds dead peers instead.
+    '  timeout tunnel 24h',
+    '',
+  ];
+}
+
+/** Bind lines of the listeners (a TLS bind with `ssl crt-list …` is one more line here). */
+const bindLines = (listeners: Listener[]): string[] => listeners.map((listener) => `  bind ${bindAddress(listener)} name ${listener.name}`);
+
+/**
+ * With an internal listener, the public one routes no internal host (it falls through to the Node
+ * server, which answers 404) and tells the Node server which listener a request came in on, so it
+ * answers the gateway's own endpoints there only for the gateway's own address.
+ */
+function listenerRules(input: HaproxyConfigInput): string[] {
+  const rules = [`  http-request del-header ${LISTENER_HEADER}`];
+  if (!input.listeners.some((listener) => listener.name === 'internal')) return rules;
+  return [
+    ...rules,
+    '  acl public_listener so_name public',
+    `  http-request set-header ${LISTENER_HEADER} public if public_listener`,
+    `  http-request unset-var(txn.backend) if public_listener { var(txn.host) -m end .${input.internalDomain} }`,
+  ];
+}
+
+function frontendSection(input: HaproxyConfigInput): string[] {
+  const { settings, files } = input;
+  return [
+    'frontend gateway',
+    ...bindLines(input.listeners),
+    `  stick-table type ipv6 size 100k expire ${settings.idleTimeoutSeconds}s store conn_cur`,
+    '  tcp-request connection track-sc0 src',
+    `  http-request return status 503 content-type "text/plain; charset=utf-8" hdr retry-after 1 string "too many connections from one address\\n" if { sc0_conn_cur gt ${settings.maxConnectionsPerAddress} }`,
+    `  http-request return status 431 content-type "text/plain; charset=utf-8" string "request head too large\\n" if { req.hdrs,length gt ${settings.maxHeaderSize} }`,
+    // The Host without :port or a trailing dot, in lower case: the key of the hosts map.
+    '  http-request set-var(txn.host) req.hdr(host),host_only,lower,regsub([.]$,)',
+    `  http-request set-var(txn.backend) var(txn.host),map_str(${files.hostsMap})`,
+    ...listenerRules(input),
+    // HTTPS is the Node server's (tls/): it answers ACME's HTTP-01 challenges for any host, and the
+    // 308s to HTTPS when asked to, so those requests are not routed here.
+    '  http-request unset-var(txn.backend) if { path_beg /.well-known/acme-challenge/ }',
+    ...(input.httpsRedirectDomain === undefined ? [] : [`  http-request unset-var(txn.backend) if { var(txn.host) -m end .${input.httpsRedirectDomain} }`]),
+    '  acl routed var(txn.backend) -m found',
+    `  acl loopback src ${LOOPBACK_SOURCES}`,
+    // X-Forwarded-For extended as the Node plane does (one header, the client last). Requests for
+    // the gateway's own endpoints from this machine stay local calls (no X-Forwarded-For).
+    '  http-request set-header x-forwarded-for "%[req.fhdr(x-forwarded-for)], %[src]" if { req.fhdr_cnt(x-forwarded-for) eq 1 } routed or { req.fhdr_cnt(x-forwarded-for) eq 1 } !loopback',
+    '  http-request set-header x-forwarded-for %[src] if { req.fhdr_cnt(x-forwarded-for) eq 0 } routed or { req.fhdr_cnt(x-forwarded-for) eq 0 } !loopback',
+    '  http-request add-header x-forwarded-for %[src] if { req.fhdr_cnt(x-forwarded-for) gt 1 } routed or { req.fhdr_cnt(x-forwarded-for) gt 1 } !loopback',
+    '  http-request set-header x-forwarded-proto http if routed',
+    '  http-request set-header x-forwarded-host %[req.hdr(host)] if routed',
+    '  http-request del-header proxy-authorization if routed',
+    '  http-request del-header proxy-connection if routed',
+    '  http-request del-header te if routed',
+    '  http-request del-header trailer if routed',
+    '  http-request del-header keep-alive if routed',
+    // Headers a Connection header names are hop-by-hop too (RFC 9110 §7.6.1); HAProxy drops only its own.
+    `  acl names_headers req.fhdr(connection) -m reg -i ${NAMES_HEADERS}`,
+    `  acl response_names_headers res.fhdr(connection) -m reg -i ${NAMES_HEADERS}`,
+    '  http-request lua.drop-connection-named if routed names_headers',
+    '  http-response lua.drop-connection-named-response if response_names_headers',
+    '  http-response del-header keep-alive',
+    '  http-response del-header trailer',
+    '  http-response del-header proxy-authenticate',
+    '  use_backend %[var(txn.backend)] if routed',
+    // Unknown hosts and the gateway's own endpoints: the Node server answers them as the Node plane does.
+    '  default_backend own',
+    '',
+  ];
+}
+
+function backendSection(backend: BackendConfig, input: HaproxyConfigInput): string[] {
+  const { settings, files } = input;
+  const errors = errorFiles(backend);
+  const idempotent = '{ method GET HEAD OPTIONS PUT DELETE }';
+  return [
+    `backend ${backend.name}`,
+    '  balance leastconn',
+    '  retries 1',
+    '  option redispatch 1',
+    '  retry-on conn-failure empty-response',
+    `  http-request disable-l7-retry unless ${idempotent}`,
+    `  http-request return status 503 content-type "text/html; charset=utf-8" file ${files.errorsDir}/${errors.html} hdr retry-after ${RETRY_AFTER_SECONDS} hdr cache-control no-store if { nbsrv() eq 0 } !{ stopping } { req.hdr(accept) -m sub text/html }`,
+    `  http-request return status 503 content-type "application/json; charset=utf-8" file ${files.errorsDir}/${errors.json} hdr retry-after ${RETRY_AFTER_SECONDS} hdr cache-control no-store if { nbsrv() eq 0 } !{ stopping }`,
+    unitErrorLine(502, backend, settings, files),
+    unitErrorLine(504, backend, settings, files),
+    ...backend.slots.map((slot, index) =>
+      slot.address === undefined
+        ? `  server ${slotName(backend.name, index)} 127.0.0.1:1 disabled maxconn ${settings.upstreamConnections}`
+        : `  server ${slotName(backend.name, index)} ${serverAddress(slot.address)} maxconn ${settings.upstreamConnections}`,
+    ),
+    '',
+  ];
+}
+
+export function haproxyConfig(input: HaproxyConfigInput): string {
+  return [
+    '# Written by the platform gateway (src/roles/gateway/haproxy-config.ts); changes are overwritten.',
+    ...globalSection(input),
+    ...frontendSection(input),
+    'backend own',
+    // The Node server may close an idle keep-alive connection as HAProxy reuses it.
+    '  retries 1',
+    '  retry-on conn-failure empty-response',
+    `  http-request disable-l7-retry unless { method GET HEAD OPTIONS PUT DELETE }`,
+    `  server own 127.0.0.1:${input.ownPort}`,
+    '',
+    ...input.backends.flatMap((backend) => backendSection(backend, input)),
+  ].join('\n');
+}
+
+/**
+ * Lua actions that drop the headers a Connection header names, and the names from Connection
+ * (HAProxy itself handles close, keep-alive and upgrade, and leaves the rest in place). They run
+ * only for messages whose Connection header names another header (NAMES_HEADERS), which is rare:
+ * running Lua on every `Connection: keep-alive` doubled HAProxy's CPU time per request.
+ */
+export const connectionHeadersLua = `-- Written by the platform gateway (src/roles/gateway/haproxy-config.ts).
+local standard = { ["close"] = true, ["keep-alive"] = true, ["upgrade"] = true }
+
+local function strip(get, delete, set)
+  local values = get()["connection"]
+  if values == nil then return end
+  local kept = {}
+  local named = false
+  for _, value in pairs(values) do
+    for token in string.gmatch(value, "[^,%s]+") do
+      local name = string.lower(token)
+      if standard[name] then kept[#kept + 1] = name else named = true; delete(name) end
+    end
+  end
+  if not named then return end
+  delete("connection")
+  if #kept > 0 then set("connection", table.concat(kept, ", ")) end
+end
+
+core.register_action("drop-connection-named", { "http-req" }, function(txn)
+  strip(function() return txn.http:req_get_headers() end, function(name) txn.http:req_del_header(name) end, function(name, value) txn.http:req_set_header(name, value) end)
+end)
+
+core.register_action("drop-connection-named-response", { "http-res" }, function(txn)
+  strip(function() return txn.http:res_get_headers() end, function(name) txn.http:res_del_header(name) end, function(name, value) txn.http:res_set_header(name, value) end)
+end)
+`;
+
+/** The hosts map file: one `host backend` line per routed host. */
+export const hostsMapFile = (hosts: ReadonlyMap<string, string>): string => [...hosts].map(([host, backend]) => `${host} ${backend}\n`).join('');
+
+/** The units map file: `<slot> <unit>` for every slot (`-` when free), so `set map` always finds its key. */
+export const unitsMapFile = (backends: readonly BackendConfig[]): string =>
+  backends.flatMap((backend) => backend.slots.map((slot, index) => `${slotName(backend.name, index)} ${slot.unit ?? '-'}\n`)).join('');

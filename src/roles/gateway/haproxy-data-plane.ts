@@ -1,0 +1,216 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { FastifyBaseLogger } from 'fastify';
+import type { PlatformConfig } from '../../config.js';
+import type { DataPlane } from './data-plane.js';
+import type { NodeDataPlane } from './node-data-plane.js';
+import type { PlannedRoute } from './route-plan.js';
+import type { RouteView } from './route-table.js';
+import {
+  backendName,
+  connectionHeadersLua,
+  errorFiles,
+  haproxyConfig,
+  hostsMapFile,
+  slotName,
+  unitsMapFile,
+  type HaproxyFiles,
+  type HaproxySettings,
+  type Listener as ConfigListener,
+} from './haproxy-config.js';
+import type { GatewayListeners } from './listener-policy.js';
+import { backendConfigs, emptyState, reloaded, transition, type HaproxyState } from './haproxy-slots.js';
+import { HaproxyProcess } from './haproxy-process.js';
+import { runtimeCommand, runtimeCommands, serverStats } from './haproxy-runtime.js';
+import { followHaproxy } from './haproxy-metrics.js';
+
+// The HAProxy data plane: HAProxy (a child process, haproxy-process.ts) listens on the gateway's
+// address and forwards to units; the gateway applies each route plan through the Runtime API
+// (haproxy-slots.ts decides the commands), reloading only when the configuration's shape must
+// change. Requests HAProxy does not route (unknown hosts, the gateway's own endpoints) go to the
+// Node data plane on a loopback port, which answers them exactly as it would on its own.
+// Its files live in `<data-dir>/gateway-<port>/`.
+
+/** Unix socket paths must fit in sun_path (108 bytes, with its terminating NUL). */
+const MAX_SOCKET_PATH = 107;
+
+export class HaproxyDataPlane implements DataPlane {
+  readonly kind = 'haproxy' as const;
+  private plan: readonly PlannedRoute[] = [];
+  private state: HaproxyState = emptyState();
+  /** What the running HAProxy holds: `state` once commands or a reload have taken effect. */
+  private live: HaproxyState = emptyState();
+  private process: HaproxyProcess | undefined;
+  private files: HaproxyFiles | undefined;
+  private configFile = '';
+  private syncing = false;
+  private pending = false;
+  private listeners: ConfigListener[] = [];
+
+  constructor(
+    private readonly node: NodeDataPlane,
+    private readonly config: PlatformConfig,
+    private readonly log: FastifyBaseLogger,
+  ) {}
+
+  apply(plan: readonly PlannedRoute[]): void {
+    this.plan = plan;
+    this.node.apply(plan);
+    this.sync();
+  }
+
+  async listen(listeners: GatewayListeners): Promise<void> {
+    const { port } = listeners.public;
+    await this.node.listenOn([{ host: '127.0.0.1', port: 0, policy: 'behind-haproxy' }], listeners.public.policy);
+    const dir = join(this.config.dataDir, `gateway-${port}`);
+    mkdirSync(join(dir, 'errors'), { recursive: true, mode: 0o700 });
+    const files: HaproxyFiles = {
+      runtimeSocket: join(dir, 'runtime.sock'),
+      pidFile: join(dir, 'haproxy.pid'),
+      hostsMap: join(dir, 'hosts.map'),
+      unitsMap: join(dir, 'units.map'),
+      errorsDir: join(dir, 'errors'),
+      lua: join(dir, 'connection-headers.lua'),
+    };
+    const masterSocket = join(dir, 'master.sock');
+    if (masterSocket.length > MAX_SOCKET_PATH) throw new Error(`--data-dir is too long for HAProxy's sockets: ${masterSocket} has more than ${MAX_SOCKET_PATH} bytes`);
+    this.files = files;
+    this.configFile = join(dir, 'haproxy.cfg');
+    this.listeners = [{ host: listeners.public.host, port, name: 'public' }, ...(listeners.internal ? [{ ...listeners.internal, name: 'internal' as const }] : [])];
+    this.process = new HaproxyProcess({
+      bin: this.config.gateway.haproxyBin ?? 'haproxy',
+      configFile: this.configFile,
+      masterSocket,
+      runtimeSocket: files.runtimeSocket,
+      pidFile: files.pidFile,
+      log: this.log,
+      prepare: () => this.writeFiles(),
+      started: () => (this.live = this.state),
+      restarted: () => this.sync(),
+    });
+    const process = this.process;
+    followHaproxy({
+      up: () => process.running,
+      reloads: () => process.reloads,
+      restarts: () => process.restarts,
+      stat: () => this.stat(),
+    });
+    await process.start();
+    this.sync();
+  }
+
+  /** `show stat`, waiting out a reload (the runtime socket moves to the new worker) for up to a second. */
+  private async stat(): Promise<string> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await runtimeCommand(this.files!.runtimeSocket, 'show stat');
+      } catch (error) {
+        if (attempt >= 10) throw error;
+        await sleep(100);
+      }
+    }
+  }
+
+  readiness(): Record<string, unknown> {
+    const process = this.process;
+    if (process === undefined || !process.running) throw new Error(`the HAProxy data plane is down: ${process?.down ?? 'not started yet'}`);
+    return { dataPlane: this.kind, haproxy: { reloads: process.reloads, restarts: process.restarts }, routes: this.plan.length };
+  }
+
+  /** The planned routes with the units the running HAProxy sends them to, and the sessions it has open to each. */
+  async view(): Promise<RouteView[]> {
+    const open = new Map<string, number>();
+    if (this.process?.running) {
+      for (const stat of await serverStats(this.files!.runtimeSocket).catch(() => [])) open.set(stat.server, stat.current);
+    }
+    return this.plan.map((route) => {
+      const backend = this.live.backends.get(backendName(route.name, route.kind));
+      const upstreams = route.targets.flatMap(({ address }) => {
+        const index = backend?.slots.findIndex((slot) => slot.state === 'ready' && slot.address === address) ?? -1;
+        if (index === -1) return [];
+        const server = slotName(backend!.name, index);
+        return [{ address, unit: backend!.slots[index]!.unit!, inFlight: open.get(server) ?? 0 }];
+      });
+      return { name: route.name, kind: route.kind, hosts: route.hosts, upstreams };
+    });
+  }
+
+  async close(): Promise<void> {
+    followHaproxy(undefined);
+    await this.process?.stop();
+    await this.node.close();
+  }
+
+  /** Applies the latest plan, one batch at a time; plans arriving meanwhile are folded into the next batch. */
+  private sync(): void {
+    if (this.syncing) {
+      this.pending = true;
+      return;
+    }
+    if (!this.process?.running) return;
+    this.syncing = true;
+    void this.syncLoop().finally(() => (this.syncing = false));
+  }
+
+  private async syncLoop(): Promise<void> {
+    do {
+      this.pending = false;
+      const process = this.process!;
+      if (!process.running) return;
+      const step = transition(this.state, this.plan, this.files!);
+      try {
+        if (step.commands.length > 0) {
+          this.state = step.next;
+          const failures = await runtimeCommands(this.files!.runtimeSocket, step.commands);
+          if (failures.length > 0) {
+            // HAProxy holds something else than the gateway thinks: write the whole state and reload.
+            this.log.warn({ failures }, 'haproxy refused runtime commands; reloading to resynchronise');
+            await process.reload();
+          } else this.live = this.state;
+        }
+        if (step.reload) {
+          this.log.info('haproxy configuration changes shape: reloading');
+          await process.reload();
+        }
+      } catch (error) {
+        // HAProxy died or stalled: it is restarted from the state written then.
+        this.log.warn({ reason: (error as Error).message }, 'haproxy runtime update failed');
+        return;
+      }
+    } while (this.pending);
+  }
+
+  /** The state for the current plan, as files HAProxy starts from (at start, reload and restart). */
+  private writeFiles(): void {
+    this.state = reloaded(this.state, this.plan);
+    const backends = backendConfigs(this.state);
+    const files = this.files!;
+    for (const backend of backends) {
+      const bodies = errorFiles(backend);
+      writeFileSync(join(files.errorsDir, bodies.json), bodies.jsonBody);
+      writeFileSync(join(files.errorsDir, bodies.html), bodies.htmlBody);
+    }
+    writeFileSync(files.lua, connectionHeadersLua);
+    writeFileSync(files.hostsMap, hostsMapFile(this.state.hosts));
+    writeFileSync(files.unitsMap, unitsMapFile(backends));
+    const redirect = this.config.gateway.tls.httpsRedirect ? { httpsRedirectDomain: this.config.domain } : {};
+    const config = haproxyConfig({ listeners: this.listeners, internalDomain: this.config.gateway.internalDomain, ownPort: this.node.port(), settings: this.settings(), files, backends, ...redirect });
+    writeFileSync(this.configFile, config);
+  }
+
+  private settings(): HaproxySettings {
+    const { gateway, http } = this.config;
+    return {
+      threads: availableParallelism(),
+      requestTimeoutSeconds: gateway.requestTimeoutSeconds,
+      idleTimeoutSeconds: gateway.idleTimeoutSeconds,
+      headersTimeoutSeconds: http.headersTimeoutSeconds,
+      maxHeaderSize: gateway.maxHeaderSize,
+      maxConnections: http.maxConnections,
+      maxConnectionsPerAddress: http.maxConnectionsPerAddress,
+      upstreamConnections: gateway.upstreamConnections,
+    };
+  }
+}

@@ -1,0 +1,135 @@
+import t from 'tap';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startEtcd } from '../harness/etcd.js';
+import { startGateway } from '../harness/gateway-cluster.js';
+import { startLoad } from '../harness/http-load.js';
+import { waitFor } from '../harness/wait.js';
+import { openStore } from '../../src/store/open-store.js';
+import { serviceKey, unitStatusKey } from '../../src/store/keys.js';
+import { mapEntries, serverStats } from '../../src/roles/gateway/haproxy-runtime.js';
+
+// What only the HAProxy data plane has: a child process that can die, and a Runtime API that must
+// follow the route plan. Real etcd and a real gateway process with HAProxy; the units are Node
+// servers on 127.0.0.1 whose statuses are written into the store as an agent would write them.
+
+const etcd = await startEtcd();
+const store = await openStore({ etcd: [etcd.url], dataDir: '' });
+const gateway = await startGateway('haproxy', ['--etcd', etcd.url, '--announce-ttl', '3']);
+const units: Server[] = [];
+t.teardown(async () => {
+  await gateway.stop();
+  for (const unit of units) unit.closeAllConnections();
+  await Promise.all(units.map((unit) => new Promise((resolve) => unit.close(resolve))));
+  await store.close();
+  await etcd.stop();
+});
+
+const stateDir = join(gateway.dataDir, `gateway-${gateway.port}`);
+const runtimeSocket = join(stateDir, 'runtime.sock');
+
+async function startUnit(name: string): Promise<string> {
+  const server = createServer((_req, res) => res.end(`${name}\n`));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  units.push(server);
+  return `127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+const declare = (service: string) => store.put(serviceKey(service), JSON.stringify({ name: service, loadBalanced: true, publicFacing: false }));
+const setUnit = (service: string, instance: number, address: string, active: 'active' | 'deactivating') =>
+  store.put(
+    unitStatusKey('local', `${service}-${instance}.service@x`),
+    JSON.stringify({ unit: `${service}-${instance}.service`, service, instance, machine: 'local', active, sub: 'running', address }),
+  );
+
+async function routedTo(service: string, count: number): Promise<void> {
+  await waitFor(async () => {
+    const body = (await (await fetch(`${gateway.url}/routes`)).json()) as { routes: { name: string; upstreams: unknown[] }[] };
+    return body.routes.find((route) => route.name === service)?.upstreams.length === count;
+  }, 20_000, { what: `${count} routed units of ${service}` });
+}
+
+t.test('HAProxy killed with SIGKILL under load is restarted, traffic resumes within 2 s, and /readyz reports the outage', async (t) => {
+  await declare('killed');
+  for (let i = 1; i <= 3; i++) await setUnit('killed', i, await startUnit(`killed-${i}`), 'active');
+  await routedTo('killed', 3);
+  // The gateway's own Node server, which answers /readyz while HAProxy is down.
+  const ownPort = /^ {2}server own 127\.0\.0\.1:(\d+)$/m.exec(readFileSync(join(stateDir, 'haproxy.cfg'), 'utf8'))![1];
+  const readiness: { at: number; status: number }[] = [];
+  let polling = true;
+  const poll = (async () => {
+    while (polling) {
+      const status = await fetch(`http://127.0.0.1:${ownPort}/readyz`).then((response) => response.status, () => 0);
+      readiness.push({ at: Date.now(), status });
+      await sleep(20);
+    }
+  })();
+  const load = startLoad({ url: `http://127.0.0.1:${gateway.port}/`, host: 'killed.platform.internal', concurrency: 4, maxDurationMs: 20_000 });
+  await sleep(1_000);
+  const master = Number(readFileSync(join(stateDir, 'haproxy.pid'), 'utf8'));
+  const okBefore = load.progress.ok;
+  const killedAt = Date.now();
+  process.kill(master, 'SIGKILL');
+  await waitFor(() => load.progress.failed > 0 || load.progress.ok > okBefore + 200, 5_000, { what: 'the outage to show' });
+  const failedDuring = load.progress.failed;
+  const resumed = await waitFor(async () => {
+    const response = await fetch(`http://127.0.0.1:${gateway.port}/`, { headers: { host: 'killed.platform.internal' } }).catch(() => undefined);
+    // fetch cannot set Host: the gateway answers its own 404 once HAProxy listens again.
+    return response !== undefined ? Date.now() : undefined;
+  }, 10_000, { intervalMs: 10, what: 'HAProxy to listen again' });
+  const okAfterResume = load.progress.ok;
+  await sleep(1_000);
+  const result = await load.stop();
+  polling = false;
+  await poll;
+  t.comment(`HAProxy back ${resumed - killedAt} ms after SIGKILL; load: ${result.ok} ok, ${result.failed} failed (${failedDuring} while it was down)`);
+  t.ok(resumed - killedAt <= 2_000, `traffic resumes within 2 s (${resumed - killedAt} ms)`);
+  t.ok(result.ok > okAfterResume, 'requests succeed again after the restart');
+  t.ok(readiness.some((entry) => entry.at >= killedAt && entry.status === 503), '/readyz answered 503 while HAProxy was down');
+  t.equal(readiness.at(-1)!.status, 200, '/readyz is ready again');
+  const metrics = await (await fetch(`${gateway.url}/metrics`)).text();
+  t.match(metrics, /^platform_gateway_haproxy_restarts_total 1$/m);
+});
+
+t.test('100 route changes a second for 30 s under load fail no request, and HAProxy ends as the plan says', async (t) => {
+  const service = 'churn';
+  await declare(service);
+  const addresses: string[] = [];
+  for (let i = 1; i <= 12; i++) addresses.push(await startUnit(`${service}-${i}`));
+  const active = addresses.map(() => true);
+  for (const [i, address] of addresses.entries()) await setUnit(service, i + 1, address, 'active');
+  await routedTo(service, 12);
+  const load = startLoad({ url: `http://127.0.0.1:${gateway.port}/`, host: `${service}.platform.internal`, concurrency: 4, maxDurationMs: 40_000 });
+  // Units 1-3 stay; each 10 ms one of units 4-12 is drained (deactivating) or comes back.
+  let seed = 11;
+  const started = Date.now();
+  let changes = 0;
+  while (Date.now() - started < 30_000) {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    const index = 3 + (seed % 9);
+    active[index] = !active[index];
+    await setUnit(service, index + 1, addresses[index]!, active[index] ? 'active' : 'deactivating');
+    changes += 1;
+    const due = started + changes * 10;
+    if (due > Date.now()) await sleep(due - Date.now());
+  }
+  const wanted = addresses.filter((_, i) => active[i]).sort();
+  await sleep(500);
+  const result = await load.stop();
+  t.comment(`${changes} changes in ${Date.now() - started} ms; load: ${result.ok} ok, ${result.failed} failed`);
+  t.equal(result.failed, 0, `no request failed${result.failures.length ? `: ${result.failures.join('; ')}` : ''}`);
+  t.ok(result.ok > 100, 'the load kept flowing');
+  const live = await waitFor(async () => {
+    const ready = (await serverStats(runtimeSocket))
+      .filter((server) => server.backend === `s_${service}` && server.status !== 'DRAIN' && server.status !== 'MAINT' && server.server !== 'BACKEND')
+      .map((server) => server.address)
+      .sort();
+    return JSON.stringify(ready) === JSON.stringify(wanted) ? ready : undefined;
+  }, 5_000, { what: 'HAProxy to hold the planned units' }).catch(() => undefined);
+  t.same(live, wanted, 'the units HAProxy sends new requests to (show stat) are the routable ones');
+  const hosts = await mapEntries(runtimeSocket, join(stateDir, 'hosts.map'));
+  t.equal(hosts.get(`${service}.platform.internal`), `s_${service}`, 'the hosts map (show map) leads the service host to its backend');
+});
