@@ -75,7 +75,7 @@ function configYaml(address: string, port: number, storageDir: string, htpasswdP
       '      threshold: 5',
       '      backoff: 1s',
     );
-    if (options.tokenAuth) {
+    if (options.token) {
       lines.push('      headers:', `        Authorization: ["Bearer ${options.token}"]`);
     }
   }
