@@ -37,7 +37,7 @@ t.test('the configuration has one backend per route with its slots, units in the
   const state = reloaded(emptyState(), [route('web', ['10.0.0.1:80', '10.0.0.2:80']), route('orchestrator', ['127.0.0.1:9000'], 'component')]);
   const config = configFor(state);
   t.match(config, /^ {2}nbthread 2$/m);
-  t.match(config, /^ {2}bind 127\.0\.0\.1:8080 name public$/m);
+  t.match(config, /^ {2}bind 127\.0\.0\.1:8080 name public proto h1$/m);
   t.notMatch(config, /public_listener/, 'a lone (loopback) listener serves both domains');
   t.match(config, /^ {2}stats socket \/s\/runtime\.sock mode 600 level admin expose-fd listeners$/m);
   t.match(config, /^backend s_web$/m);
@@ -57,8 +57,8 @@ t.test('the configuration has one backend per route with its slots, units in the
 t.test('IPv6 listeners and units are written with their family prefix; with an internal listener the public one routes no internal host', async (t) => {
   const state = reloaded(emptyState(), [route('web', ['[fd00::1]:80'])]);
   const config = haproxyConfig({ listeners: [{ host: '::', port: 80, name: 'public' }, { host: '10.0.0.5', port: 81, name: 'internal' }], internalDomain: 'platform.internal', ownPort: 4000, settings, files, backends: backendConfigs(state) });
-  t.match(config, /^ {2}bind ipv6@:::80 name public$/m);
-  t.match(config, /^ {2}bind 10\.0\.0\.5:81 name internal$/m);
+  t.match(config, /^ {2}bind ipv6@:::80 name public proto h1$/m);
+  t.match(config, /^ {2}bind 10\.0\.0\.5:81 name internal proto h1$/m);
   t.match(config, /^ {2}http-request unset-var\(txn\.backend\) if public_listener \{ var\(txn\.host\) -m end \.platform\.internal \}$/m, 'the public listener routes no internal host');
   t.match(config, /^ {2}server s_web-1 ipv6@fd00::1:80 maxconn 128$/m);
 });

@@ -142,7 +142,12 @@ function globalSection({ settings, files }: HaproxyConfigInput): string[] {
 }
 
 /** Bind lines of the listeners (a TLS bind with `ssl crt-list …` is one more line here). */
-const bindLines = (listeners: Listener[]): string[] => listeners.map((listener) => `  bind ${bindAddress(listener)} name ${listener.name}`);
+/**
+ * HTTP/1 only (`proto h1`) on the plain listeners, as the Node plane: by default HAProxy takes a
+ * client's HTTP/2 preface as prior-knowledge h2c and answers in HTTP/2 frames, where the Node plane
+ * answers 400 (found by the fuzz test's raw HTTP/2 preface).
+ */
+const bindLines = (listeners: Listener[]): string[] => listeners.map((listener) => `  bind ${bindAddress(listener)} name ${listener.name} proto h1`);
 
 /**
  * With an internal listener, the public one routes no internal host (it falls through to the Node
