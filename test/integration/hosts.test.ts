@@ -19,7 +19,10 @@ const directory = await serveRole('directory', await freePort(), cluster.flags, 
 const ENGINE_GRACE = 5;
 const scheduler = await serveRole('scheduler', await freePort(), [...cluster.flags, '--engine-grace', String(ENGINE_GRACE)], cluster.env);
 const orchestrator = await serveRole('orchestrator', await freePort(), cluster.flags, cluster.env);
-const gateway: HostProcess = await h4.serve('gateway', []);
+// The gateway listens on every address of its host, so the internal domain has its own listener
+// (README "The gateway"): on the host's address here, the next port up.
+const gateway: HostProcess = await h4.serve('gateway', ['--internal-host', h4.address]);
+const internalUrl = `http://${h4.address}:${Number(new URL(gateway.url).port) + 1}`;
 t.teardown(async () => {
   await Promise.all([gateway, orchestrator, scheduler, directory].map((role) => role.stop()));
   await cluster.stop();
@@ -40,7 +43,7 @@ const containersOn = async (host: TestHost, service: string) =>
 const routes = async (service: string): Promise<{ address: string; unit: string }[]> => {
   const reply = await http('GET', `${gateway.url}/routes`, undefined, bearer);
   if (reply.status !== 200) throw new Error(`GET /routes answered ${reply.status}: ${JSON.stringify(reply.body)}`);
-  const table = reply.body as { name: string; upstreams: { address: string; unit: string }[] }[];
+  const table = (reply.body as { routes: { name: string; upstreams: { address: string; unit: string }[] }[] }).routes;
   return table.find((route) => route.name === service)?.upstreams ?? [];
 };
 
@@ -71,7 +74,7 @@ t.test('6 units spread 2 per host; the gateway on a fourth host reaches all 6 by
   // Sequential requests visit every unit in turn (round robin when idle).
   const seen = new Set<string>();
   for (let i = 0; i < 24 && seen.size < 6; i++) {
-    const response = await request(`${gateway.url}/`, { headers: { host: 'spread.platform.internal' }, headersTimeout: 10_000 });
+    const response = await request(`${internalUrl}/`, { headers: { host: 'spread.platform.internal' }, headersTimeout: 10_000 });
     const text = await response.body.text();
     t.equal(response.statusCode, 200, text.slice(0, 200));
     seen.add(text.split(' ')[0]!);
@@ -107,7 +110,7 @@ function sampleRoutes(service: string): { stop(): Promise<{ most: number; twice:
 t.test('a partitioned host: its units run elsewhere within 15 s and the gateway stops sending to it; healed, it stops the units that moved', async (t) => {
   const victim = h3;
   await settled('spread', 6);
-  const load = startLoad({ url: `${gateway.url}/`, host: 'spread.platform.internal', concurrency: 4, maxDurationMs: 120_000 });
+  const load = startLoad({ url: `${internalUrl}/`, host: 'spread.platform.internal', concurrency: 4, maxDurationMs: 120_000 });
   await waitFor(() => load.progress.ok >= 20, 20_000, { what: 'load through the gateway' });
   victim.partition();
   const partitionedAt = Date.now();

@@ -26,7 +26,9 @@ const directory = await serveRole('directory', await freePort(), [...flags, ...s
 const scheduler = await serveRole('scheduler', await freePort(), [...flags, ...short]);
 const orchestrator = await serveRole('orchestrator', await freePort(), [...flags, ...short]);
 const agent = await serveRole('agent', await freePort(), [...flags, ...short, '--machine-id', 'slow-clients'], noDocker);
-const gateway = await serveRole('gateway', await freePort(), [...flags, ...short, '--max-connections', '8', '--max-connections-per-address', '5']);
+// The Node data plane's limits: HAProxy's (its own timeouts, text answers to the connection caps,
+// no whole-body timeout) are listed in docs/gateway.md and not yet held to these checks.
+const gateway = await serveRole('gateway', await freePort(), [...flags, ...short, '--max-connections', '8', '--max-connections-per-address', '5', '--data-plane', 'node']);
 const web = await serveRole('web', await freePort(), [...flags, ...short]);
 const defaultAgent = await serveRole('agent', await freePort(), [...flags, '--machine-id', 'slow-clients-defaults'], noDocker);
 const roles = { directory, scheduler, orchestrator, agent, gateway, web };
