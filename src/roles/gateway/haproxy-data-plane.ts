@@ -25,6 +25,17 @@ import { backendConfigs, emptyState, reloaded, transition, type HaproxyState } f
 import { HaproxyProcess } from './haproxy-process.js';
 import { runtimeCommand, runtimeCommands, serverStats } from './haproxy-runtime.js';
 import { followHaproxy } from './haproxy-metrics.js';
+import { HaproxyCertificates } from './haproxy-certificates.js';
+import type { CertificateSet } from '../../certificates/certificate-set.js';
+import type { PublicHosts } from './tls/public-hosts.js';
+
+/** With --https-port: HAProxy terminates TLS for the public hosts with the stored certificates. */
+export interface HaproxyTls {
+  port: number;
+  certificates: CertificateSet;
+  hosts: PublicHosts;
+  hstsMaxAgeSeconds: number | undefined;
+}
 
 // The HAProxy data plane: HAProxy (a child process, haproxy-process.ts) listens on the gateway's
 // address and forwards to units; the gateway applies each route plan through the Runtime API
@@ -48,11 +59,14 @@ export class HaproxyDataPlane implements DataPlane {
   private syncing = false;
   private pending = false;
   private listeners: ConfigListener[] = [];
+  private tlsHost = '';
+  private certificates: HaproxyCertificates | undefined;
 
   constructor(
     private readonly node: NodeDataPlane,
     private readonly config: PlatformConfig,
     private readonly log: FastifyBaseLogger,
+    private readonly tls?: HaproxyTls,
   ) {}
 
   apply(plan: readonly PlannedRoute[]): void {
@@ -79,6 +93,12 @@ export class HaproxyDataPlane implements DataPlane {
     this.files = files;
     this.configFile = join(dir, 'haproxy.cfg');
     this.listeners = [{ host: listeners.public.host, port, name: 'public' }, ...(listeners.internal ? [{ ...listeners.internal, name: 'internal' as const }] : [])];
+    this.tlsHost = listeners.public.host;
+    if (this.tls) {
+      const certificates = new HaproxyCertificates(this.tls.certificates, this.tls.hosts, dir, this.log);
+      this.certificates = certificates;
+      certificates.follow(() => this.sync());
+    }
     this.process = new HaproxyProcess({
       bin: this.config.gateway.haproxyBin ?? 'haproxy',
       configFile: this.configFile,
@@ -87,7 +107,10 @@ export class HaproxyDataPlane implements DataPlane {
       pidFile: files.pidFile,
       log: this.log,
       prepare: () => this.writeFiles(),
-      started: () => (this.live = this.state),
+      started: () => {
+        this.live = this.state;
+        this.certificates?.started();
+      },
       restarted: () => this.sync(),
     });
     const process = this.process;
@@ -174,6 +197,12 @@ export class HaproxyDataPlane implements DataPlane {
           this.log.info('haproxy configuration changes shape: reloading');
           await process.reload();
         }
+        const refused = (await this.certificates?.apply(this.files!.runtimeSocket)) ?? [];
+        if (refused.length > 0) {
+          // The files are current: a reload loads exactly the set wanted.
+          this.log.warn({ failures: refused }, 'haproxy refused certificate commands; reloading to resynchronise');
+          await process.reload();
+        }
       } catch (error) {
         // HAProxy died or stalled: it is restarted from the state written then.
         this.log.warn({ reason: (error as Error).message }, 'haproxy runtime update failed');
@@ -196,7 +225,9 @@ export class HaproxyDataPlane implements DataPlane {
     writeFileSync(files.hostsMap, hostsMapFile(this.state.hosts));
     writeFileSync(files.unitsMap, unitsMapFile(backends));
     const redirect = this.config.gateway.tls.httpsRedirect ? { httpsRedirectDomain: this.config.domain } : {};
-    const config = haproxyConfig({ listeners: this.listeners, internalDomain: this.config.gateway.internalDomain, ownPort: this.node.port(), settings: this.settings(), files, backends, ...redirect });
+    this.certificates?.writeAll();
+    const tls = this.tls && this.certificates ? { tls: { host: this.tlsHost, port: this.tls.port, crtList: this.certificates.crtList, domain: this.config.domain, hstsMaxAgeSeconds: this.tls.hstsMaxAgeSeconds } } : {};
+    const config = haproxyConfig({ listeners: this.listeners, internalDomain: this.config.gateway.internalDomain, ownPort: this.node.port(), settings: this.settings(), files, backends, ...redirect, ...tls });
     writeFileSync(this.configFile, config);
   }
 
