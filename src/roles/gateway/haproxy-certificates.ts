@@ -181,7 +181,7 @@ export class HaproxyCertificates {
         stdio: ['ignore', 'ignore', 'pipe'],
       });
     } catch (error) {
-      throw new Error(`HTTPS on the HAProxy data plane needs the openssl command for its placeholder certificate (Debian package openssl): ${(error as Error).message}`);
+      throw new Error(`HTTPS on the HAProxy data plane needs the openssl command for its placeholder certificate (Debian package openssl): ${(error as Error).message}`, { cause: error });
     }
     writeFileSync(this.paths.placeholder, pemBundle({ chain: readFileSync(cert, 'utf8'), key: readFileSync(key, 'utf8') }) + '\n', { mode: 0o600 });
     rmSync(key, { force: true });
