@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo } from 'node:net';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
@@ -35,6 +36,20 @@ export interface HaproxyTls {
   certificates: CertificateSet;
   hosts: PublicHosts;
   hstsMaxAgeSeconds: number | undefined;
+  /** Called with the port HAProxy serves HTTPS on (port 0 asks for any free one). */
+  opened(port: number): void;
+}
+
+/** A free TCP port on `host`, for `--https-port 0`: HAProxy binds only a port it is given. */
+function freePortOn(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, host, () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
 }
 
 // The HAProxy data plane: HAProxy (a child process, haproxy-process.ts) listens on the gateway's
@@ -60,6 +75,7 @@ export class HaproxyDataPlane implements DataPlane {
   private pending = false;
   private listeners: ConfigListener[] = [];
   private tlsHost = '';
+  private tlsPort = 0;
   private certificates: HaproxyCertificates | undefined;
 
   constructor(
@@ -95,6 +111,7 @@ export class HaproxyDataPlane implements DataPlane {
     this.listeners = [{ host: listeners.public.host, port, name: 'public' }, ...(listeners.internal ? [{ ...listeners.internal, name: 'internal' as const }] : [])];
     this.tlsHost = listeners.public.host;
     if (this.tls) {
+      this.tlsPort = this.tls.port === 0 ? await freePortOn(this.tlsHost) : this.tls.port;
       const certificates = new HaproxyCertificates(this.tls.certificates, this.tls.hosts, dir, this.log);
       this.certificates = certificates;
       certificates.follow(() => this.sync());
@@ -121,6 +138,10 @@ export class HaproxyDataPlane implements DataPlane {
       stat: () => this.stat(),
     });
     await process.start();
+    if (this.tls) {
+      this.tls.opened(this.tlsPort);
+      this.log.info({ port: this.tlsPort }, 'HTTPS listener open (HAProxy)');
+    }
     this.sync();
   }
 
@@ -226,7 +247,7 @@ export class HaproxyDataPlane implements DataPlane {
     writeFileSync(files.unitsMap, unitsMapFile(backends));
     const redirect = this.config.gateway.tls.httpsRedirect ? { httpsRedirectDomain: this.config.domain } : {};
     this.certificates?.writeAll();
-    const tls = this.tls && this.certificates ? { tls: { host: this.tlsHost, port: this.tls.port, crtList: this.certificates.crtList, domain: this.config.domain, hstsMaxAgeSeconds: this.tls.hstsMaxAgeSeconds } } : {};
+    const tls = this.tls && this.certificates ? { tls: { host: this.tlsHost, port: this.tlsPort, crtList: this.certificates.crtList, domain: this.config.domain, hstsMaxAgeSeconds: this.tls.hstsMaxAgeSeconds } } : {};
     const config = haproxyConfig({ listeners: this.listeners, internalDomain: this.config.gateway.internalDomain, ownPort: this.node.port(), settings: this.settings(), files, backends, ...redirect, ...tls });
     writeFileSync(this.configFile, config);
   }

@@ -61,7 +61,7 @@ export async function startGateway({ config, store, log, access }: RoleContext):
       upgrade: node.upgradePublic,
     });
   }
-  const haproxyTls = tls && settings.tls.httpsPort !== undefined ? { port: settings.tls.httpsPort, ...tls.served, hstsMaxAgeSeconds: settings.tls.hstsMaxAgeSeconds } : undefined;
+  const haproxyTls = tls && settings.tls.httpsPort !== undefined ? { port: settings.tls.httpsPort, ...tls.served, hstsMaxAgeSeconds: settings.tls.hstsMaxAgeSeconds, opened: (port: number) => tls?.servedOn(port) } : undefined;
   const plane: DataPlane = kind === 'haproxy' ? new HaproxyDataPlane(node, config, log, haproxyTls) : node;
   watch.follow((plan) => plane.apply(plan));
   log.info({ dataPlane: kind }, `gateway data plane: ${kind}`);

@@ -74,9 +74,16 @@ export class GatewayTls {
     return { certificates: this.parts.certificates, hosts: this.parts.hosts };
   }
 
-  /** The HTTPS port: where this listener listens, else the one configured (HAProxy's). */
+  /** Where another data plane (HAProxy) serves HTTPS, when this listener is not opened. */
+  private servedPort: number | undefined;
+
+  servedOn(port: number): void {
+    this.servedPort = port;
+  }
+
+  /** The HTTPS port: where this listener listens, else where HAProxy does. */
   private port(): number | undefined {
-    return (this.server.address() as AddressInfo | null)?.port ?? this.options.settings.httpsPort;
+    return (this.server.address() as AddressInfo | null)?.port ?? this.servedPort;
   }
 
   /** The plain listener's part: ACME challenges, then redirects. True when the request was answered. */
