@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
 import { join } from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
@@ -105,6 +105,9 @@ export class HaproxyCertificates {
     this.writePlaceholder();
     const wanted = this.wanted();
     for (const host of wanted.keys()) this.writePem(host);
+    // Hosts that left while the gateway was down: their keys are not left on disk.
+    const kept = new Set([this.paths.placeholder, ...[...wanted.keys()].map((host) => this.paths.fileOf(host))]);
+    for (const file of readdirSync(this.dir)) if (!kept.has(join(this.dir, file))) rmSync(join(this.dir, file), { force: true });
     writeFileSync(this.paths.crtList, crtListFile(wanted, this.paths), { mode: 0o600 });
     this.written = wanted;
   }
