@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { request as httpsRequest, Agent } from 'node:https';
 import { request as httpRequest } from 'node:http';
 import type { TLSSocket } from 'node:tls';
+import { connect as http2Connect } from 'node:http2';
 import { lstatSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { startGateway, startGatewayCluster, testedDataPlanes } from '../harness/gateway-cluster.js';
@@ -64,6 +65,25 @@ function tlsGet(port: number, name: string, ca: string, options: { agent?: Agent
       },
     );
     req.on('timeout', () => req.destroy(new Error('timed out')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** A GET over HTTP/2 (ALPN h2) to 127.0.0.1:port with SNI and :authority `name`. */
+function h2Get(port: number, name: string, ca: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const session = http2Connect(`https://${name}:${port}`, { host: '127.0.0.1', servername: name, ca });
+    session.on('error', reject);
+    const req = session.request({ ':path': '/', ':authority': `${name}:${port}` });
+    let status = 0;
+    let body = '';
+    req.on('response', (headers) => (status = Number(headers[':status'])));
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      session.close();
+      resolve({ status, body });
+    });
     req.on('error', reject);
     req.end();
   });
@@ -139,6 +159,9 @@ for (const plane of planes) {
       const certs = join(gateway.dataDir, `gateway-${plainPort}`, 'certs');
       for (const file of readdirSync(certs)) t.equal(lstatSync(join(certs, file)).mode & 0o777, 0o600, `${file} is readable by the gateway only`);
       t.ok(readdirSync(certs).includes(`shop.${DOMAIN}.pem`));
+      const h2 = await h2Get(httpsPort, `shop.${DOMAIN}`, ca);
+      t.equal(h2.status, 200);
+      t.match(h2.body, /^shop-\d\.service shop /, 'HTTP/2 by ALPN reaches the units');
     }
 
     const redirected = await plainGet(plainPort, `shop.${DOMAIN}`, '/a/b?c=d');
