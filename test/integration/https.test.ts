@@ -3,7 +3,10 @@ import { readFileSync } from 'node:fs';
 import { request as httpsRequest, Agent } from 'node:https';
 import { request as httpRequest } from 'node:http';
 import type { TLSSocket } from 'node:tls';
-import { startGatewayCluster } from '../harness/gateway-cluster.js';
+import { connect as http2Connect } from 'node:http2';
+import { lstatSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { startGateway, startGatewayCluster, testedDataPlanes } from '../harness/gateway-cluster.js';
 import { freePort } from '../harness/free-port.js';
 import { http, runCli, serveRole, type PlatformProcess } from '../harness/platform.js';
 import { makeServerCertificate } from '../harness/tls-certificates.js';
@@ -14,6 +17,9 @@ import { waitFor } from '../harness/wait.js';
 // orchestrator, and Debian's pebble as the ACME server validating HTTP-01 against a gateway's plain
 // port (pebble-challtestsrv resolves every name to 127.0.0.1). Operator certificates first (on a
 // gateway without ACME), then ACME on two gateways, then renewal of short-lived certificates under load.
+// Every check runs on each data plane: the operator test once per plane, and the two ACME gateways
+// run one plane each (HAProxy terminating TLS itself, Node's TLS listener), so the renewal loop
+// covers both.
 
 const DOMAIN = 'example.test';
 const CERT_LIFETIME_SECONDS = 45;
@@ -64,6 +70,25 @@ function tlsGet(port: number, name: string, ca: string, options: { agent?: Agent
   });
 }
 
+/** A GET over HTTP/2 (ALPN h2) to 127.0.0.1:port with SNI and :authority `name`. */
+function h2Get(port: number, name: string, ca: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const session = http2Connect(`https://${name}:${port}`, { host: '127.0.0.1', servername: name, ca });
+    session.on('error', reject);
+    const req = session.request({ ':path': '/', ':authority': `${name}:${port}` });
+    let status = 0;
+    let body = '';
+    req.on('response', (headers) => (status = Number(headers[':status'])));
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      session.close();
+      resolve({ status, body });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 /** A plain GET with Host `name`. */
 function plainGet(port: number, name: string, path = '/'): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
   return new Promise((resolve, reject) => {
@@ -81,60 +106,76 @@ const platform = (...args: string[]) => runCli(orchestrator.url, args);
 
 const journal = async (kind: string) => ((await http('GET', `${orchestrator.url}/journal?limit=500`)).body as { kind: string; message: string; service?: string }[]).filter((entry) => entry.kind === kind);
 
-t.test('operator certificates: three refusals, a wildcard served for every public service, redirects and HSTS', async (t) => {
-  const [plainPort, httpsPort] = [await freePort(), await freePort()];
-  const gateway = await serveRole('gateway', plainPort, [...domainFlags, '--https-port', String(httpsPort), '--https-redirect', '--hsts-max-age', '600']);
-  t.teardown(() => gateway.stop());
-  const wildcard = makeServerCertificate(dir, 'wild', [`*.${DOMAIN}`]);
-  const stranger = makeServerCertificate(dir, 'stranger', [`*.${DOMAIN}`]);
-  const expired = makeServerCertificate(dir, 'expired', [`*.${DOMAIN}`], { expired: true });
-  const elsewhere = makeServerCertificate(dir, 'elsewhere', ['www.example.org']);
+const planes = testedDataPlanes();
 
-  const mismatched = await platform('cert', 'add', `*.${DOMAIN}`, '--cert', wildcard.cert, '--key', stranger.key);
-  t.not(mismatched.code, 0);
-  t.match(mismatched.stderr, /key: does not match the certificate/);
-  const refused = async (cert: { cert: string; key: string }, host = `*.${DOMAIN}`) =>
-    http('POST', `${orchestrator.url}/certificates`, { host, certificate: readFileSync(cert.cert, 'utf8'), key: readFileSync(cert.key, 'utf8') });
-  const old = await refused(expired);
-  t.equal(old.status, 400);
-  t.match(old.body.message, /^certificate: expired on /);
-  const foreign = await refused(elsewhere);
-  t.equal(foreign.status, 400);
-  t.equal(foreign.body.message, `certificate: does not cover *.${DOMAIN} (its names: www.example.org)`);
-  t.same((await http('GET', `${orchestrator.url}/certificates`)).body, [], 'nothing was stored');
+for (const plane of planes) {
+  t.test(`operator certificates (${plane} data plane): three refusals, a wildcard served for every public service, redirects and HSTS`, async (t) => {
+    const [plainPort, httpsPort] = [await freePort(), await freePort()];
+    const gateway = await startGateway(plane, [...domainFlags, '--https-port', String(httpsPort), '--https-redirect', '--hsts-max-age', '600'], plainPort);
+    t.teardown(() => gateway.stop());
+    const addedBefore = (await journal('certificate.added')).length;
+    const wildcard = makeServerCertificate(dir, 'wild', [`*.${DOMAIN}`]);
+    const stranger = makeServerCertificate(dir, 'stranger', [`*.${DOMAIN}`]);
+    const expired = makeServerCertificate(dir, 'expired', [`*.${DOMAIN}`], { expired: true });
+    const elsewhere = makeServerCertificate(dir, 'elsewhere', ['www.example.org']);
 
-  const added = await platform('cert', 'add', `*.${DOMAIN}`, '--cert', wildcard.cert, '--key', wildcard.key);
-  t.equal(added.code, 0, added.stderr);
-  const listed = await platform('cert', 'list');
-  t.match(listed.stdout, new RegExp(`\\*\\.${DOMAIN}\\s+CN=wild-ca\\s+\\S+\\s+operator`));
-  const listing = JSON.stringify((await http('GET', `${orchestrator.url}/certificates`)).body);
-  t.notOk(listing.includes('PRIVATE KEY') || listing.includes('"key"'), 'the listing carries no key');
-  const entries = await journal('certificate.added');
-  t.equal(entries.length, 1);
-  t.equal(entries[0]!.message, `POST /certificates: certificate for *.${DOMAIN}`, 'the journal names the host only');
-  t.notOk(gateway.output().includes('PRIVATE KEY'), 'no key in the gateway log');
-  t.notOk(orchestrator.output().includes('PRIVATE KEY'), 'no key in the orchestrator log');
+    const mismatched = await platform('cert', 'add', `*.${DOMAIN}`, '--cert', wildcard.cert, '--key', stranger.key);
+    t.not(mismatched.code, 0);
+    t.match(mismatched.stderr, /key: does not match the certificate/);
+    const refused = async (cert: { cert: string; key: string }, host = `*.${DOMAIN}`) =>
+      http('POST', `${orchestrator.url}/certificates`, { host, certificate: readFileSync(cert.cert, 'utf8'), key: readFileSync(cert.key, 'utf8') });
+    const old = await refused(expired);
+    t.equal(old.status, 400);
+    t.match(old.body.message, /^certificate: expired on /);
+    const foreign = await refused(elsewhere);
+    t.equal(foreign.status, 400);
+    t.equal(foreign.body.message, `certificate: does not cover *.${DOMAIN} (its names: www.example.org)`);
+    t.same((await http('GET', `${orchestrator.url}/certificates`)).body, [], 'nothing was stored');
 
-  const ca = readFileSync(wildcard.ca, 'utf8');
-  for (const service of ['shop', 'other']) {
-    const answer = await waitFor(async () => tlsGet(httpsPort, `${service}.${DOMAIN}`, ca).catch(() => undefined), 15_000, { what: `HTTPS for ${service}` });
-    t.equal(answer.status, 200);
-    t.match(answer.body, new RegExp(`^${service}-\\d\\.service ${service} `), `${service} answers from its units over HTTPS`);
-    t.equal(answer.headers['strict-transport-security'], 'max-age=600');
-  }
-  await t.rejects(tlsGet(httpsPort, `hidden.${DOMAIN}`, ca), 'no handshake for an internal-only service on the public domain');
+    const added = await platform('cert', 'add', `*.${DOMAIN}`, '--cert', wildcard.cert, '--key', wildcard.key);
+    t.equal(added.code, 0, added.stderr);
+    const listed = await platform('cert', 'list');
+    t.match(listed.stdout, new RegExp(`\\*\\.${DOMAIN}\\s+CN=wild-ca\\s+\\S+\\s+operator`));
+    const listing = JSON.stringify((await http('GET', `${orchestrator.url}/certificates`)).body);
+    t.notOk(listing.includes('PRIVATE KEY') || listing.includes('"key"'), 'the listing carries no key');
+    const entries = await journal('certificate.added');
+    t.equal(entries.length, addedBefore + 1);
+    t.equal(entries[0]!.message, `POST /certificates: certificate for *.${DOMAIN}`, 'the journal names the host only');
+    t.notOk(gateway.output().includes('PRIVATE KEY'), 'no key in the gateway log');
+    t.notOk(orchestrator.output().includes('PRIVATE KEY'), 'no key in the orchestrator log');
 
-  const redirected = await plainGet(plainPort, `shop.${DOMAIN}`, '/a/b?c=d');
-  t.equal(redirected.status, 308);
-  t.equal(redirected.headers.location, `https://shop.${DOMAIN}:${httpsPort}/a/b?c=d`);
-  const internal = await plainGet(plainPort, 'hidden.platform.internal');
-  t.equal(internal.status, 200, 'internal names are not redirected');
-  t.equal(internal.headers['strict-transport-security'], undefined);
+    const ca = readFileSync(wildcard.ca, 'utf8');
+    for (const service of ['shop', 'other']) {
+      const answer = await waitFor(async () => tlsGet(httpsPort, `${service}.${DOMAIN}`, ca).catch(() => undefined), 15_000, { what: `HTTPS for ${service}` });
+      t.equal(answer.status, 200);
+      t.match(answer.body, new RegExp(`^${service}-\\d\\.service ${service} `), `${service} answers from its units over HTTPS`);
+      t.equal(answer.headers['strict-transport-security'], 'max-age=600');
+    }
+    await t.rejects(tlsGet(httpsPort, `hidden.${DOMAIN}`, ca), 'no handshake for an internal-only service on the public domain');
+    await t.rejects(tlsGet(httpsPort, `unknown.${DOMAIN}`, ca), 'no handshake for a name no service has, though the wildcard covers it');
+    if (plane === 'haproxy') {
+      const ready = await http('GET', `${gateway.url}/readyz`);
+      t.match(ready.body, { dataPlane: 'haproxy', https: { port: httpsPort, certificates: 1 } }, 'HAProxy terminates TLS; /readyz keeps the HTTPS facts');
+      const certs = join(gateway.dataDir, `gateway-${plainPort}`, 'certs');
+      for (const file of readdirSync(certs)) t.equal(lstatSync(join(certs, file)).mode & 0o777, 0o600, `${file} is readable by the gateway only`);
+      t.ok(readdirSync(certs).includes(`shop.${DOMAIN}.pem`));
+      const h2 = await h2Get(httpsPort, `shop.${DOMAIN}`, ca);
+      t.equal(h2.status, 200);
+      t.match(h2.body, /^shop-\d\.service shop /, 'HTTP/2 by ALPN reaches the units');
+    }
 
-  const removed = await platform('cert', 'remove', `*.${DOMAIN}`);
-  t.equal(removed.code, 0, removed.stderr);
-  await waitFor(async () => tlsGet(httpsPort, `shop.${DOMAIN}`, ca).then(() => false, () => true), 10_000, { what: 'the removed certificate to stop serving' });
-});
+    const redirected = await plainGet(plainPort, `shop.${DOMAIN}`, '/a/b?c=d');
+    t.equal(redirected.status, 308);
+    t.equal(redirected.headers.location, `https://shop.${DOMAIN}:${httpsPort}/a/b?c=d`);
+    const internal = await plainGet(plainPort, 'hidden.platform.internal');
+    t.equal(internal.status, 200, 'internal names are not redirected');
+    t.equal(internal.headers['strict-transport-security'], undefined);
+
+    const removed = await platform('cert', 'remove', `*.${DOMAIN}`);
+    t.equal(removed.code, 0, removed.stderr);
+    await waitFor(async () => tlsGet(httpsPort, `shop.${DOMAIN}`, ca).then(() => false, () => true), 10_000, { what: 'the removed certificate to stop serving' });
+  });
+}
 
 const gatewayPorts = { a: { plain: await freePort(), https: await freePort() }, b: { plain: await freePort(), https: await freePort() } };
 const pebble = await startPebble({ httpPort: gatewayPorts.a.plain, certificateValiditySeconds: CERT_LIFETIME_SECONDS, blockedDomains: [`blocked.${DOMAIN}`] });
@@ -146,8 +187,11 @@ const root = await pebble.issuingRoot();
 
 t.test('ACME: a public service gets a certificate with no operator step; two gateways make one order and serve it', async (t) => {
   // Both gateways start at once: both see the hosts with no certificate and race for the lock.
+  // With both planes tested, a runs HAProxy and b Node.
   const [a, b] = await Promise.all(
-    (['a', 'b'] as const).map((name) => serveRole('gateway', gatewayPorts[name].plain, [...domainFlags, ...acmeFlags, '--https-port', String(gatewayPorts[name].https), '--log-level', 'info'])),
+    (['a', 'b'] as const).map((name, i) =>
+      startGateway(planes[i] ?? planes[0]!, [...domainFlags, ...acmeFlags, '--https-port', String(gatewayPorts[name].https), '--log-level', 'info'], gatewayPorts[name].plain),
+    ),
   );
   started.push(a!, b!);
   const served = await waitFor(async () => tlsGet(gatewayPorts.b.https, `shop.${DOMAIN}`, root).catch(() => undefined), 60_000, { what: 'an ACME certificate for shop' });
@@ -191,8 +235,11 @@ t.test("a failed order is journaled with the ACME server's reason, shown on /rea
   t.notOk(page.certificate);
 });
 
-t.test('renewal under load: the served certificate changes and no request fails', async (t) => {
+t.test(`renewal under load (${planes.join(' and ')}): the served certificate changes and no request fails`, async (t) => {
   const first = await tlsGet(gatewayPorts.a.https, `shop.${DOMAIN}`, root);
+  const gateways = started.filter((role) => role !== orchestrator);
+  const reloads = async () => Promise.all(gateways.map(async (role) => ((await http('GET', `${role.url}/readyz`)).body as { haproxy?: { reloads: number } }).haproxy?.reloads));
+  const reloadsBefore = await reloads();
   const keepAlive = new Agent({ keepAlive: true, maxSockets: 2, ca: root });
   t.teardown(() => keepAlive.destroy());
   const failures: string[] = [];
@@ -223,6 +270,7 @@ t.test('renewal under load: the served certificate changes and no request fails'
     await Promise.all(loops);
   }
   t.same(failures, [], `no failed request among ${requests}`);
+  t.same(await reloads(), reloadsBefore, 'HAProxy took the renewed certificate through its Runtime API, with no reload');
   t.ok(requests > 50, `${requests} requests ran through the renewal`);
   const renewed = await journal('certificate.renewed');
   t.ok(renewed.some((entry) => entry.service === 'shop'), 'the renewal is journaled');

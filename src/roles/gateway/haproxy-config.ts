@@ -63,8 +63,20 @@ export interface HaproxyConfigInput {
   settings: HaproxySettings;
   files: HaproxyFiles;
   backends: BackendConfig[];
-  /** With --https-redirect: the public domain, whose routed hosts the Node server answers with 308s. */
+  /** With --https-redirect: the public domain, whose routed hosts the Node server answers with 308s on plain HTTP. */
   httpsRedirectDomain?: string;
+  /** With --https-port: HAProxy terminates TLS (haproxy-certificates.ts keeps the crt-list). */
+  tls?: TlsBind;
+}
+
+export interface TlsBind {
+  host: string;
+  port: number;
+  /** The crt-list file: the placeholder first, then one line per public host that has a certificate. */
+  crtList: string;
+  /** The public domain: its `<name>.<domain>` hosts get HSTS over TLS when hstsMaxAgeSeconds is set. */
+  domain: string;
+  hstsMaxAgeSeconds?: number | undefined;
 }
 
 /** The backend a route is served by; names are DNS labels, so the prefix keeps services and components apart. */
@@ -141,13 +153,29 @@ function globalSection({ settings, files }: HaproxyConfigInput): string[] {
   ];
 }
 
-/** Bind lines of the listeners (a TLS bind with `ssl crt-list …` is one more line here). */
 /**
- * HTTP/1 only (`proto h1`) on the plain listeners, as the Node plane: by default HAProxy takes a
- * client's HTTP/2 preface as prior-knowledge h2c and answers in HTTP/2 frames, where the Node plane
- * answers 400 (found by the fuzz test's raw HTTP/2 preface).
+ * Bind lines of the listeners, and the TLS one. The plain listeners speak HTTP/1 only (`proto
+ * h1`), as the Node plane: by default HAProxy takes a client's HTTP/2 preface as prior-knowledge
+ * h2c and answers in HTTP/2 frames, where the Node plane answers 400 (found by the fuzz test). strict-sni: a handshake is accepted only for a
+ * name a crt-list line filters for (the public hosts with a certificate), never falling back to
+ * the default certificate, which is a placeholder no client asks for; TLS 1.2 and 1.3 only (2.6
+ * sets no maximum below 1.3); HTTP/2 where the client offers it.
  */
-const bindLines = (listeners: Listener[]): string[] => listeners.map((listener) => `  bind ${bindAddress(listener)} name ${listener.name} proto h1`);
+const bindLines = (input: HaproxyConfigInput): string[] => [
+  ...input.listeners.map((listener) => `  bind ${bindAddress(listener)} name ${listener.name} proto h1`),
+  ...(input.tls === undefined
+    ? []
+    : [`  bind ${bindAddress({ ...input.tls, name: 'public' })} name https ssl crt-list ${input.tls.crtList} strict-sni ssl-min-ver TLSv1.2 alpn h2,http/1.1`]),
+];
+
+/**
+ * HSTS, as the Node plane's TLS listener sends it: over TLS, for the public hosts (routed hosts one
+ * label under the public domain; `[.]` because HAProxy's parser eats backslashes).
+ */
+const hstsLines = (tls: TlsBind | undefined): string[] =>
+  tls?.hstsMaxAgeSeconds === undefined
+    ? []
+    : [`  http-response set-header strict-transport-security max-age=${tls.hstsMaxAgeSeconds} if { ssl_fc } routed { var(txn.host) -m reg ^[^.]+[.]${tls.domain.replace(/\./g, '[.]')}$ }`];
 
 /**
  * With an internal listener, the public one routes no internal host (it falls through to the Node
@@ -159,7 +187,7 @@ function listenerRules(input: HaproxyConfigInput): string[] {
   if (!input.listeners.some((listener) => listener.name === 'internal')) return rules;
   return [
     ...rules,
-    '  acl public_listener so_name public',
+    '  acl public_listener so_name public https',
     `  http-request set-header ${LISTENER_HEADER} public if public_listener`,
     `  http-request unset-var(txn.backend) if public_listener { var(txn.host) -m end .${input.internalDomain} }`,
   ];
@@ -169,7 +197,7 @@ function frontendSection(input: HaproxyConfigInput): string[] {
   const { settings, files } = input;
   return [
     'frontend gateway',
-    ...bindLines(input.listeners),
+    ...bindLines(input),
     `  stick-table type ipv6 size 100k expire ${settings.idleTimeoutSeconds}s store conn_cur`,
     '  tcp-request connection track-sc0 src',
     `  http-request return status 503 content-type "text/plain; charset=utf-8" hdr retry-after 1 string "too many connections from one address\\n" if { sc0_conn_cur gt ${settings.maxConnectionsPerAddress} }`,
@@ -178,10 +206,10 @@ function frontendSection(input: HaproxyConfigInput): string[] {
     '  http-request set-var(txn.host) req.hdr(host),host_only,lower,regsub([.]$,)',
     `  http-request set-var(txn.backend) var(txn.host),map_str(${files.hostsMap})`,
     ...listenerRules(input),
-    // HTTPS is the Node server's (tls/): it answers ACME's HTTP-01 challenges for any host, and the
-    // 308s to HTTPS when asked to, so those requests are not routed here.
+    // The Node server (tls/) answers ACME's HTTP-01 challenges for any host, and on plain HTTP the
+    // 308s to HTTPS when asked to (it knows which hosts are public), so those requests are not routed here.
     '  http-request unset-var(txn.backend) if { path_beg /.well-known/acme-challenge/ }',
-    ...(input.httpsRedirectDomain === undefined ? [] : [`  http-request unset-var(txn.backend) if { var(txn.host) -m end .${input.httpsRedirectDomain} }`]),
+    ...(input.httpsRedirectDomain === undefined ? [] : [`  http-request unset-var(txn.backend) if !{ ssl_fc } { var(txn.host) -m end .${input.httpsRedirectDomain} }`]),
     '  acl routed var(txn.backend) -m found',
     `  acl loopback src ${LOOPBACK_SOURCES}`,
     // X-Forwarded-For extended as the Node plane does (one header, the client last). Requests for
@@ -189,7 +217,8 @@ function frontendSection(input: HaproxyConfigInput): string[] {
     '  http-request set-header x-forwarded-for "%[req.fhdr(x-forwarded-for)], %[src]" if { req.fhdr_cnt(x-forwarded-for) eq 1 } routed or { req.fhdr_cnt(x-forwarded-for) eq 1 } !loopback',
     '  http-request set-header x-forwarded-for %[src] if { req.fhdr_cnt(x-forwarded-for) eq 0 } routed or { req.fhdr_cnt(x-forwarded-for) eq 0 } !loopback',
     '  http-request add-header x-forwarded-for %[src] if { req.fhdr_cnt(x-forwarded-for) gt 1 } routed or { req.fhdr_cnt(x-forwarded-for) gt 1 } !loopback',
-    '  http-request set-header x-forwarded-proto http if routed',
+    '  http-request set-header x-forwarded-proto https if routed { ssl_fc }',
+    '  http-request set-header x-forwarded-proto http if routed !{ ssl_fc }',
     '  http-request set-header x-forwarded-host %[req.hdr(host)] if routed',
     '  http-request del-header proxy-authorization if routed',
     '  http-request del-header proxy-connection if routed',
@@ -204,6 +233,7 @@ function frontendSection(input: HaproxyConfigInput): string[] {
     '  http-response del-header keep-alive',
     '  http-response del-header trailer',
     '  http-response del-header proxy-authenticate',
+    ...hstsLines(input.tls),
     '  use_backend %[var(txn.backend)] if routed',
     // Unknown hosts and the gateway's own endpoints: the Node server answers them as the Node plane does.
     '  default_backend own',

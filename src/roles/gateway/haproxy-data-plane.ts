@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo } from 'node:net';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
@@ -25,6 +26,31 @@ import { backendConfigs, emptyState, reloaded, transition, type HaproxyState } f
 import { HaproxyProcess } from './haproxy-process.js';
 import { runtimeCommand, runtimeCommands, serverStats } from './haproxy-runtime.js';
 import { followHaproxy } from './haproxy-metrics.js';
+import { HaproxyCertificates } from './haproxy-certificates.js';
+import type { CertificateSet } from '../../certificates/certificate-set.js';
+import type { PublicHosts } from './tls/public-hosts.js';
+
+/** With --https-port: HAProxy terminates TLS for the public hosts with the stored certificates. */
+export interface HaproxyTls {
+  port: number;
+  certificates: CertificateSet;
+  hosts: PublicHosts;
+  hstsMaxAgeSeconds: number | undefined;
+  /** Called with the port HAProxy serves HTTPS on (port 0 asks for any free one). */
+  opened(port: number): void;
+}
+
+/** A free TCP port on `host`, for `--https-port 0`: HAProxy binds only a port it is given. */
+function freePortOn(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, host, () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
 
 // The HAProxy data plane: HAProxy (a child process, haproxy-process.ts) listens on the gateway's
 // address and forwards to units; the gateway applies each route plan through the Runtime API
@@ -48,11 +74,15 @@ export class HaproxyDataPlane implements DataPlane {
   private syncing = false;
   private pending = false;
   private listeners: ConfigListener[] = [];
+  private tlsHost = '';
+  private tlsPort = 0;
+  private certificates: HaproxyCertificates | undefined;
 
   constructor(
     private readonly node: NodeDataPlane,
     private readonly config: PlatformConfig,
     private readonly log: FastifyBaseLogger,
+    private readonly tls?: HaproxyTls,
   ) {}
 
   apply(plan: readonly PlannedRoute[]): void {
@@ -79,6 +109,13 @@ export class HaproxyDataPlane implements DataPlane {
     this.files = files;
     this.configFile = join(dir, 'haproxy.cfg');
     this.listeners = [{ host: listeners.public.host, port, name: 'public' }, ...(listeners.internal ? [{ ...listeners.internal, name: 'internal' as const }] : [])];
+    this.tlsHost = listeners.public.host;
+    if (this.tls) {
+      this.tlsPort = this.tls.port === 0 ? await freePortOn(this.tlsHost) : this.tls.port;
+      const certificates = new HaproxyCertificates(this.tls.certificates, this.tls.hosts, dir, this.log);
+      this.certificates = certificates;
+      certificates.follow(() => this.sync());
+    }
     this.process = new HaproxyProcess({
       bin: this.config.gateway.haproxyBin ?? 'haproxy',
       configFile: this.configFile,
@@ -87,7 +124,10 @@ export class HaproxyDataPlane implements DataPlane {
       pidFile: files.pidFile,
       log: this.log,
       prepare: () => this.writeFiles(),
-      started: () => (this.live = this.state),
+      started: () => {
+        this.live = this.state;
+        this.certificates?.started();
+      },
       restarted: () => this.sync(),
     });
     const process = this.process;
@@ -98,6 +138,10 @@ export class HaproxyDataPlane implements DataPlane {
       stat: () => this.stat(),
     });
     await process.start();
+    if (this.tls) {
+      this.tls.opened(this.tlsPort);
+      this.log.info({ port: this.tlsPort }, 'HTTPS listener open (HAProxy)');
+    }
     this.sync();
   }
 
@@ -174,6 +218,12 @@ export class HaproxyDataPlane implements DataPlane {
           this.log.info('haproxy configuration changes shape: reloading');
           await process.reload();
         }
+        const refused = (await this.certificates?.apply(this.files!.runtimeSocket)) ?? [];
+        if (refused.length > 0) {
+          // The files are current: a reload loads exactly the set wanted.
+          this.log.warn({ failures: refused }, 'haproxy refused certificate commands; reloading to resynchronise');
+          await process.reload();
+        }
       } catch (error) {
         // HAProxy died or stalled: it is restarted from the state written then.
         this.log.warn({ reason: (error as Error).message }, 'haproxy runtime update failed');
@@ -196,7 +246,9 @@ export class HaproxyDataPlane implements DataPlane {
     writeFileSync(files.hostsMap, hostsMapFile(this.state.hosts));
     writeFileSync(files.unitsMap, unitsMapFile(backends));
     const redirect = this.config.gateway.tls.httpsRedirect ? { httpsRedirectDomain: this.config.domain } : {};
-    const config = haproxyConfig({ listeners: this.listeners, internalDomain: this.config.gateway.internalDomain, ownPort: this.node.port(), settings: this.settings(), files, backends, ...redirect });
+    this.certificates?.writeAll();
+    const tls = this.tls && this.certificates ? { tls: { host: this.tlsHost, port: this.tlsPort, crtList: this.certificates.crtList, domain: this.config.domain, hstsMaxAgeSeconds: this.tls.hstsMaxAgeSeconds } } : {};
+    const config = haproxyConfig({ listeners: this.listeners, internalDomain: this.config.gateway.internalDomain, ownPort: this.node.port(), settings: this.settings(), files, backends, ...redirect, ...tls });
     writeFileSync(this.configFile, config);
   }
 

@@ -13,8 +13,9 @@ import { GatewayTls } from './tls/gateway-tls.js';
 // (route-watch.ts), applied by one data plane: HAProxy when a recent one is installed (or asked
 // for), else the built-in Node proxy. Requests for a host that is not a service host reach the
 // role's usual Fastify endpoints (/healthz, /readyz, /metrics, /routes, /documentation).
-// HTTPS (tls/) is served by the Node plane's TLS listener under either data plane for now: the
-// HAProxy plane passes ACME challenges and HTTPS redirects to the Node server.
+// HTTPS (tls/): certificates, public host names and ACME are the same under either data plane;
+// the Node plane opens its own TLS listener, while HAProxy terminates TLS itself on --https-port
+// and passes ACME challenges and HTTPS redirects to the Node server.
 
 /** On shutdown, in-flight HTTPS requests get this long to finish before connections are cut. */
 const SHUTDOWN_GRACE_MS = 5_000;
@@ -60,14 +61,15 @@ export async function startGateway({ config, store, log, access }: RoleContext):
       upgrade: node.upgradePublic,
     });
   }
-  const plane: DataPlane = kind === 'haproxy' ? new HaproxyDataPlane(node, config, log) : node;
+  const haproxyTls = tls && settings.tls.httpsPort !== undefined ? { port: settings.tls.httpsPort, ...tls.served, hstsMaxAgeSeconds: settings.tls.hstsMaxAgeSeconds, opened: (port: number) => tls?.servedOn(port) } : undefined;
+  const plane: DataPlane = kind === 'haproxy' ? new HaproxyDataPlane(node, config, log, haproxyTls) : node;
   watch.follow((plan) => plane.apply(plan));
   log.info({ dataPlane: kind }, `gateway data plane: ${kind}`);
 
   return {
     listen: async (host, port) => {
       await plane.listen(gatewayListeners(host, port, settings, config.advertiseHost));
-      await tls?.listen(host);
+      if (kind === 'node') await tls?.listen(host);
     },
     close: async () => {
       await watch.close();

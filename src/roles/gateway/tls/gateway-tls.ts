@@ -12,11 +12,12 @@ import { hostName, type Domains } from '../host-name.js';
 import { PublicHosts } from './public-hosts.js';
 import { SecureContexts, tlsVersions } from './secure-contexts.js';
 
-// HTTPS on the gateway's Node data plane (README "HTTPS", docs/gateway.md): a TLS listener beside
-// the plain one, serving the public hosts with the certificates in the store; on the plain
+// HTTPS on the gateway (README "HTTPS", docs/gateway.md): on the Node data plane a TLS listener
+// beside the plain one, serving the public hosts with the certificates in the store; on the plain
 // listener, ACME HTTP-01 answers and (with --https-redirect) 308s to HTTPS. The certificate set,
-// the public host names and the ACME orderer know nothing of Node's TLS: another data plane can
-// take them as they are.
+// the public host names and the ACME orderer know nothing of Node's TLS: the HAProxy data plane
+// takes them as they are (haproxy-certificates.ts) and terminates TLS itself, and then this TLS
+// listener is not opened.
 
 export interface GatewayTlsOptions {
   store: Store;
@@ -68,13 +69,30 @@ export class GatewayTls {
     }
   }
 
+  /** The certificates and public host names, for a data plane that terminates TLS itself. */
+  get served(): { certificates: CertificateSet; hosts: PublicHosts } {
+    return { certificates: this.parts.certificates, hosts: this.parts.hosts };
+  }
+
+  /** Where another data plane (HAProxy) serves HTTPS, when this listener is not opened. */
+  private servedPort: number | undefined;
+
+  servedOn(port: number): void {
+    this.servedPort = port;
+  }
+
+  /** The HTTPS port: where this listener listens, else where HAProxy does. */
+  private port(): number | undefined {
+    return (this.server.address() as AddressInfo | null)?.port ?? this.servedPort;
+  }
+
   /** The plain listener's part: ACME challenges, then redirects. True when the request was answered. */
   handlePlain(req: IncomingMessage, res: ServerResponse): boolean {
     if (this.parts.challenges.answer(req, res)) return true;
     if (!this.options.settings.httpsRedirect) return false;
     const host = hostName(req.headers.host);
     if (!this.parts.hosts.has(host)) return false;
-    const port = (this.server.address() as AddressInfo | null)?.port;
+    const port = this.port();
     res.writeHead(308, { location: `https://${host}${port === 443 || port === undefined ? '' : `:${port}`}${req.url ?? '/'}`, 'content-length': 0 });
     res.end();
     return true;
@@ -95,7 +113,7 @@ export class GatewayTls {
   readiness(): Record<string, unknown> {
     return {
       https: {
-        port: (this.server.address() as AddressInfo | null)?.port,
+        port: this.port(),
         certificates: this.parts.certificates.all().length,
         ...(this.parts.orderer ? { acmeFailing: this.parts.orderer.failing().map(({ host, error, failures, nextAttemptAt }) => ({ host, error, failures, nextAttemptAt })) } : {}),
       },
@@ -104,6 +122,7 @@ export class GatewayTls {
 
   /** Stops accepting; open requests get `graceMs`, then connections are cut. */
   async close(graceMs: number): Promise<void> {
+    // Resolves also when the listener was never opened (HAProxy's plane).
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.server.closeIdleConnections();
     const cut = setTimeout(() => this.server.closeAllConnections(), graceMs);
