@@ -152,9 +152,7 @@ t.test('when etcd goes away the streams end and /events answers 503; once it is 
   t.equal(refused.statusCode, 503);
   t.match(await refused.body.json(), { message: /key-value store .* is unreachable/ });
   await etcd.restart();
-  await store.put(serviceKey('delta'), JSON.stringify(service('delta'))).catch(async () => {
-    await waitFor(async () => (await store.put(serviceKey('delta'), JSON.stringify(service('delta')))) > 0, 10_000, { what: 'etcd to take writes again' });
-  });
+  await waitFor(() => store.put(serviceKey('delta'), JSON.stringify(service('delta'))), 10_000, { what: 'etcd to take writes again' });
   const again = await waitFor(async () => openStream(url), 15_000, { intervalMs: 250, what: '/events to answer again' });
   t.teardown(() => again.close());
   t.match((await again.next('snapshot')).data, { services: { delta: { name: 'delta' } } }, 'the snapshot has what was written during the outage');

@@ -71,7 +71,9 @@ t.test('etcd: while the store is down, reads fail instead of serving stale data,
     }
   }, 10_000);
   await etcd.restart();
-  await store.put('/d/y', '2');
+  // The client's circuit breaker, opened by the outage, lets a call through again only after its
+  // half-open delay; a write in that window fails with StoreUnavailableError like any outage.
+  await waitFor(() => store.put('/d/y', '2'), 10_000, { what: 'the store accepting writes again' });
   const y = await waitFor(() => {
     try {
       return cache.get('/d/y');
