@@ -409,7 +409,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
         releasesPerService: integer('--keep-releases', flags.keepReleases, 1, 100_000) ?? defaultRetention.releasesPerService,
       },
       notify: resolveNotify(flags),
-      engineGraceSeconds: integer('--engine-grace', flags.engineGrace, 1, 86_400) ?? defaultEngineGraceSeconds,
+      engineGraceSeconds: integer('--engine-grace', flags.engineGrace ?? (env.PLATFORM_ENGINE_GRACE || undefined), 1, 86_400) ?? defaultEngineGraceSeconds,
     },
     gateway: resolveGatewayConfig(flags, env, domain),
     http: resolveHttpLimits(flags),

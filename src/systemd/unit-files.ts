@@ -195,10 +195,33 @@ function environmentFile(settings: MachineSettings): string {
     '# TTL of announcements and machine leases, seconds.',
     'PLATFORM_ANNOUNCE_TTL=10',
     '#PLATFORM_LOG_LEVEL=info',
+    ...(present.includes('agent')
+      ? [
+          '',
+          '# The agent: how much output of each unit the engine keeps (platform logs reads it).',
+          '#PLATFORM_LOG_MAX_SIZE=10m',
+          '#PLATFORM_LOG_MAX_FILES=3',
+        ]
+      : []),
+    ...(present.includes('gateway')
+      ? [
+          '',
+          '# The gateway: haproxy, node, or auto (HAProxy when installed); the HTTPS listener (off to turn it off);',
+          '# ACME certificates for public services when an email is set (README "HTTPS"); the internal listener.',
+          '#PLATFORM_GATEWAY_DATA_PLANE=auto',
+          '#PLATFORM_HTTPS_PORT=8443',
+          '#PLATFORM_ACME_EMAIL=ops@example.com',
+          '#PLATFORM_ACME_DIRECTORY=https://acme-v02.api.letsencrypt.org/directory',
+          '#PLATFORM_GATEWAY_INTERNAL_HOST=10.0.0.2',
+          '#PLATFORM_GATEWAY_INTERNAL_PORT=8081',
+        ]
+      : []),
     ...(present.includes('scheduler')
       ? [
           '',
-          '# The scheduler: registries on private addresses deploys may use, and the registry webhooks\' secrets.',
+          '# The scheduler: how long a machine may report no engine before its units run elsewhere, seconds.',
+          '#PLATFORM_ENGINE_GRACE=30',
+          '# Registries on private addresses deploys may use, and the registry webhooks\' secrets.',
           '#PLATFORM_ALLOWED_REGISTRIES=registry.internal:5000',
           '#PLATFORM_REGISTRY_WEBHOOK_TOKEN=',
           '#PLATFORM_DOCKERHUB_WEBHOOK_TOKEN=',

@@ -87,6 +87,13 @@ t.test('the environment file carries the machine\'s settings', async (t) => {
   t.match(env, /^#PLATFORM_ETCD_USER=/m, 'unset settings stay commented out');
   t.match(env, /^PLATFORM_AUTH=token$/m);
   t.notMatch(env, /PLATFORM_ALLOWED_REGISTRIES/, 'scheduler settings only where a scheduler runs');
+  t.notMatch(env, /PLATFORM_ENGINE_GRACE/, 'nor the engine grace');
+  t.match(env, /^#PLATFORM_LOG_MAX_SIZE=10m$/m, 'the agent\'s unit log rotation, at its default');
+  t.notMatch(env, /PLATFORM_GATEWAY_DATA_PLANE|PLATFORM_ACME_EMAIL/, 'gateway settings only where a gateway runs');
+  const all = renderUnitFiles(machineSettings({ roles: 'scheduler,gateway' })).get('platform.env')!;
+  t.match(all, /^#PLATFORM_ENGINE_GRACE=30$/m);
+  t.match(all, /^#PLATFORM_GATEWAY_DATA_PLANE=auto$/m);
+  t.match(all, /^#PLATFORM_ACME_EMAIL=/m);
 });
 
 t.test('bad render settings are refused naming the flag', async (t) => {
@@ -114,6 +121,13 @@ t.test('the units\' variables reach the config: listen, advertise, unit host, TT
   t.equal(config.announceTtlSeconds, 7);
   const flagsWin = resolveConfig({ role: 'agent', host: '0.0.0.0', advertise: 'a.example:1', unitHost: 'b' }, { PLATFORM_HOST: '10.0.0.2', PLATFORM_ADVERTISE: '10.0.0.2', PLATFORM_UNIT_HOST: 'c' });
   t.same([flagsWin.host, flagsWin.advertiseHost, flagsWin.advertisePort, flagsWin.agent.unitHost], ['0.0.0.0', 'a.example', 1, 'b'], 'a flag beats the variable');
+});
+
+t.test('the scheduler\'s engine grace comes from --engine-grace or PLATFORM_ENGINE_GRACE', async (t) => {
+  t.equal(resolveConfig({ role: 'scheduler' }, {}).scheduler.engineGraceSeconds, 30);
+  t.equal(resolveConfig({ role: 'scheduler' }, { PLATFORM_ENGINE_GRACE: '45' }).scheduler.engineGraceSeconds, 45);
+  t.equal(resolveConfig({ role: 'scheduler', engineGrace: '5' }, { PLATFORM_ENGINE_GRACE: '45' }).scheduler.engineGraceSeconds, 5, 'a flag beats the variable');
+  t.throws(() => resolveConfig({ role: 'scheduler' }, { PLATFORM_ENGINE_GRACE: '0' }), /--engine-grace/);
 });
 
 t.test('a sidekick probes at most every third of its TTL, so a silent component is withdrawn within it', async (t) => {
