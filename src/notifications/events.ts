@@ -41,11 +41,15 @@ export function deploymentEvent(deployment: Pick<Deployment, 'id' | 'service' | 
   };
 }
 
-/** A unit slot's status turned failed, in the write at store revision `revision`. */
+/**
+ * A unit slot's status turned failed, in the write at store revision `revision`. The id names the
+ * failure episode (`failingSince`) where the agent gives one, so a scheduler that starts while
+ * the unit is still failing makes the id it was told under, if it was; the revision otherwise.
+ */
 export function unitFailedEvent(status: UnitStatus, revision: number): NotificationEvent {
   const why = status.error ?? `${status.active}/${status.sub}`;
   return {
-    id: eventId('unit.failed', status.machine, status.unit, status.spec, revision),
+    id: eventId('unit.failed', status.machine, status.unit, status.spec, status.failingSince ?? revision),
     event: 'unit.failed',
     service: status.service,
     timestamp: status.updatedAt,

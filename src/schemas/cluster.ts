@@ -132,6 +132,11 @@ export const UnitStatus = Type.Object({
   ...unitSlotFields,
   ...unitStateFields,
   containerId: Type.Optional(Type.String()),
+  /**
+   * When the slot last turned failed, kept through its restarts until it runs again: one failure
+   * episode, which the schedulers tell once (src/notifications/events.ts derives its id from it).
+   */
+  failingSince: Type.Optional(Type.String()),
   updatedAt: Type.String(),
 });
 export type UnitStatus = Static<typeof UnitStatus>;

@@ -41,7 +41,21 @@ t.test('a unit is told failed once until it runs again', async (t) => {
   t.not(told[0]!.id, told[1]!.id);
 });
 
-t.test('what was failed when the scheduler started is not told', async (t) => {
+t.test('what was failed when the scheduler started is told under the id of its failure episode', async (t) => {
+  const episode = { ...status('failed', 'failed'), failingSince: '2026-01-01T00:00:00Z' };
+  const { told, put } = observe([episode]);
+  t.equal(told.length, 1, 'it may have failed while no scheduler watched');
+  put({ ...episode, restarts: 1 });
+  t.equal(told.length, 1, 'told once, not again at its next failed write');
+  const before = observe();
+  before.put(episode);
+  t.equal(before.told[0]!.id, told[0]!.id, 'the id a scheduler watching at the time made: the outbox keeps one');
+  const later = observe();
+  later.put({ ...episode, failingSince: '2026-01-01T00:05:00Z' });
+  t.not(later.told[0]!.id, told[0]!.id, 'another episode is another event');
+});
+
+t.test('a failed status without an episode (an older agent) at the start is not told: it may have been', async (t) => {
   const { told, put } = observe([status('failed', 'failed')]);
   put(status('failed', 'failed', 1));
   t.equal(told.length, 0);

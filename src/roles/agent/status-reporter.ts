@@ -1,6 +1,6 @@
 import type { UnitStatus } from '../../schemas/cluster.js';
 import { unitStatusKey } from '../../store/keys.js';
-import { slotOf } from '../../units.js';
+import { isRunning, slotOf } from '../../units.js';
 import { KeyedQueue } from '../../keyed-queue.js';
 import type { LeasedWriter } from './leased-writer.js';
 
@@ -12,6 +12,17 @@ export type ObservedStatus = Omit<UnitStatus, 'updatedAt'>;
 
 /** What a status says when a unit fails or waits: the kind for code, the message for people. */
 export type UnitFailure = Required<Pick<UnitStatus, 'error' | 'errorKind'>>;
+
+/**
+ * A slot's failure episode: it starts at the first failed status and lasts through the restarts
+ * after it (failed, activating, failed…) until the unit runs. Statuses lost with the agent's memory
+ * (a restarted agent) start a new one.
+ */
+export function failingSinceAfter(previous: UnitStatus | undefined, observed: ObservedStatus, now: string): string | undefined {
+  if (isRunning(observed)) return undefined;
+  if (previous?.failingSince !== undefined) return previous.failingSince;
+  return observed.active === 'failed' ? now : undefined;
+}
 
 export class UnitStatusReporter {
   private readonly current = new Map<string, { observed: string; status: UnitStatus }>();
@@ -28,8 +39,11 @@ export class UnitStatusReporter {
     const slot = slotOf(observed);
     return this.writes.run(slot, async () => {
       const serialized = JSON.stringify(observed);
-      if (this.current.get(slot)?.observed === serialized) return;
-      const status: UnitStatus = { ...observed, updatedAt: new Date().toISOString() };
+      const previous = this.current.get(slot);
+      if (previous?.observed === serialized) return;
+      const now = new Date().toISOString();
+      const failingSince = failingSinceAfter(previous?.status, observed, now);
+      const status: UnitStatus = { ...observed, ...(failingSince === undefined ? {} : { failingSince }), updatedAt: now };
       await this.keys.set(unitStatusKey(this.machineId, slot), JSON.stringify(status));
       this.current.set(slot, { observed: serialized, status });
     });

@@ -13,8 +13,11 @@ import type { ClusterWatch } from './cluster-snapshot.js';
 // same event id from the write's revision, and the outbox keeps one.
 //
 // A unit's failure is told once until it runs again: a unit that keeps crashing before it ever
-// runs is one event, not one per restart. What is failed when a scheduler starts is not told: it
-// cannot know whether it was before.
+// runs is one event, not one per restart. What is failed when a scheduler starts is told too (it
+// may have failed while no scheduler watched, as when the only one restarts): the agent names the
+// failure episode (`failingSince`), the event id comes from it, and the outbox and deliveries keep
+// one per id, so an episode told before is not told again. A status without it (an older agent)
+// cannot be told apart from one told before, and is not told.
 
 export class FailureObserver {
   /** Status keys of slots whose failure was seen and that have not run since. */
@@ -24,7 +27,12 @@ export class FailureObserver {
     private readonly cluster: Pick<ClusterWatch, 'statuses' | 'onChange' | 'snapshot'>,
     private readonly record: (event: NotificationEvent) => void,
   ) {
-    for (const status of cluster.statuses()) if (status.active === 'failed') this.failing.add(unitStatusKey(status.machine, slotOf(status)));
+    for (const status of cluster.statuses()) {
+      if (status.active !== 'failed') continue;
+      this.failing.add(unitStatusKey(status.machine, slotOf(status)));
+      // The revision is not part of the id of an episode the agent names.
+      if (status.failingSince !== undefined) this.record(unitFailedEvent(status, 0));
+    }
     cluster.onChange('statuses', (event) => this.statusChanged(event));
     cluster.onChange('machines', (event) => event.type === 'delete' && this.machineGone(event));
   }
