@@ -22,6 +22,9 @@ import { openStore } from '../src/store/open-store.js';
 // as nearly every real service does, and its busybox httpd, which closes the connection after
 // every response (so every proxied request opens a new upstream connection). Also the CPU time
 // each proxy process spends per request (from /proc), which decides throughput on a small machine.
+// Also, for throughput and CPU only, a hand-written haproxy.cfg with the gateway's balancing and
+// retry policy (GATEWAY_POLICY): what those two behaviours cost HAProxy itself, apart from the
+// generated configuration's rules (docs/gateway.md, "Where the HAProxy plane's CPU time goes").
 
 const UNITS = 3;
 const CONNECTIONS = 32;
@@ -39,6 +42,13 @@ const describeUnits: Record<UnitKind, string> = {
 };
 
 const CONVERGENCE_CHANGES = 200;
+
+/**
+ * The gateway's backend policy (haproxy-config.ts backendSection), hand-written: least outstanding
+ * requests, and one retry of an idempotent request whose reused connection the unit closed (an
+ * L7 retry, for which HAProxy copies every request into a buffer).
+ */
+const GATEWAY_POLICY = ['balance leastconn', 'retries 1', 'option redispatch 1', 'retry-on conn-failure empty-response', 'http-request disable-l7-retry unless { method GET HEAD OPTIONS PUT DELETE }'];
 
 const platform = await startBenchPlatform(['directory', 'scheduler', 'agent'], 'bench-gateway');
 const { engine, registry } = platform;
@@ -69,7 +79,7 @@ const cpuTicks = (pids: number[]): number =>
     return sum + Number(fields[11]) + Number(fields[12]);
   }, 0);
 
-type Target = 'haproxyPlane' | 'nodePlane' | 'haproxy' | 'direct';
+type Target = 'haproxyPlane' | 'nodePlane' | 'haproxy' | 'haproxyPolicy' | 'direct';
 type Targets = Record<Target, { url: string; host?: string; pids?: number[] }>;
 
 /** Full load: as many requests as `CONNECTIONS` keep-alive connections carry, with autocannon. */
@@ -125,26 +135,31 @@ const signed = (value: number) => `${value >= 0 ? '+' : ''}${value.toFixed(2)} m
 
 async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
   const { service, addresses } = await deployUnits(kind);
-  const haproxy = await startReferenceHaproxy(addresses, '', async (port) => (await fetch(`http://127.0.0.1:${port}/`)).ok);
+  const ready = async (port: number) => (await fetch(`http://127.0.0.1:${port}/`)).ok;
+  const haproxy = await startReferenceHaproxy(addresses, '', ready);
+  const haproxyPolicy = await startReferenceHaproxy(addresses, '', ready, GATEWAY_POLICY);
   const host = `${service}.platform.internal`;
   const targets: Targets = {
     haproxyPlane: { url: `${planes.haproxy.url}/`, host, pids: haproxyWorkers(planes.haproxy) },
     nodePlane: { url: `${planes.node.url}/`, host, pids: [planes.node.child.pid!] },
     haproxy: { url: `http://127.0.0.1:${haproxy.port}/`, pids: [haproxy.pid] },
+    haproxyPolicy: { url: `http://127.0.0.1:${haproxyPolicy.port}/`, pids: [haproxyPolicy.pid] },
     direct: { url: `http://${addresses[0]}/` },
   };
   const names = Object.keys(targets) as Target[];
   for (const name of names) await load(targets[name], 2); // warm-up: JIT, pools, page cache
-  const measured: Record<Target, Measure[]> = { haproxyPlane: [], nodePlane: [], haproxy: [], direct: [] };
-  const pacedRuns: Record<Target, Measure[]> = { haproxyPlane: [], nodePlane: [], haproxy: [], direct: [] };
+  const measured: Record<Target, Measure[]> = { haproxyPlane: [], nodePlane: [], haproxy: [], haproxyPolicy: [], direct: [] };
+  const pacedRuns: Record<Target, Measure[]> = { haproxyPlane: [], nodePlane: [], haproxy: [], haproxyPolicy: [], direct: [] };
   for (let round = 0; round < ROUNDS; round++) {
     for (const name of names) measured[name].push(await load(targets[name]));
-    for (const name of names) pacedRuns[name].push(await paced(targets[name]));
+    for (const name of names) if (name !== 'haproxyPolicy') pacedRuns[name].push(await paced(targets[name]));
   }
   haproxy.stop();
+  haproxyPolicy.stop();
   await http('DELETE', `${platform.url('directory')}/services/${service}`);
 
   const ha = summarise(measured.haproxy);
+  const policy = summarise(measured.haproxyPolicy);
   const direct = summarise(measured.direct);
   const haPaced = summarise(pacedRuns.haproxy);
   const directPaced = summarise(pacedRuns.direct);
@@ -174,7 +189,18 @@ async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
         target: haproxyPlane ? '<= +0.2 ms p99' : '-',
       },
       { benchmark: `proxy CPU time per request, ${label}, ${units}`, platform: `${gw.cpuUs.toFixed(0)} us`, reference: `${ha.cpuUs.toFixed(0)} us (hand-written)`, ratio: `${(gw.cpuUs / ha.cpuUs).toFixed(2)}x`, target: '-' },
-      { benchmark: `failed requests (errors, timeouts, non-2xx), ${label}, ${units}`, platform: String(gw.errors + gwPaced.errors), reference: `${ha.errors + haPaced.errors} hand-written, ${direct.errors + directPaced.errors} direct`, ratio: '-', target: '0' },
+      ...(haproxyPlane
+        ? [
+            {
+              benchmark: `req/s and CPU per request against a hand-written haproxy.cfg with the gateway's balancing and retries (leastconn, L7 retry), ${units}`,
+              platform: `${gw.rps.toFixed(0)}, ${gw.cpuUs.toFixed(0)} us`,
+              reference: `${policy.rps.toFixed(0)}, ${policy.cpuUs.toFixed(0)} us (hand-written, gateway policy)`,
+              ratio: `${(gw.rps / policy.rps).toFixed(2)}x`,
+              target: 'for comparison',
+            },
+          ]
+        : []),
+      { benchmark: `failed requests (errors, timeouts, non-2xx), ${label}, ${units}`, platform: String(gw.errors + gwPaced.errors), reference: `${ha.errors + haPaced.errors} hand-written, ${policy.errors} with the gateway policy, ${direct.errors + directPaced.errors} direct`, ratio: '-', target: '0' },
     );
   }
   return rows;

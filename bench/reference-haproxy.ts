@@ -6,7 +6,8 @@ import { freePort } from '../test/harness/free-port.js';
 import { waitFor } from '../test/harness/wait.js';
 
 // The benchmarks' reference: Debian's HAProxy 2.6 with a hand-written config balancing the same
-// units round robin, keep-alive on both sides, on loopback only.
+// units round robin, keep-alive on both sides, on loopback only. `backend` replaces the balancing
+// line, for a hand-written config with the gateway's own balancing and retry policy.
 
 const HAPROXY = '/usr/sbin/haproxy';
 
@@ -17,7 +18,12 @@ export interface ReferenceHaproxy {
 }
 
 /** `bindOptions` follow the bind address (`ssl crt …` for TLS); `ready` says when it answers on `port`. */
-export async function startReferenceHaproxy(addresses: string[], bindOptions: string, ready: (port: number) => Promise<boolean>): Promise<ReferenceHaproxy> {
+export async function startReferenceHaproxy(
+  addresses: string[],
+  bindOptions: string,
+  ready: (port: number) => Promise<boolean>,
+  backend: readonly string[] = ['balance roundrobin'],
+): Promise<ReferenceHaproxy> {
   const dir = mkdtempSync(join(tmpdir(), 'platform-haproxy-'));
   const port = await freePort();
   const config = [
@@ -33,7 +39,7 @@ export async function startReferenceHaproxy(addresses: string[], bindOptions: st
     `  bind 127.0.0.1:${port}${bindOptions ? ` ${bindOptions}` : ''}`,
     '  default_backend units',
     'backend units',
-    '  balance roundrobin',
+    ...backend.map((line) => `  ${line}`),
     ...addresses.map((address, i) => `  server unit${i + 1} ${address}`),
     '',
   ].join('\n');

@@ -55,6 +55,16 @@ t.test('the configuration has one backend per route with its slots, units in the
   t.match(unitsMapFile(backendConfigs(state)), /^s_web-1 web-1\.service\ns_web-2 web-2\.service\ns_web-3 -\n/);
 });
 
+t.test('per-request rules scan the headers once where one scan does: the X-Forwarded-For count, the hop-by-hop headers each way', async (t) => {
+  const config = configFor(reloaded(emptyState(), [route('web', ['10.0.0.1:80'])]));
+  t.equal(config.match(/req\.fhdr_cnt\(x-forwarded-for\)/g)?.length, 1, 'the count is taken once, into a variable');
+  t.match(config, /^ {2}http-request set-var\(txn\.xff_count\) req\.fhdr_cnt\(x-forwarded-for\) if routed \|\| !loopback$/m);
+  t.match(config, /^ {2}http-request del-header \^\(proxy-authorization\|proxy-connection\|te\|trailer\|keep-alive\)\$ -m reg if routed$/m);
+  t.match(config, /^ {2}http-response del-header \^\(keep-alive\|trailer\|proxy-authenticate\)\$ -m reg$/m);
+  t.equal(config.match(/del-header (proxy-|te |trailer|keep-alive)/g), null, 'no rule per header');
+  t.match(config, /regsub\(\[\.\]\$,\) if \{ var\(txn\.host\) -m end \. \}$/m, 'the trailing dot is removed only when there is one');
+});
+
 t.test('IPv6 listeners and units are written with their family prefix; with an internal listener the public one routes no internal host', async (t) => {
   const state = reloaded(emptyState(), [route('web', ['[fd00::1]:80'])]);
   const config = haproxyConfig({ listeners: [{ host: '::', port: 80, name: 'public' }, { host: '10.0.0.5', port: 81, name: 'internal' }], internalDomain: 'platform.internal', ownPort: 4000, settings, files, backends: backendConfigs(state) });
@@ -198,8 +208,7 @@ const tls = { host: '0.0.0.0', port: 8443, crtList: '/s/certs.list', domain: 'ex
 t.test('with TLS: a strict-SNI bind on the HTTPS port with the crt-list, TLS 1.2+, HTTP/2 by ALPN; X-Forwarded-Proto by the connection', async (t) => {
   const config = haproxyConfig({ ...base, tls });
   t.match(config, /^ {2}bind 0\.0\.0\.0:8443 name https ssl crt-list \/s\/certs\.list strict-sni ssl-min-ver TLSv1\.2 alpn h2,http\/1\.1$/m);
-  t.match(config, /^ {2}http-request set-header x-forwarded-proto https if routed \{ ssl_fc \}$/m);
-  t.match(config, /^ {2}http-request set-header x-forwarded-proto http if routed !\{ ssl_fc \}$/m);
+  t.match(config, /^ {2}http-request set-header x-forwarded-proto %\[ssl_fc,iif\(https,http\)\] if routed$/m);
   t.notMatch(config, /strict-transport-security/, 'no HSTS unless asked for');
   const ipv6 = haproxyConfig({ ...base, tls: { ...tls, host: '::' } });
   t.match(ipv6, /^ {2}bind ipv6@:::8443 name https ssl /m);

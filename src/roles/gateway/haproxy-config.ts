@@ -97,6 +97,10 @@ const LOOPBACK_SOURCES = '127.0.0.0/8 ::1';
 /** A Connection header naming a header (a token other than close, keep-alive, upgrade): only then does the Lua action run. */
 const NAMES_HEADERS = '(^|,)[[:space:]]*(?!(close|keep-alive|upgrade)[[:space:]]*(,|$))[^,[:space:]]';
 
+/** Hop-by-hop headers the gateway drops (besides Connection, which HAProxy handles, and those it names). */
+const REQUEST_HOP_BY_HOP = ['proxy-authorization', 'proxy-connection', 'te', 'trailer', 'keep-alive'];
+const RESPONSE_HOP_BY_HOP = ['keep-alive', 'trailer', 'proxy-authenticate'];
+
 /** `bind` address: HAProxy reads the last colon as the port's, so IPv6 needs its family prefix. */
 const bindAddress = ({ host, port }: Listener): string => (host.includes(':') ? `ipv6@${host}:${port}` : `${host}:${port}`);
 
@@ -202,8 +206,10 @@ function frontendSection(input: HaproxyConfigInput): string[] {
     '  tcp-request connection track-sc0 src',
     `  http-request return status 503 content-type "text/plain; charset=utf-8" hdr retry-after 1 string "too many connections from one address\\n" if { sc0_conn_cur gt ${settings.maxConnectionsPerAddress} }`,
     `  http-request return status 431 content-type "text/plain; charset=utf-8" string "request head too large\\n" if { req.hdrs,length gt ${settings.maxHeaderSize} }`,
-    // The Host without :port or a trailing dot, in lower case: the key of the hosts map.
-    '  http-request set-var(txn.host) req.hdr(host),host_only,lower,regsub([.]$,)',
+    // The Host without :port or a trailing dot, in lower case: the key of the hosts map. The regsub
+    // runs only for the rare Host that ends in a dot.
+    '  http-request set-var(txn.host) req.hdr(host),host_only,lower',
+    '  http-request set-var(txn.host) var(txn.host),regsub([.]$,) if { var(txn.host) -m end . }',
     `  http-request set-var(txn.backend) var(txn.host),map_str(${files.hostsMap})`,
     ...listenerRules(input),
     // The Node server (tls/) answers ACME's HTTP-01 challenges for any host, and on plain HTTP the
@@ -213,26 +219,21 @@ function frontendSection(input: HaproxyConfigInput): string[] {
     '  acl routed var(txn.backend) -m found',
     `  acl loopback src ${LOOPBACK_SOURCES}`,
     // X-Forwarded-For extended as the Node plane does (one header, the client last). Requests for
-    // the gateway's own endpoints from this machine stay local calls (no X-Forwarded-For).
-    '  http-request set-header x-forwarded-for "%[req.fhdr(x-forwarded-for)], %[src]" if { req.fhdr_cnt(x-forwarded-for) eq 1 } routed or { req.fhdr_cnt(x-forwarded-for) eq 1 } !loopback',
-    '  http-request set-header x-forwarded-for %[src] if { req.fhdr_cnt(x-forwarded-for) eq 0 } routed or { req.fhdr_cnt(x-forwarded-for) eq 0 } !loopback',
-    '  http-request add-header x-forwarded-for %[src] if { req.fhdr_cnt(x-forwarded-for) gt 1 } routed or { req.fhdr_cnt(x-forwarded-for) gt 1 } !loopback',
-    '  http-request set-header x-forwarded-proto https if routed { ssl_fc }',
-    '  http-request set-header x-forwarded-proto http if routed !{ ssl_fc }',
+    // the gateway's own endpoints from this machine stay local calls (no X-Forwarded-For). The
+    // header count is taken once, for the requests that get the header (each count is a header scan).
+    '  http-request set-var(txn.xff_count) req.fhdr_cnt(x-forwarded-for) if routed || !loopback',
+    '  http-request set-header x-forwarded-for "%[req.fhdr(x-forwarded-for)], %[src]" if { var(txn.xff_count) -m int 1 }',
+    '  http-request add-header x-forwarded-for %[src] if { var(txn.xff_count) -m found } !{ var(txn.xff_count) -m int 1 }',
+    '  http-request set-header x-forwarded-proto %[ssl_fc,iif(https,http)] if routed',
     '  http-request set-header x-forwarded-host %[req.hdr(host)] if routed',
-    '  http-request del-header proxy-authorization if routed',
-    '  http-request del-header proxy-connection if routed',
-    '  http-request del-header te if routed',
-    '  http-request del-header trailer if routed',
-    '  http-request del-header keep-alive if routed',
+    // Hop-by-hop headers, in one pass over the headers each way (HAProxy's header names are lower case).
+    `  http-request del-header ^(${REQUEST_HOP_BY_HOP.join('|')})$ -m reg if routed`,
     // Headers a Connection header names are hop-by-hop too (RFC 9110 §7.6.1); HAProxy drops only its own.
     `  acl names_headers req.fhdr(connection) -m reg -i ${NAMES_HEADERS}`,
     `  acl response_names_headers res.fhdr(connection) -m reg -i ${NAMES_HEADERS}`,
     '  http-request lua.drop-connection-named if routed names_headers',
     '  http-response lua.drop-connection-named-response if response_names_headers',
-    '  http-response del-header keep-alive',
-    '  http-response del-header trailer',
-    '  http-response del-header proxy-authenticate',
+    `  http-response del-header ^(${RESPONSE_HOP_BY_HOP.join('|')})$ -m reg`,
     ...hstsLines(input.tls),
     '  use_backend %[var(txn.backend)] if routed',
     // Unknown hosts and the gateway's own endpoints: the Node server answers them as the Node plane does.
