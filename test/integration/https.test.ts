@@ -151,6 +151,10 @@ for (const plane of planes) {
       t.match(answer.body, new RegExp(`^${service}-\\d\\.service ${service} `), `${service} answers from its units over HTTPS`);
       t.equal(answer.headers['strict-transport-security'], 'max-age=600');
     }
+    const metrics = await (await fetch(`${gateway.url}/metrics`)).text();
+    const built = Number(/^platform_gateway_tls_contexts_built_total (\d+)$/m.exec(metrics)?.[1]);
+    if (plane === 'haproxy') t.equal(built, 0, 'HAProxy terminates TLS: the gateway builds no Node secure context');
+    else t.equal(built, 1, 'the Node plane built one secure context, for the wildcard certificate');
     await t.rejects(tlsGet(httpsPort, `hidden.${DOMAIN}`, ca), 'no handshake for an internal-only service on the public domain');
     await t.rejects(tlsGet(httpsPort, `unknown.${DOMAIN}`, ca), 'no handshake for a name no service has, though the wildcard covers it');
     if (plane === 'haproxy') {
