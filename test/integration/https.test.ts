@@ -279,3 +279,44 @@ t.test(`renewal under load (${planes.join(' and ')}): the served certificate cha
   const renewed = await journal('certificate.renewed');
   t.ok(renewed.some((entry) => entry.service === 'shop'), 'the renewal is journaled');
 });
+
+t.test("deleting a service removes its ACME certificate from the store and both planes; declared again, it is ordered a new one; an operator's certificate stays", async (t) => {
+  const certificates = async () => (await http('GET', `${orchestrator.url}/certificates`)).body as { host: string; serving: string[]; certificate?: { source: string; fingerprint: string }; acme?: unknown }[];
+  const issuedForOther = async () => (await journal('certificate.issued')).filter((entry) => entry.service === 'other').length;
+  const host = `other.${DOMAIN}`;
+  for (const port of [gatewayPorts.a.https, gatewayPorts.b.https]) t.equal((await tlsGet(port, host, root)).status, 200, `other is served over HTTPS on port ${port} before`);
+  // An operator's certificate for a service's host, stored before the service is declared: never ordered over, and kept.
+  const legacyCert = makeServerCertificate(dir, 'legacy', [`legacy.${DOMAIN}`]);
+  t.equal((await platform('cert', 'add', `legacy.${DOMAIN}`, '--cert', legacyCert.cert, '--key', legacyCert.key)).code, 0);
+  await cluster.declare('legacy', { numInstances: 1, publicFacing: true });
+  t.same((await certificates()).find((entry) => entry.host === `legacy.${DOMAIN}`)?.serving, [`legacy.${DOMAIN}`]);
+  const issuedBefore = await issuedForOther();
+
+  for (const service of ['other', 'legacy']) {
+    const deleted = await platform('delete', service);
+    t.equal(deleted.code, 0, deleted.stderr);
+  }
+  await waitFor(async () => !(await certificates()).some((entry) => entry.host === host), 90_000, { what: "other's certificate and ACME status to leave the store" });
+  const removed = (await journal('certificate.removed')).filter((entry) => entry.service === 'other');
+  t.equal(removed.length, 1, 'the removal is journaled on the service');
+  t.equal(removed[0]!.message, `certificate for ${host} (ACME) removed: service other was deleted`);
+  for (const port of [gatewayPorts.a.https, gatewayPorts.b.https]) {
+    await waitFor(async () => tlsGet(port, host, root).then(() => false, () => true), 15_000, { what: `the handshake for ${host} to fail on port ${port}` });
+  }
+  const listed = await platform('cert', 'list');
+  t.notMatch(listed.stdout, host, '`platform cert list` no longer shows it');
+  t.match(listed.stdout, new RegExp(`legacy\\.${DOMAIN}\\s+CN=legacy-ca\\s+\\S+\\s+operator\\s+-\\s+none\\n`), "the operator's certificate stays, serving no routed host");
+  const legacy = (await certificates()).find((entry) => entry.host === `legacy.${DOMAIN}`);
+  t.equal(legacy?.certificate?.source, 'operator');
+  t.same(legacy?.serving, []);
+
+  await cluster.declare('other', { numInstances: 1, publicFacing: true });
+  const again = await waitFor(async () => (await certificates()).find((entry) => entry.host === host && entry.certificate), 60_000, { what: 'a certificate for other declared again' });
+  t.equal(again.certificate!.source, 'acme');
+  await waitFor(async () => (await issuedForOther()) === issuedBefore + 1, 15_000, { what: "a new order journaled as issued, not a renewal of the deleted service's certificate" });
+  for (const port of [gatewayPorts.a.https, gatewayPorts.b.https]) {
+    const served = await waitFor(async () => tlsGet(port, host, root).catch(() => undefined), 15_000, { what: `the new certificate served on port ${port}` });
+    t.equal(served.fingerprint, again.certificate!.fingerprint);
+  }
+  await platform('cert', 'remove', `legacy.${DOMAIN}`);
+});
