@@ -150,6 +150,7 @@ export class AcmeOrderer {
     const [own, covering, status] = await Promise.all([readCertificate(store, host), readCertificate(store, wildcardOf(host) ?? host), readRecord<AcmeStatus>(store, acmeStatusKey(host))]);
     const serving = own?.record ?? covering?.record;
     if (orderDueAt(serving && entryOf(serving), status?.record) > Date.now()) return; // another gateway has just done it
+    if (!this.options.hosts.has(host)) return; // its service was deleted while the lock was taken
     const failures = status?.record.failures ?? 0;
     await this.writeStatus({ host, state: 'ordering', failures, updatedAt: new Date().toISOString() });
     log.info({ host, renewal: serving !== undefined }, 'ACME order started');
@@ -174,6 +175,8 @@ export class AcmeOrderer {
       const reason = reasonOf(error);
       const nextAttemptAt = new Date(Date.now() + retryDelayMs(failures + 1)).toISOString();
       log.warn({ host, reason, nextAttemptAt }, 'ACME order failed');
+      // Its service was deleted meanwhile: no status to leave behind, nothing to retry.
+      if (!this.options.hosts.has(host)) return;
       await this.writeStatus({ host, state: 'failed', failures: failures + 1, error: reason, nextAttemptAt, updatedAt: new Date().toISOString() });
       await this.journal(host, 'certificate.failed', `ordering a certificate for ${host} failed: ${reason}; next attempt at ${nextAttemptAt}`);
     }
