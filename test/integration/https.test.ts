@@ -201,7 +201,8 @@ t.test('ACME: a public service gets a certificate with no operator step; two gat
   const served = await waitFor(async () => tlsGet(gatewayPorts.b.https, `shop.${DOMAIN}`, root).catch(() => undefined), 60_000, { what: 'an ACME certificate for shop' });
   t.equal(served.status, 200);
   t.match(served.body, /^shop-\d\.service shop /, 'shop answers from its units over HTTPS');
-  const viaA = await tlsGet(gatewayPorts.a.https, `shop.${DOMAIN}`, root);
+  // Each gateway takes the stored certificate from its own watch: a may apply it after b.
+  const viaA = await waitFor(async () => tlsGet(gatewayPorts.a.https, `shop.${DOMAIN}`, root).catch(() => undefined), 15_000, { what: 'gateway a to serve shop' });
   t.equal(viaA.fingerprint, served.fingerprint, 'both gateways serve the same certificate');
   await waitFor(async () => tlsGet(gatewayPorts.a.https, `other.${DOMAIN}`, root).catch(() => undefined), 60_000, { what: 'an ACME certificate for other' });
   const ordersOf = (host: string) => `${a!.output()}${b!.output()}`.split('\n').filter((line) => line.includes('ACME order started') && line.includes(`"host":"${host}"`)).length;
@@ -296,7 +297,16 @@ t.test("deleting a service removes its ACME certificate from the store and both 
     const deleted = await platform('delete', service);
     t.equal(deleted.code, 0, deleted.stderr);
   }
-  await waitFor(async () => !(await certificates()).some((entry) => entry.host === host), 90_000, { what: "other's certificate and ACME status to leave the store" });
+  await waitFor(
+    async () => {
+      const left = (await certificates()).find((entry) => entry.host === host);
+      // Thrown, so that a timeout names what stayed.
+      if (left) throw new Error(`still listed: ${JSON.stringify({ source: left.certificate?.source, acme: left.acme })}`);
+      return true;
+    },
+    90_000,
+    { what: "other's certificate and ACME status to leave the store" },
+  );
   const removed = (await journal('certificate.removed')).filter((entry) => entry.service === 'other');
   t.equal(removed.length, 1, 'the removal is journaled on the service');
   t.equal(removed[0]!.message, `certificate for ${host} (ACME) removed: service other was deleted`);
