@@ -205,7 +205,11 @@ t.test('ACME: a public service gets a certificate with no operator step; two gat
   const viaA = await waitFor(async () => tlsGet(gatewayPorts.a.https, `shop.${DOMAIN}`, root).catch(() => undefined), 15_000, { what: 'gateway a to serve shop' });
   t.equal(viaA.fingerprint, served.fingerprint, 'both gateways serve the same certificate');
   await waitFor(async () => tlsGet(gatewayPorts.a.https, `other.${DOMAIN}`, root).catch(() => undefined), 60_000, { what: 'an ACME certificate for other' });
-  const ordersOf = (host: string) => `${a!.output()}${b!.output()}`.split('\n').filter((line) => line.includes('ACME order started') && line.includes(`"host":"${host}"`)).length;
+  // First orders only: with 45 s certificates, a slow run may already see a renewal.
+  const ordersOf = (host: string) =>
+    `${a!.output()}${b!.output()}`.split('\n').filter((line) => line.includes('ACME order started') && line.includes(`"host":"${host}"`) && line.includes('"renewal":false')).length;
+  // Why, when it was not one: a failed first order retried, or two gateways ordering.
+  if (ordersOf(`shop.${DOMAIN}`) !== 1 || ordersOf(`other.${DOMAIN}`) !== 1) t.comment(`${a!.output()}${b!.output()}`.split('\n').filter((line) => line.includes('ACME')).join('\n'));
   t.equal(ordersOf(`shop.${DOMAIN}`), 1, 'of the two gateways, one ordered shop');
   t.equal(ordersOf(`other.${DOMAIN}`), 1, 'of the two gateways, one ordered other');
   const issued = await journal('certificate.issued');
