@@ -1,11 +1,13 @@
 import type { Store } from '../store/store.js';
-import { acmeStatusKey, acmeStatusPrefix, certificateKey, certificatePrefix } from '../store/keys.js';
-import { listRecords, readRecord, type Versioned } from '../store/json-records.js';
-import type { AcmeStatus, Certificate, CertificateRecord } from '../schemas/certificate.js';
+import { acmeLockKey, acmeLockPrefix, acmeStatusKey, acmeStatusPrefix, certificateKey, certificatePrefix, components, lastSegment, serviceKey } from '../store/keys.js';
+import { decode, listRecords, readRecord, type Versioned } from '../store/json-records.js';
+import type { AcmeStatus, Certificate, CertificateRecord, CertificateSource } from '../schemas/certificate.js';
+import { journalWrite } from '../roles/scheduler/journal.js';
+import { wildcardOf } from './certificate-set.js';
 
-// Every write of a certificate record (the operator's routes and the ACME orderer both come
-// here), and the listings people see, which drop the key. A record is the chain, its key and the
-// listing's facts, at one key per host.
+// Every write of a certificate record (the operator's routes, the ACME orderer and the scheduler's
+// clean-up after a deleted service all come here), and the listings people see, which drop the
+// key. A record is the chain, its key and the listing's facts, at one key per host.
 
 /** The listing of a record: everything but the chain and the key. */
 export function withoutKey(record: CertificateRecord): Certificate {
@@ -51,14 +53,25 @@ export interface CertificateListing {
   host: string;
   certificate?: Certificate;
   acme?: AcmeStatus;
+  /** The routed public hosts the certificate serves; none for an operator's certificate left by a deleted service. */
+  serving: string[];
 }
 
-/** Every host with a certificate or an ACME status, in host order; never a key. */
-export async function listCertificates(store: Store): Promise<CertificateListing[]> {
+/**
+ * Pure: the routed hosts a certificate stored for `host` serves, as gateways pick one (their own
+ * certificate first, else the wildcard one label up).
+ */
+export function servingHosts(host: string, stored: ReadonlySet<string>, routed: readonly string[]): string[] {
+  return routed.filter((name) => name === host || (!stored.has(name) && wildcardOf(name) === host));
+}
+
+/** Every host with a certificate or an ACME status, in host order, with the `routed` public hosts each certificate serves; never a key. */
+export async function listCertificates(store: Store, routed: readonly string[]): Promise<CertificateListing[]> {
   const [records, statuses] = await Promise.all([listRecords<CertificateRecord>(store, certificatePrefix), listRecords<AcmeStatus>(store, acmeStatusPrefix)]);
+  const stored = new Set(records.map((record) => record.host));
   const byHost = new Map<string, CertificateListing>();
-  for (const record of records) byHost.set(record.host, { host: record.host, certificate: withoutKey(record) });
-  for (const status of statuses) byHost.set(status.host, { ...(byHost.get(status.host) ?? { host: status.host }), acme: status });
+  for (const record of records) byHost.set(record.host, { host: record.host, certificate: withoutKey(record), serving: servingHosts(record.host, stored, routed) });
+  for (const status of statuses) byHost.set(status.host, { ...(byHost.get(status.host) ?? { host: status.host, serving: [] }), acme: status });
   return [...byHost.values()].sort((a, b) => (a.host < b.host ? -1 : a.host > b.host ? 1 : 0));
 }
 
@@ -68,4 +81,74 @@ export async function certificateFor(store: Store, host: string): Promise<{ cert
   const [own, covering, status] = await Promise.all([readCertificate(store, host), readCertificate(store, wildcard), readRecord<AcmeStatus>(store, acmeStatusKey(host))]);
   const record = own?.record ?? covering?.record;
   return { ...(record ? { certificate: withoutKey(record) } : {}), ...(status ? { acme: status.record } : {}) };
+}
+
+/** The service (or component) a public host `<name>.<domain>` is for: its first label. */
+export const nameOfHost = (host: string): string => host.slice(0, host.indexOf('.'));
+
+/** What the store holds for one host, as the clean-up after deleted services reads it. */
+export interface HostCertificateState {
+  host: string;
+  certificate?: { source: CertificateSource; modRevision: number };
+  /** An ACME status or order lock is stored for the host. */
+  acmeState: boolean;
+}
+
+/** One host to clean: the ACME certificate (at the revision read) and the order state of a deleted service's host. */
+export interface LeftBehind {
+  host: string;
+  service: string;
+  /** The ACME certificate's revision; absent when only order state is left (or the certificate is an operator's). */
+  certificateRevision?: number;
+}
+
+/**
+ * Pure: what a deleted service left of HTTPS. ACME orders only `<service>.<domain>` and the
+ * components' names, so a host whose first label is neither a declared service nor a component
+ * was a deleted service's: its ACME certificate, status and lock go. An operator's certificate
+ * stays (the operator added it, and a service declared again under the name is served with it);
+ * `platform cert list` shows it serving no host meanwhile.
+ */
+export function leftByDeletedServices(states: readonly HostCertificateState[], declared: ReadonlySet<string>): LeftBehind[] {
+  return states.flatMap((state) => {
+    const service = nameOfHost(state.host);
+    if (state.host.startsWith('*.') || declared.has(service) || (components as readonly string[]).includes(service)) return [];
+    const ordered = state.certificate?.source === 'acme' ? { certificateRevision: state.certificate.modRevision } : {};
+    return ordered.certificateRevision !== undefined || state.acmeState ? [{ host: state.host, service, ...ordered }] : [];
+  });
+}
+
+/** Every host with a certificate, an ACME status or an order lock. */
+export async function hostCertificateStates(store: Store): Promise<HostCertificateState[]> {
+  const [certificates, statuses, locks] = await Promise.all([store.list(certificatePrefix), store.list(acmeStatusPrefix), store.list(acmeLockPrefix)]);
+  const byHost = new Map<string, HostCertificateState>();
+  for (const kv of certificates) {
+    const host = lastSegment(kv.key);
+    byHost.set(host, { host, certificate: { source: decode<CertificateRecord>(kv).source, modRevision: kv.modRevision }, acmeState: false });
+  }
+  for (const kv of [...statuses, ...locks]) {
+    const host = lastSegment(kv.key);
+    byHost.set(host, { ...(byHost.get(host) ?? { host }), acmeState: true });
+  }
+  return [...byHost.values()];
+}
+
+/**
+ * Removes what a deleted service left (the ACME certificate, its status and order lock) and
+ * journals a removed certificate, in one transaction that holds only while the service is still
+ * not declared and the certificate is the one read: a declaration or an operator's certificate
+ * made meanwhile keeps what it has. True when it was removed.
+ */
+export async function removeLeftBehind(store: Store, left: LeftBehind): Promise<boolean> {
+  const { host, service, certificateRevision } = left;
+  const certificate = certificateRevision === undefined ? [] : [{ key: certificateKey(host), target: 'modRevision' as const, equals: certificateRevision }];
+  const journal =
+    certificateRevision === undefined
+      ? []
+      : [journalWrite({ kind: 'certificate.removed', service, message: `certificate for ${host} (ACME) removed: service ${service} was deleted` })];
+  const result = await store.txn(
+    [{ key: serviceKey(service), target: 'version', equals: 0 }, ...certificate],
+    [...(certificateRevision === undefined ? [] : [{ op: 'delete' as const, key: certificateKey(host) }]), { op: 'delete', key: acmeStatusKey(host) }, { op: 'delete', key: acmeLockKey(host) }, ...journal],
+  );
+  return result.succeeded;
 }

@@ -20,14 +20,22 @@ export function addCertificateCommands(cert: Command, client: (command: Command)
       print(`${added.host}: ${added.names.join(', ')}, issued by ${added.issuer}, expires ${added.notAfter}\n`);
     });
 
-  cert.command('list').description('List certificates: host, issuer, expiry, source (never a key).').action(async (_o, command: Command) => {
+  cert.command('list').description('List certificates: host, issuer, expiry, source, the routed hosts each serves (never a key).').action(async (_o, command: Command) => {
     const listed = await client(command).listCertificates();
     const acmeState = (entry: (typeof listed)[number]) =>
       entry.acme ? `${entry.acme.state}${entry.acme.error ? `: ${entry.acme.error}` : ''}${entry.acme.nextAttemptAt ? ` (next ${entry.acme.nextAttemptAt})` : ''}` : '-';
     print(
       table(
-        ['HOST', 'ISSUER', 'EXPIRES', 'SOURCE', 'ACME'],
-        listed.map((entry) => [entry.host, entry.certificate?.issuer ?? '-', entry.certificate?.notAfter ?? '-', entry.certificate?.source ?? '-', acmeState(entry)]),
+        ['HOST', 'ISSUER', 'EXPIRES', 'SOURCE', 'ACME', 'SERVING'],
+        listed.map((entry) => [
+          entry.host,
+          entry.certificate?.issuer ?? '-',
+          entry.certificate?.notAfter ?? '-',
+          entry.certificate?.source ?? '-',
+          acmeState(entry),
+          // An operator's certificate whose services were deleted stays, serving nothing until one is declared again.
+          entry.certificate ? (entry.serving.length > 0 ? entry.serving.join(',') : 'none') : '-',
+        ]),
       ),
     );
   });

@@ -88,7 +88,20 @@ export const addCertificateSchema = {
 
 export const listCertificatesSchema = {
   description: 'Every certificate the gateways serve, with its ACME status when it is ordered (admin). Never a key.',
-  response: { 200: Type.Array(Type.Object({ certificate: Type.Optional(Certificate), acme: Type.Optional(AcmeStatus), host: Type.String() })), ...adminErrors },
+  response: {
+    200: Type.Array(
+      Type.Object({
+        certificate: Type.Optional(Certificate),
+        acme: Type.Optional(AcmeStatus),
+        host: Type.String(),
+        serving: Type.Array(Type.String(), {
+          description:
+            "the routed public hosts the certificate serves (public-facing services, and the orchestrator's and dashboard's names while they are announced); empty when it serves none, as an operator's certificate for a deleted service",
+        }),
+      }),
+    ),
+    ...adminErrors,
+  },
 } as const;
 
 export const removeCertificateSchema = {

@@ -139,7 +139,8 @@ export const acmeAccountKey = (directoryHash: string): string => `${ROOT}acme/ac
 export const acmeChallengePrefix = `${ROOT}acme/challenges/`;
 export const acmeChallengeKey = (token: string): string => `${acmeChallengePrefix}${token}`;
 /** The gateway ordering a host's certificate, under its lease: one order per host at a time. */
-export const acmeLockKey = (host: string): string => `${ROOT}acme/locks/${host}`;
+export const acmeLockPrefix = `${ROOT}acme/locks/`;
+export const acmeLockKey = (host: string): string => `${acmeLockPrefix}${host}`;
 /** How ordering a host's certificate last went (issued, failing with the server's reason, next attempt). */
 export const acmeStatusPrefix = `${ROOT}acme/status/`;
 export const acmeStatusKey = (host: string): string => `${acmeStatusPrefix}${host}`;

@@ -5052,6 +5052,8 @@ export interface operations {
                         certificate?: components["schemas"]["Certificate"];
                         acme?: components["schemas"]["AcmeStatus"];
                         host: string;
+                        /** @description the routed public hosts the certificate serves (public-facing services, and the orchestrator's and dashboard's names while they are announced); empty when it serves none, as an operator's certificate for a deleted service */
+                        serving: string[];
                     }[];
                 };
             };

@@ -22,7 +22,7 @@ import type { ChallengeAnswers } from './challenge-answers.js';
 // on every gateway with ACME on. A host is ordered by one gateway at a time: the one that creates
 // the host's lock key under its lease; the others serve the result as soon as it is stored. Every
 // write of an ACME status record (ordering, issued, failed with the server's reason and the next
-// attempt) is made here.
+// attempt) is made here; their removal, with the certificate, in certificate-records.ts.
 
 /** The lock's lease: kept alive while the order runs, gone this long after a gateway dies mid-order. */
 const LOCK_TTL_SECONDS = 15;
@@ -32,6 +32,7 @@ const MAX_REASON_LENGTH = 500;
 
 export interface PublicHostSource {
   all(): string[];
+  has(host: string): boolean;
   onChange(listener: () => void): void;
 }
 
@@ -149,6 +150,7 @@ export class AcmeOrderer {
     const [own, covering, status] = await Promise.all([readCertificate(store, host), readCertificate(store, wildcardOf(host) ?? host), readRecord<AcmeStatus>(store, acmeStatusKey(host))]);
     const serving = own?.record ?? covering?.record;
     if (orderDueAt(serving && entryOf(serving), status?.record) > Date.now()) return; // another gateway has just done it
+    if (!this.options.hosts.has(host)) return; // its service was deleted while the lock was taken
     const failures = status?.record.failures ?? 0;
     await this.writeStatus({ host, state: 'ordering', failures, updatedAt: new Date().toISOString() });
     log.info({ host, renewal: serving !== undefined }, 'ACME order started');
@@ -156,6 +158,11 @@ export class AcmeOrderer {
     try {
       const { chain, key } = await this.order(host, lease);
       const listing = describeChain(host, chain, 'acme', Date.now());
+      if (!this.options.hosts.has(host)) {
+        // Its service was deleted while the order ran: the scheduler's clean-up would only remove it again.
+        log.info({ host }, 'ACME certificate dropped: the host is no longer public');
+        return;
+      }
       if (!(await putOrderedCertificate(store, { ...listing, chain, key }, own?.modRevision ?? 0))) {
         log.info({ host }, 'ACME certificate dropped: the host got another certificate meanwhile');
         return;
@@ -168,6 +175,8 @@ export class AcmeOrderer {
       const reason = reasonOf(error);
       const nextAttemptAt = new Date(Date.now() + retryDelayMs(failures + 1)).toISOString();
       log.warn({ host, reason, nextAttemptAt }, 'ACME order failed');
+      // Its service was deleted meanwhile: no status to leave behind, nothing to retry.
+      if (!this.options.hosts.has(host)) return;
       await this.writeStatus({ host, state: 'failed', failures: failures + 1, error: reason, nextAttemptAt, updatedAt: new Date().toISOString() });
       await this.journal(host, 'certificate.failed', `ordering a certificate for ${host} failed: ${reason}; next attempt at ${nextAttemptAt}`);
     }

@@ -38,6 +38,14 @@ const routableUnits = new Gauge({
   registers: [roleRegistry('gateway')],
 });
 
+const secureContexts = new Counter({
+  name: 'platform_gateway_tls_contexts_built_total',
+  help: "TLS secure contexts the gateway built for its Node TLS listener (one per new or changed certificate); none under the HAProxy data plane, which terminates TLS itself.",
+  registers: [roleRegistry('gateway')],
+});
+
+export const secureContextBuilt = (): void => secureContexts.inc();
+
 /** One service's series. Counting a request is one Map update: no label hashing, no allocation. */
 export class ServiceMetrics {
   /** Requests answered, by status. */

@@ -8,14 +8,16 @@ import { NodeDataPlane } from './node-data-plane.js';
 import { HaproxyDataPlane } from './haproxy-data-plane.js';
 import { gatewayListeners } from './listener-policy.js';
 import { GatewayTls } from './tls/gateway-tls.js';
+import { NodeTlsListener } from './tls/node-tls-listener.js';
 
 // The gateway role: a Host-header load balancer. One route plan, followed from the store
 // (route-watch.ts), applied by one data plane: HAProxy when a recent one is installed (or asked
 // for), else the built-in Node proxy. Requests for a host that is not a service host reach the
 // role's usual Fastify endpoints (/healthz, /readyz, /metrics, /routes, /documentation).
 // HTTPS (tls/): certificates, public host names and ACME are the same under either data plane;
-// the Node plane opens its own TLS listener, while HAProxy terminates TLS itself on --https-port
-// and passes ACME challenges and HTTPS redirects to the Node server.
+// the Node plane opens its own TLS listener (the only place secure contexts are built), while
+// HAProxy terminates TLS itself on --https-port and passes ACME challenges and HTTPS redirects to
+// the Node server.
 
 /** On shutdown, in-flight HTTPS requests get this long to finish before connections are cut. */
 const SHUTDOWN_GRACE_MS = 5_000;
@@ -48,20 +50,24 @@ export async function startGateway({ config, store, log, access }: RoleContext):
   await own.ready();
 
   const node = new NodeDataPlane(config, domains, log, (req, res) => own.routing(req, res), (req, res) => tls?.handlePlain(req, res) ?? false);
-  if (settings.tls.httpsPort !== undefined) {
-    tls = await GatewayTls.start({
-      store,
-      log,
-      settings: settings.tls,
-      domains,
-      exposeComponents: settings.exposeComponents,
-      limits: gatewayConnectionLimits(config.http, settings.idleTimeoutSeconds * 1000),
-      maxHeaderSize: settings.maxHeaderSize,
-      handler: node.handlePublic,
-      upgrade: node.upgradePublic,
-    });
-  }
-  const haproxyTls = tls && settings.tls.httpsPort !== undefined ? { port: settings.tls.httpsPort, ...tls.served, hstsMaxAgeSeconds: settings.tls.hstsMaxAgeSeconds, opened: (port: number) => tls?.servedOn(port) } : undefined;
+  const httpsPort = settings.tls.httpsPort;
+  if (httpsPort !== undefined) tls = await GatewayTls.start({ store, log, settings: settings.tls, domains, exposeComponents: settings.exposeComponents });
+  // Secure contexts only where Node terminates TLS: under HAProxy they would be built on every
+  // certificate change and never used.
+  const nodeTls =
+    tls && kind === 'node' && httpsPort !== undefined
+      ? new NodeTlsListener({
+          ...tls.served,
+          log,
+          port: httpsPort,
+          hstsMaxAgeSeconds: settings.tls.hstsMaxAgeSeconds,
+          limits: gatewayConnectionLimits(config.http, settings.idleTimeoutSeconds * 1000),
+          maxHeaderSize: settings.maxHeaderSize,
+          handler: node.handlePublic,
+          upgrade: node.upgradePublic,
+        })
+      : undefined;
+  const haproxyTls = tls && httpsPort !== undefined ? { port: httpsPort, ...tls.served, hstsMaxAgeSeconds: settings.tls.hstsMaxAgeSeconds, opened: (port: number) => tls?.servedOn(port) } : undefined;
   const plane: DataPlane = kind === 'haproxy' ? new HaproxyDataPlane(node, config, log, haproxyTls) : node;
   watch.follow((plan) => plane.apply(plan));
   log.info({ dataPlane: kind }, `gateway data plane: ${kind}`);
@@ -69,11 +75,12 @@ export async function startGateway({ config, store, log, access }: RoleContext):
   return {
     listen: async (host, port) => {
       await plane.listen(gatewayListeners(host, port, settings, config.advertiseHost));
-      if (kind === 'node') await tls?.listen(host);
+      if (nodeTls) tls?.servedOn(await nodeTls.listen(host));
     },
     close: async () => {
       await watch.close();
-      await Promise.all([plane.close(), tls?.close(SHUTDOWN_GRACE_MS)]);
+      await Promise.all([plane.close(), nodeTls?.close(SHUTDOWN_GRACE_MS)]);
+      await tls?.close();
       await own.close();
     },
   };

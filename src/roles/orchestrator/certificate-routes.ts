@@ -1,17 +1,32 @@
 import type { RoleServer } from '../../http/server.js';
 import { badRequest, notFound } from '../../http/errors.js';
 import type { Store } from '../../store/store.js';
-import { serviceKey } from '../../store/keys.js';
-import { readRecord } from '../../store/json-records.js';
+import { componentPrefix, components as componentNames, lastSegment, serviceKey, servicePrefix, type Component } from '../../store/keys.js';
+import { listRecords, readRecord } from '../../store/json-records.js';
 import { apiRoute } from '../../schemas/api.js';
 import type { Service } from '../../schemas/service.js';
 import { CertificateRefused, checkCertificate } from '../../certificates/certificate-check.js';
 import { certificateFor, listCertificates, putCertificate, removeCertificate } from '../../certificates/certificate-records.js';
+import { publicHostNames } from '../gateway/tls/public-hosts.js';
+import type { Domains } from '../gateway/host-name.js';
 
 // Certificates from the operator (README "HTTPS"): add, list and remove need an admin token. A
 // certificate is checked before it is stored; the reply and the journal name the host, never the key.
 
-export function certificateRoutes(server: RoleServer, store: Store, domain: string): void {
+/**
+ * The public hosts gateways route, by their rule (public-hosts.ts). Announced components count:
+ * the orchestrator cannot tell whether gateways expose them (--expose-components).
+ */
+async function routedHosts(store: Store, domains: Domains): Promise<string[]> {
+  const [services, announced] = await Promise.all([listRecords<Service>(store, servicePrefix), store.list(componentPrefix)]);
+  const components = announced
+    .map((kv) => ({ component: lastSegment(kv.key) as Component, address: kv.value }))
+    .filter((entry) => componentNames.includes(entry.component));
+  return publicHostNames(services, components, domains);
+}
+
+export function certificateRoutes(server: RoleServer, store: Store, domains: Domains): void {
+  const { domain } = domains;
   server.route({
     ...apiRoute('POST /certificates'),
     handler: async (request, reply) => {
@@ -29,7 +44,7 @@ export function certificateRoutes(server: RoleServer, store: Store, domain: stri
     },
   });
 
-  server.route({ ...apiRoute('GET /certificates'), handler: async () => listCertificates(store) });
+  server.route({ ...apiRoute('GET /certificates'), handler: async () => listCertificates(store, await routedHosts(store, domains)) });
 
   server.route({
     ...apiRoute('DELETE /certificates/:host'),

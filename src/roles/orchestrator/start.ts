@@ -33,7 +33,7 @@ export async function startOrchestrator({ config, store, log, access }: RoleCont
   tokenRoutes(server, store);
   notificationRoutes(server, store);
   registryRoutes(server, store);
-  certificateRoutes(server, store, config.domain);
+  certificateRoutes(server, store, { domain: config.domain, internalDomain: config.gateway.internalDomain });
   sessionRoutes(server, access);
   const events = new EventHub(store, log);
   eventsRoute(server, events);

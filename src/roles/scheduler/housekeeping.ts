@@ -11,11 +11,14 @@ import { FencedWriteError } from '../../store/fenced-store.js';
 import { NotLeaderError } from './leadership.js';
 import { deleteDeployments, listDeployments } from './deployment-records.js';
 import { expiredDeployments, expiredJournalKeys, expiredReleases } from './retention.js';
+import { hostCertificateStates, leftByDeletedServices, removeLeftBehind } from '../../certificates/certificate-records.js';
 import type { ClusterSnapshot } from './cluster-snapshot.js';
 
 // What the leader cleans up, apart from deploying: assignments of services no longer declared
 // (their units stop), the releases of deleted services (a service declared again under the name
-// starts a history of its own), and history beyond the retention limits. Level-triggered: each
+// starts a history of its own), the ACME certificates and order state of their public hosts (a
+// service declared again is ordered a certificate of its own; the gateways stop serving the old
+// one), and history beyond the retention limits. Level-triggered: each
 // pass compares the whole store with the declarations, so a missed event costs nothing.
 
 export class Housekeeping {
@@ -66,9 +69,17 @@ export class Housekeeping {
       await deleteKeys(this.store, journalKeys);
       const doomed = [...expired, ...journalKeys];
       const releasesDeleted = await this.pruneReleases(releases, declared, deployments);
+      await this.pruneCertificates(new Set(declared.keys()));
       if (doomed.length + releasesDeleted > 0) this.log.info({ deleted: doomed.length + releasesDeleted }, 'deleted history beyond the retention limits and of deleted services');
     } catch (error) {
       if (!(error instanceof FencedWriteError || error instanceof NotLeaderError)) this.log.warn({ err: error }, 'pruning history failed; retrying at the next check');
+    }
+  }
+
+  /** What deleted services left of HTTPS; certificate-records.ts decides what that is and removes it. */
+  private async pruneCertificates(declared: ReadonlySet<string>): Promise<void> {
+    for (const left of leftByDeletedServices(await hostCertificateStates(this.store), declared)) {
+      if ((await removeLeftBehind(this.store, left)) && left.certificateRevision !== undefined) this.log.info({ host: left.host, service: left.service }, 'removed the ACME certificate of a deleted service');
     }
   }
 

@@ -2,12 +2,23 @@ import type { Store } from '../../../store/store.js';
 import { componentPrefix, components as componentNames, lastSegment, servicePrefix, type Component } from '../../../store/keys.js';
 import { PrefixCache, decodeCached } from '../../../store/prefix-cache.js';
 import type { Domains } from '../host-name.js';
-import { planRoutes, type RoutedService } from '../route-plan.js';
+import { planRoutes, type AnnouncedComponent, type RoutedService } from '../route-plan.js';
 
 // The names HTTPS is for: `<service>.<domain>` of public-facing load-balanced services, and the
 // components' public names when they are exposed. They follow the routing rules (route-plan.ts),
 // minus the internal domain: an internal-only service never gets a public certificate, and a TLS
 // handshake for any other name is refused.
+
+/**
+ * Pure: the public names of the routes the gateway plans for these declarations and component
+ * announcements (pass none to leave components out). `platform cert list` says by the same rule
+ * which of them a certificate serves.
+ */
+export function publicHostNames(services: readonly RoutedService[], components: readonly AnnouncedComponent[], domains: Domains): string[] {
+  // The zone after the first label, not a suffix: the internal domain may lie under the public one.
+  const isPublic = (host: string) => host.slice(host.indexOf('.') + 1) === domains.domain;
+  return planRoutes(services, [], components, domains).flatMap((route) => route.hosts.filter(isPublic));
+}
 
 export class PublicHosts {
   private hosts = new Set<string>();
@@ -50,7 +61,7 @@ export class PublicHosts {
 
   private rebuild(): void {
     let services: RoutedService[];
-    let components: { component: Component; address: string }[];
+    let components: AnnouncedComponent[];
     try {
       services = this.services.values().flatMap((entry) => {
         try {
@@ -65,9 +76,7 @@ export class PublicHosts {
     } catch {
       return; // the store does not answer: keep the last names
     }
-    // The zone after the first label, not a suffix: the internal domain may lie under the public one.
-    const isPublic = (host: string) => host.slice(host.indexOf('.') + 1) === this.domains.domain;
-    const hosts = new Set(planRoutes(services, [], components, this.domains).flatMap((route) => route.hosts.filter(isPublic)));
+    const hosts = new Set(publicHostNames(services, components, this.domains));
     const changed = hosts.size !== this.hosts.size || [...hosts].some((host) => !this.hosts.has(host));
     this.hosts = hosts;
     if (changed) for (const listener of this.listeners) listener();

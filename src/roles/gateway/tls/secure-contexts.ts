@@ -2,11 +2,12 @@ import { createSecureContext, type SecureContext } from 'node:tls';
 import type { FastifyBaseLogger } from 'fastify';
 import type { CertificateSet } from '../../../certificates/certificate-set.js';
 import type { PublicHosts } from './public-hosts.js';
+import { secureContextBuilt } from '../gateway-metrics.js';
 
 // The Node data plane's certificates: one secure context per stored certificate, made when the
 // certificate set changes and picked per connection by SNI. A new or renewed certificate replaces
 // its context for the next handshake; connections already open keep theirs, so nothing is
-// restarted or refused.
+// restarted or refused. Only the Node plane's TLS listener makes these (node-tls-listener.ts).
 
 /** TLS 1.2 and 1.3 only. */
 export const tlsVersions = { minVersion: 'TLSv1.2', maxVersion: 'TLSv1.3' } as const;
@@ -48,6 +49,7 @@ export class SecureContexts {
       }
       try {
         next.set(entry.host, { fingerprint: entry.fingerprint, context: createSecureContext({ cert: entry.chain, key: entry.key, ...tlsVersions }) });
+        secureContextBuilt();
         this.log.info({ host: entry.host, source: entry.source, notAfter: new Date(entry.notAfter).toISOString() }, 'certificate loaded');
       } catch (error) {
         // OpenSSL's message names the failing step, never the key's content.
