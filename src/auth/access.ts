@@ -37,6 +37,9 @@ export const isExpired = (token: Pick<TokenRecord, 'expiresAt'>, now: number): b
 
 export type Decision = { allowed: true } | { allowed: false; status: 403; message: string };
 
+/** One answer shared by every allowed call: deciding costs no allocation. */
+const ALLOWED: Decision = Object.freeze({ allowed: true });
+
 const matchers = new Map<string, (name: string) => boolean>();
 const globMatches = (glob: string, name: string): boolean => {
   let matches = matchers.get(glob);
@@ -52,16 +55,16 @@ const globMatches = (glob: string, name: string): boolean => {
  * token's services glob) limits only deploy rights: a scoped token reads everything.
  */
 export function decide(token: Pick<TokenRecord, 'name' | 'role' | 'services'>, access: Access, service: string | undefined): Decision {
-  if (access === 'open') return { allowed: true };
+  if (access === 'open') return ALLOWED;
   if (rank[token.role] < rank[access]) {
     return { allowed: false, status: 403, message: `token ${token.name} has the ${token.role} role; this call needs ${access}` };
   }
-  if (access !== 'deploy' || token.role === 'admin' || token.services === undefined) return { allowed: true };
+  if (access !== 'deploy' || token.role === 'admin' || token.services === undefined) return ALLOWED;
   if (service === undefined) {
     return { allowed: false, status: 403, message: `token ${token.name} may deploy only services matching ${token.services}, and this call names no service` };
   }
   if (!globMatches(token.services, service)) {
     return { allowed: false, status: 403, message: `token ${token.name} may deploy only services matching ${token.services}, not ${service}` };
   }
-  return { allowed: true };
+  return ALLOWED;
 }

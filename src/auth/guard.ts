@@ -66,8 +66,9 @@ function authenticate(control: AccessControl, request: FastifyRequest, reply: Fa
   const session = secret === undefined ? sessionCredential(request.headers) : undefined;
   if (session) return authenticateSession(control, session, request, reply);
   const token = secret === undefined ? undefined : control.tokens?.find(secret);
-  if (token && !isExpired(token, Date.now())) {
-    control.tokens?.recordUse(token);
+  const now = Date.now();
+  if (token && !isExpired(token, now)) {
+    control.tokens?.recordUse(token, now);
     return token;
   }
   control.failures?.recordFailure(clientAddress(request));
@@ -94,8 +95,10 @@ function authenticateSession(control: AccessControl, session: { value: string; f
 
 /** 429 while the caller's address is limited, before its token is looked up. */
 export function refuseWhileLimited(control: AccessControl, request: FastifyRequest, reply: FastifyReply): void {
+  // Nothing failed lately (the usual case): no address to work out on every call.
+  if (!control.failures || control.failures.size === 0) return;
   const address = clientAddress(request);
-  const waitMs = control.failures?.retryAfterMs(address) ?? 0;
+  const waitMs = control.failures.retryAfterMs(address);
   if (waitMs <= 0) return;
   const seconds = Math.ceil(waitMs / 1000);
   void reply.header('retry-after', String(seconds));
@@ -106,6 +109,10 @@ function authorize(token: TokenRecord, need: RouteAccess, request: FastifyReques
   const decision = decide(token, need.access, serviceOf(need.service, request.params, request.body));
   if (!decision.allowed) throw new HttpError(decision.status, decision.message);
 }
+
+/** A local call that presents a token or a session is checked anyway: the orchestrator forwards its caller's. */
+const presentsCredentials = (request: FastifyRequest): boolean =>
+  request.headers.authorization !== undefined || sessionCredential(request.headers) !== undefined;
 
 /** Adds `hook` to a route's own hooks of that kind, after any it declares. */
 function appendHook<H>(existing: H | H[] | undefined, hook: H): H[] {
@@ -135,9 +142,7 @@ export function installAccessControl(server: FastifyInstance, control: AccessCon
       try {
         const need = needOf(request);
         if (need.access === 'open') return done();
-        // A local call that presents a token or a session is checked anyway: the orchestrator forwards its caller's.
-        const presents = request.headers.authorization !== undefined || sessionCredential(request.headers) !== undefined;
-        if (control.mode === 'auto' && !presents && isLocalCall(request, control.listenerLoopback)) {
+        if (control.mode === 'auto' && !presentsCredentials(request) && isLocalCall(request, control.listenerLoopback)) {
           request.caller = 'local';
           return done();
         }

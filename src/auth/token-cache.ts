@@ -1,7 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { Store } from '../store/store.js';
 import { tokenKey, tokenPrefix, tokenUseKey } from '../store/keys.js';
-import { decodeCached, PrefixCache } from '../store/prefix-cache.js';
+import { decodeCached, PrefixCache, type CachedValue } from '../store/prefix-cache.js';
 import type { TokenRecord } from '../schemas/token.js';
 import { hashSecret } from './tokens.js';
 
@@ -18,7 +18,7 @@ export class TokenCache {
    * hash and its comparison were most of what a token check cost). Holds only secrets of tokens
    * that exist, so it is no bigger than the token list; emptied whenever a token changes.
    */
-  private bySecret = new Map<string, TokenRecord>();
+  private bySecret = new Map<string, { record: TokenRecord; key: string; entry: CachedValue }>();
   private readonly lastRecorded = new Map<string, number>();
 
   private constructor(
@@ -38,13 +38,17 @@ export class TokenCache {
   /** The token whose secret this is, or undefined. */
   find(secret: string): TokenRecord | undefined {
     // Throws while the store is unreachable: a token revoked meanwhile must not pass.
+    // A known secret's token is still the same version when the cache holds the very entry it was
+    // read from (an identity check: no key to build, no JSON to look up again).
     const known = this.bySecret.get(secret);
-    if (known) return this.named(known.name)?.hash === known.hash ? known : undefined;
+    if (known) return this.records.get(known.key) === known.entry ? known.record : undefined;
     const hash = hashSecret(secret);
     const record = this.index().get(hash);
     if (!record || !timingSafeEqual(Buffer.from(record.hash, 'hex'), Buffer.from(hash, 'hex'))) return undefined;
-    if (this.named(record.name)?.hash !== record.hash) return undefined;
-    this.bySecret.set(secret, record);
+    const key = tokenKey(record.name);
+    const entry = this.records.get(key);
+    if (!entry || decodeCached<TokenRecord>(entry).hash !== record.hash) return undefined;
+    this.bySecret.set(secret, { record, key, entry });
     return record;
   }
 
