@@ -1,3 +1,4 @@
+import { trace } from '../../trace.js';
 import type Docker from 'dockerode';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Assignment, Machine, UnitStatus } from '../../schemas/cluster.js';
@@ -131,7 +132,10 @@ class MachineAgent implements Agent {
       this.reporter.forgetAll();
       trigger();
     });
-    this.assignmentWatch = await this.options.store.watchPrefix(assignmentPrefix(this.machineId), trigger);
+    this.assignmentWatch = await this.options.store.watchPrefix(assignmentPrefix(this.machineId), () => {
+      trace('agent.watch');
+      trigger();
+    });
     this.dockerEvents = watchContainerEvents(this.docker, this.machineId, trigger, this.options.log);
     this.resyncTimer = setInterval(trigger, this.options.resyncIntervalMs ?? 5_000);
     await this.runner.trigger();
@@ -182,16 +186,18 @@ class MachineAgent implements Agent {
   }
 
   private async reconcileOnce(): Promise<void> {
+    trace('agent.pass');
     // Independent round trips, at once: the store's assignments, the engine's health and this
     // machine's containers (used only when the engine is reachable; bounded like the health check).
     const [listed, engine, containers] = await Promise.all([
-      this.options.store.list(assignmentPrefix(this.machineId)),
-      this.checkDocker(),
-      withTimeout(listUnitContainers(this.docker, this.machineId), engineCheckTimeoutMs, 'Docker engine').then(
+      this.options.store.list(assignmentPrefix(this.machineId)).finally(() => trace('agent.read-store')),
+      this.checkDocker().finally(() => trace('agent.read-version')),
+      withTimeout(listUnitContainers(this.docker, this.machineId), engineCheckTimeoutMs, 'Docker engine').finally(() => trace('agent.read-containers')).then(
         (list) => ({ list }),
         (error: unknown) => ({ error }),
       ),
     ]);
+    trace('agent.read', `${listed.length}`);
     const { accepted: assignments, refused } = this.assignmentCheck.check(listed);
     const wanted = new Set(assignments.map(slotOf));
     // Reported first: a container an assignment had before it was refused is stopped at once, not drained.

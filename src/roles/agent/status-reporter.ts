@@ -1,3 +1,4 @@
+import { trace } from '../../trace.js';
 import type { UnitStatus } from '../../schemas/cluster.js';
 import { unitStatusKey } from '../../store/keys.js';
 import { slotOf } from '../../units.js';
@@ -30,7 +31,9 @@ export class UnitStatusReporter {
       const serialized = JSON.stringify(observed);
       if (this.current.get(slot)?.observed === serialized) return;
       const status: UnitStatus = { ...observed, updatedAt: new Date().toISOString() };
+      trace('agent.status', `${observed.unit} ${observed.active}/${observed.sub}`);
       await this.keys.set(unitStatusKey(this.machineId, slot), JSON.stringify(status));
+      trace('agent.status-written', `${observed.unit} ${observed.active}/${observed.sub}`);
       this.current.set(slot, { observed: serialized, status });
     });
   }

@@ -1,3 +1,4 @@
+import { trace } from '../../trace.js';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Operation, Store } from '../../store/store.js';
 import { assignmentKey } from '../../store/keys.js';
@@ -95,6 +96,7 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
       // Only while the declaration seen above still stands: units placed after a delete would be
       // orphans, and a changed declaration means the snapshot is behind. Either way: look again.
       const placed = await store.txn([{ key: declaration.key, target: 'modRevision', equals: declaration.modRevision }], operations);
+      trace('scheduler.assignments', `${release.service} ${operations.length} ${placed.succeeded}`);
       if (!placed.succeeded) {
         await cluster.changedSince(seen, IDLE_WAKE_MS);
         continue;

@@ -1,3 +1,4 @@
+import { trace } from '../../trace.js';
 import type { FastifyBaseLogger } from 'fastify';
 import { StoreUnavailableError, type Store } from '../../store/store.js';
 import { assignmentKey } from '../../store/keys.js';
@@ -131,6 +132,7 @@ export class DeploymentRunner {
 
   private async run(release: Release, deployment: Deployment): Promise<void> {
     const { store } = this.options;
+    trace('scheduler.run', release.service);
     if (!this.isCurrent(deployment)()) {
       if (!this.closed) await recordOutcome(store, deployment, 'superseded', 'superseded by a newer deployment before it started');
       return;
@@ -159,7 +161,9 @@ export class DeploymentRunner {
     let started = false;
     for (;;) {
       try {
+        trace('scheduler.listed', release.service);
         if (!started) await recordPhase(store, deployment, 'pulling');
+        trace('scheduler.pulling', release.service);
         started = true;
         return await rollOut({ store, log, cluster, isCurrent: this.isCurrent(deployment) }, release, deployment);
       } catch (error) {
