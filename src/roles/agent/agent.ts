@@ -13,7 +13,7 @@ import { CoalescingRunner } from './coalescing-runner.js';
 import type { NetworkMode } from './container-spec.js';
 import { canonicalName, listUnitContainers, type UnitContainer } from './containers.js';
 import { slotOf } from '../../units.js';
-import { checkEngine, connectDocker, dockerErrorMessage, engineCheckTimeoutMs, engineUnreachableAdvice, withTimeout } from './docker-client.js';
+import { EngineCheck, connectDocker, dockerErrorMessage, engineCheckTimeoutMs, engineUnreachableAdvice, withTimeout } from './docker-client.js';
 import { watchContainerEvents, type DockerEventWatch } from './docker-events.js';
 import { defaultReserve } from '../../config.js';
 import { MachineRegistration, unitCapacity, type EngineResources, type ResourceSettings } from './machine-registration.js';
@@ -82,6 +82,7 @@ class MachineAgent implements Agent {
   private readonly registration: MachineRegistration;
   private readonly units: UnitReconciler;
   private readonly assignmentCheck: AssignmentCheck;
+  private readonly engine: EngineCheck;
   private assignmentWatch: Watch | undefined;
   private dockerEvents: DockerEventWatch | undefined;
   private resyncTimer: NodeJS.Timeout | undefined;
@@ -97,6 +98,7 @@ class MachineAgent implements Agent {
   ) {
     this.machineId = options.machineId;
     this.docker = connectDocker(options.dockerHost);
+    this.engine = new EngineCheck(this.docker);
     this.reporter = new UnitStatusReporter(leasedKeys, options.machineId);
     this.registration = new MachineRegistration(leasedKeys, {
       id: options.machineId,
@@ -182,7 +184,7 @@ class MachineAgent implements Agent {
   }
 
   private checkDocker(): Promise<Machine['docker']> {
-    return checkEngine(this.docker);
+    return this.engine.check();
   }
 
   private async reconcileOnce(): Promise<void> {
