@@ -21,6 +21,8 @@ export interface RolloutOptions {
   cluster: ClusterWatch;
   /** False once a newer deployment of the service was accepted: this one stops as superseded. */
   isCurrent: () => boolean;
+  /** The deployment's previous record, still being written: awaited before this one writes the next. */
+  phaseRecorded?: Promise<void>;
 }
 
 export type RolloutOutcome = { state: 'succeeded' } | { state: 'superseded'; reason?: string } | { state: 'failed'; reason: string };
@@ -103,6 +105,7 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
       }
       if (!rolling) {
         rolling = true;
+        await options.phaseRecorded;
         await recordPhase(store, deployment, 'rolling');
       }
       await cluster.assignmentsCaughtUp(placed.revision);
@@ -117,6 +120,7 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
     const progress = fresh.map(unitProgress);
     if (JSON.stringify(progress) !== lastUnits) {
       lastUnits = JSON.stringify(progress);
+      await options.phaseRecorded;
       await recordProgress(store, deployment, progress);
     }
 
