@@ -70,20 +70,11 @@ async function tracedDeploy(): Promise<Phases> {
   const txns = seen.filter((line) => line.phase === 'leased.txn' && line.at - started < finished);
   const phases: Phases = {
     hook: first(of('scheduler.hook', mine)),
-    declared: first(of('scheduler.declared', mine)),
-    resolved: first(of('scheduler.resolved', mine)),
-    releases: first(of('scheduler.releases', mine)),
     accepted: first(of('scheduler.accepted', mine)),
-    run: first(of('scheduler.run', mine)),
-    listed: first(of('scheduler.listed', mine)),
-    pulling: first(of('scheduler.pulling', mine)),
     reply: replied,
     assigned: first(of('scheduler.assignments', mine)),
     watch: first(of('agent.watch')),
     pass: first(of('agent.pass')),
-    readStore: first(of('agent.read-store')),
-    readVersion: first(of('agent.read-version')),
-    readContainers: first(of('agent.read-containers')),
     read: first(of('agent.read')),
     create1: first(of('agent.create', mine)),
     create10: last(of('agent.create', mine)),
@@ -126,9 +117,9 @@ for (let round = 0; round < ROUNDS; round++) {
         .join(' '),
   );
 }
-const keys = Object.keys(rounds[0]!.deploy);
+const keys = [...new Set(rounds.flatMap((r) => Object.keys(r.deploy)))];
 console.log('\nmedian over rounds (ms after the POST was sent):');
-for (const key of keys) console.log(`  ${key.padEnd(12)} ${ms(median(rounds.map((r) => r.deploy[key] ?? NaN)))}`);
+for (const key of keys) console.log(`  ${key.padEnd(12)} ${ms(median(rounds.map((r) => r.deploy[key] ?? 0)))}`);
 const floors = rounds.map((r) => r.floor.total!);
 const deploys = rounds.map((r) => r.deploy.bench!);
 console.log(`floor median ${ms(median(floors))}; deploy median ${ms(median(deploys))}; ratio ${(median(deploys) / median(floors)).toFixed(2)}x; ratios per round ${rounds.map((r) => (r.deploy.bench! / r.floor.total!).toFixed(2)).join(', ')}`);

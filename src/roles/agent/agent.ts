@@ -192,9 +192,9 @@ class MachineAgent implements Agent {
     // Independent round trips, at once: the store's assignments, the engine's health and this
     // machine's containers (used only when the engine is reachable; bounded like the health check).
     const [listed, engine, containers] = await Promise.all([
-      this.options.store.list(assignmentPrefix(this.machineId)).finally(() => trace('agent.read-store')),
-      this.checkDocker().finally(() => trace('agent.read-version')),
-      withTimeout(listUnitContainers(this.docker, this.machineId), engineCheckTimeoutMs, 'Docker engine').finally(() => trace('agent.read-containers')).then(
+      this.options.store.list(assignmentPrefix(this.machineId)),
+      this.checkDocker(),
+      withTimeout(listUnitContainers(this.docker, this.machineId), engineCheckTimeoutMs, 'Docker engine').then(
         (list) => ({ list }),
         (error: unknown) => ({ error }),
       ),

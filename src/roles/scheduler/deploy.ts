@@ -1,4 +1,3 @@
-import { trace } from '../../trace.js';
 import type { Store } from '../../store/store.js';
 import { serviceKey } from '../../store/keys.js';
 import { readRecord } from '../../store/json-records.js';
@@ -91,9 +90,7 @@ export async function acceptDeploy(store: Store, registry: RegistryClient, trigg
     throw badRequest(`containerRepository ${trigger.containerRepository} is not the repository of service ${service.name} (${service.containerImage})`);
   }
   const target = { ...requested, tag: requested.tag ?? (requested.digest ? undefined : declared.tag) };
-  trace('scheduler.declared', service.name);
   const digest = await registry.resolveDigest(target);
-  trace('scheduler.resolved', service.name);
   return recordRelease(store, service, {
     image: formatImageReference({ ...target, digest }),
     digest,
@@ -134,7 +131,6 @@ export function canonicalJson(value: unknown): string {
 
 async function recordRelease(store: Store, service: Service, draft: ReleaseDraft): Promise<AcceptedDeploy> {
   const [deployments, releases] = await Promise.all([listDeployments(store, service.name), claimReleases(store, service)]);
-  trace('scheduler.releases', service.name);
   const target = currentTarget(deployments);
   const targetRelease = target && releases.find((r) => r.version === target.release);
   if (target && targetRelease && targetRelease.digest === draft.digest && canonicalJson(targetRelease.config) === canonicalJson(draft.config)) {

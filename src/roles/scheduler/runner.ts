@@ -1,4 +1,3 @@
-import { trace } from '../../trace.js';
 import type { FastifyBaseLogger } from 'fastify';
 import { StoreUnavailableError, type Store } from '../../store/store.js';
 import { assignmentKey } from '../../store/keys.js';
@@ -138,7 +137,6 @@ export class DeploymentRunner {
 
   private async run(release: Release, deployment: Deployment, fresh = false): Promise<void> {
     const { store } = this.options;
-    trace('scheduler.run', release.service);
     if (!this.isCurrent(deployment)()) {
       if (!this.closed) await recordOutcome(store, deployment, 'superseded', 'superseded by a newer deployment before it started');
       return;
@@ -171,7 +169,6 @@ export class DeploymentRunner {
     let pulling: Promise<void> | undefined;
     for (;;) {
       try {
-        trace('scheduler.listed', release.service);
         const phaseRecorded = (pulling ??= recordPhase(store, deployment, 'pulling'));
         // A failed write is written again when the rollout starts again.
         phaseRecorded.catch(() => {
