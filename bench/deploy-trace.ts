@@ -67,6 +67,8 @@ async function tracedDeploy(): Promise<Phases> {
   const runningOf = (d: string) => mine(d) && d.endsWith('active/running');
   const first = (values: number[]) => (values.length ? Math.min(...values) : undefined);
   const last = (values: number[]) => (values.length ? Math.max(...values) : undefined);
+  // A per-unit phase: when the first and the last of the ten units reached it.
+  const perUnit = (name: string, times: number[]): Phases => ({ [`${name}1`]: first(times), [`${name}10`]: last(times) });
   const txns = seen.filter((line) => line.phase === 'leased.txn' && line.at - started < finished);
   const phases: Phases = {
     hook: first(of('scheduler.hook', mine)),
@@ -76,18 +78,12 @@ async function tracedDeploy(): Promise<Phases> {
     watch: first(of('agent.watch')),
     pass: first(of('agent.pass')),
     read: first(of('agent.read')),
-    create1: first(of('agent.create', mine)),
-    create10: last(of('agent.create', mine)),
-    created1: first(of('agent.created', mine)),
-    created10: last(of('agent.created', mine)),
-    started1: first(of('agent.started', mine)),
-    started10: last(of('agent.started', mine)),
-    ready1: first(of('agent.ready', mine)),
-    ready10: last(of('agent.ready', mine)),
-    written1: first(of('agent.status-written', runningOf)),
-    written10: last(of('agent.status-written', runningOf)),
-    event1: first(of('orchestrator.unit', runningOf)),
-    event10: last(of('orchestrator.unit', runningOf)),
+    ...perUnit('create', of('agent.create', mine)),
+    ...perUnit('created', of('agent.created', mine)),
+    ...perUnit('started', of('agent.started', mine)),
+    ...perUnit('ready', of('agent.ready', mine)),
+    ...perUnit('written', of('agent.status-written', runningOf)),
+    ...perUnit('event', of('orchestrator.unit', runningOf)),
     bench: finished,
     statusWrites: of('agent.status', mine).length,
     txns: txns.length,
