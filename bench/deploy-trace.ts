@@ -85,6 +85,7 @@ async function tracedDeploy(): Promise<Phases> {
     ...perUnit('written', of('agent.status-written', runningOf)),
     ...perUnit('event', of('orchestrator.unit', runningOf)),
     bench: finished,
+    passes: of('agent.pass').filter((at) => at < finished).length,
     statusWrites: of('agent.status', mine).length,
     txns: txns.length,
   };
