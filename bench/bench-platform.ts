@@ -21,13 +21,14 @@ export interface BenchPlatform {
   stop(): Promise<void>;
 }
 
-export async function startBenchPlatform(roles: BenchRole[], machineId: string): Promise<BenchPlatform> {
+/** `env` goes to every role's process (bench/deploy-trace.ts turns on PLATFORM_TRACE with it). */
+export async function startBenchPlatform(roles: BenchRole[], machineId: string, env: NodeJS.ProcessEnv = {}): Promise<BenchPlatform> {
   const [etcd, engine, registry] = await Promise.all([startEtcd(), startDockerd(), startRegistry()]);
   const flags = ['--etcd', etcd.url];
   const started: BenchPlatform['roles'] = {};
   for (const role of roles) {
     const extra = role === 'agent' ? ['--network', 'host', '--machine-id', machineId, '--stop-grace', '1', '--drain-seconds', '0'] : [];
-    started[role] = await serveRole(role, await freePort(), [...flags, ...extra], role === 'agent' ? { DOCKER_HOST: engine.dockerHost } : {});
+    started[role] = await serveRole(role, await freePort(), [...flags, ...extra], role === 'agent' ? { ...env, DOCKER_HOST: engine.dockerHost } : env);
   }
   return {
     etcd,
@@ -81,15 +82,23 @@ function referenceCreateOptions(kind: ReferenceOptions, name: string, image: str
   return containerCreateOptions({ assignment, machineId: 'reference', network: 'host', port });
 }
 
-/** Creates and starts `count` containers of `image` straight through the Docker API, all at once: the floor. */
-export async function dockerApiStart(engine: DockerEngine, image: string, count: number, kind: ReferenceOptions = 'unit'): Promise<number> {
+/** A floor container's step answered, `elapsed` ms after the floor's clock started (bench/deploy-trace.ts). */
+export type FloorMark = (step: 'created' | 'started', elapsed: number) => void;
+
+/**
+ * Creates and starts `count` containers of `image` straight through the Docker API, all at once
+ * (each started as soon as its create returns): the floor. `mark` is told when each step answers.
+ */
+export async function dockerApiStart(engine: DockerEngine, image: string, count: number, kind: ReferenceOptions = 'unit', mark?: FloorMark): Promise<number> {
   const prefix = `ref-${Math.random().toString(36).slice(2, 8)}`;
   const ports = await Promise.all(Array.from({ length: count }, () => freePort()));
   const started = performance.now();
   const containers = await Promise.all(
     ports.map(async (port, i) => {
       const container = await engine.docker.createContainer(referenceCreateOptions(kind, `${prefix}-${i + 1}.service`, image, port));
+      mark?.('created', performance.now() - started);
       await container.start();
+      mark?.('started', performance.now() - started);
       return container;
     }),
   );

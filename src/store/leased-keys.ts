@@ -7,6 +7,7 @@
 // store failures from set()/remove(): the loop retries them. close() revokes the lease, so the
 // keys disappear at once instead of a TTL later.
 
+import { trace } from '../trace.js';
 import type { Lease, Operation, Store } from './store.js';
 
 /** A pino/fastify logger fits; so does `console`. */
@@ -182,7 +183,9 @@ export class LeasedKeys {
     // Clear first: a set() of the same key during the write marks it dirty again.
     for (const key of keys) this.dirty.delete(key);
     try {
+      trace('leased.txn', `${operations.length}`);
       await this.store.txn([], operations);
+      trace('leased.txn-done', `${operations.length}`);
     } catch (error) {
       for (const key of keys) this.dirty.add(key);
       throw error;

@@ -126,8 +126,12 @@ t.test('v1 → v2 is a rolling update: never fewer than numInstances - maxUnavai
     t.equal(unit.image, `${registry.host}/${repository}@${v2.digest}`, `${unit.unit} runs v2's digest`);
     t.match(await fetch(`http://${unit.address}/`).then((r) => r.text()), new RegExp(`^${unit.unit} first v2 two`));
   }
-  const containers = await engine.docker.listContainers({ filters: { label: [`platform.service=${service}`] } });
-  t.same(containers.map((c) => c.Names[0]).sort(), [1, 2, 3].map((i) => `/${service}-${i}.service`), 'containers carry the unit names again');
+  // The agent gives a unit its name back in the pass after the old container is gone, which may
+  // come a moment after the deployment is recorded succeeded (failed once at load 20).
+  const names = [1, 2, 3].map((i) => `/${service}-${i}.service`);
+  const containerNames = async () => (await engine.docker.listContainers({ filters: { label: [`platform.service=${service}`] } })).map((c) => c.Names[0]).sort();
+  await waitFor(async () => JSON.stringify(await containerNames()) === JSON.stringify(names), 10_000, { what: 'the unit names back on the containers' }).catch(() => undefined);
+  t.same(await containerNames(), names, 'containers carry the unit names again');
 });
 
 t.test('a broken v3 fails with a reason and auto-reverts; the v2 units never stop serving', async (t) => {

@@ -1,3 +1,4 @@
+import { trace } from '../../trace.js';
 import type Docker from 'dockerode';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Assignment, Machine, UnitStatus } from '../../schemas/cluster.js';
@@ -12,7 +13,7 @@ import { CoalescingRunner } from './coalescing-runner.js';
 import type { NetworkMode } from './container-spec.js';
 import { canonicalName, listUnitContainers, type UnitContainer } from './containers.js';
 import { slotOf } from '../../units.js';
-import { checkEngine, connectDocker, dockerErrorMessage, engineCheckTimeoutMs, engineUnreachableAdvice, withTimeout } from './docker-client.js';
+import { EngineCheck, connectDocker, dockerErrorMessage, engineCheckTimeoutMs, engineUnreachableAdvice, withTimeout } from './docker-client.js';
 import { watchContainerEvents, type DockerEventWatch } from './docker-events.js';
 import { defaultReserve } from '../../config.js';
 import { MachineRegistration, unitCapacity, type EngineResources, type ResourceSettings } from './machine-registration.js';
@@ -81,6 +82,7 @@ class MachineAgent implements Agent {
   private readonly registration: MachineRegistration;
   private readonly units: UnitReconciler;
   private readonly assignmentCheck: AssignmentCheck;
+  private readonly engine: EngineCheck;
   private assignmentWatch: Watch | undefined;
   private dockerEvents: DockerEventWatch | undefined;
   private resyncTimer: NodeJS.Timeout | undefined;
@@ -96,6 +98,7 @@ class MachineAgent implements Agent {
   ) {
     this.machineId = options.machineId;
     this.docker = connectDocker(options.dockerHost);
+    this.engine = new EngineCheck(this.docker);
     this.reporter = new UnitStatusReporter(leasedKeys, options.machineId);
     this.registration = new MachineRegistration(leasedKeys, {
       id: options.machineId,
@@ -131,7 +134,10 @@ class MachineAgent implements Agent {
       this.reporter.forgetAll();
       trigger();
     });
-    this.assignmentWatch = await this.options.store.watchPrefix(assignmentPrefix(this.machineId), trigger);
+    this.assignmentWatch = await this.options.store.watchPrefix(assignmentPrefix(this.machineId), () => {
+      trace('agent.watch');
+      trigger();
+    });
     this.dockerEvents = watchContainerEvents(this.docker, this.machineId, trigger, this.options.log);
     this.resyncTimer = setInterval(trigger, this.options.resyncIntervalMs ?? 5_000);
     await this.runner.trigger();
@@ -178,10 +184,11 @@ class MachineAgent implements Agent {
   }
 
   private checkDocker(): Promise<Machine['docker']> {
-    return checkEngine(this.docker);
+    return this.engine.check();
   }
 
   private async reconcileOnce(): Promise<void> {
+    trace('agent.pass');
     // Independent round trips, at once: the store's assignments, the engine's health and this
     // machine's containers (used only when the engine is reachable; bounded like the health check).
     const [listed, engine, containers] = await Promise.all([
@@ -192,6 +199,7 @@ class MachineAgent implements Agent {
         (error: unknown) => ({ error }),
       ),
     ]);
+    trace('agent.read', `${listed.length}`);
     const { accepted: assignments, refused } = this.assignmentCheck.check(listed);
     const wanted = new Set(assignments.map(slotOf));
     // Reported first: a container an assignment had before it was refused is stopped at once, not drained.

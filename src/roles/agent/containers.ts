@@ -1,3 +1,4 @@
+import { trace } from '../../trace.js';
 import type Docker from 'dockerode';
 import type { UnitFailure } from './status-reporter.js';
 import { labels, machineLabelFilters } from './container-spec.js';
@@ -137,13 +138,16 @@ export async function createAndStart(
   nameTaken = false,
 ): Promise<string> {
   let container: Docker.Container;
+  trace('agent.create', options.name);
   try {
     container = await docker.createContainer(nameTaken ? { ...options, name: fallbackName } : options);
   } catch (error) {
     if (nameTaken || statusCodeOf(error) !== 409) throw error;
     container = await docker.createContainer({ ...options, name: fallbackName });
   }
+  trace('agent.created', options.name);
   await container.start();
+  trace('agent.started', options.name);
   return container.id;
 }
 

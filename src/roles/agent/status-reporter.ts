@@ -1,7 +1,7 @@
+import { trace } from '../../trace.js';
 import type { UnitStatus } from '../../schemas/cluster.js';
 import { unitStatusKey } from '../../store/keys.js';
 import { isRunning, slotOf } from '../../units.js';
-import { KeyedQueue } from '../../keyed-queue.js';
 import type { LeasedWriter } from './leased-writer.js';
 
 // Unit statuses as this agent observes them, one per slot (unit@spec), written under its lease.
@@ -26,27 +26,32 @@ export function failingSinceAfter(previous: UnitStatus | undefined, observed: Ob
 
 export class UnitStatusReporter {
   private readonly current = new Map<string, { observed: string; status: UnitStatus }>();
-  /** A slot's writes reach the store in the order they were made. */
-  private readonly writes = new KeyedQueue();
 
   constructor(
     private readonly keys: LeasedWriter,
     private readonly machineId: string,
   ) {}
 
-  /** Writes the slot's status unless it is what was written last; after the slot's earlier writes. */
-  report(observed: ObservedStatus): Promise<void> {
+  /**
+   * Writes the slot's status unless it is what was reported last. A slot's reports reach the
+   * store in the order they were made without waiting for each other: the leased keys hold the
+   * newest value of each key and write it in their next transaction, so a status reported while
+   * the slot's previous one is still on its way (a unit passing its probe a millisecond after its
+   * start was reported) goes in the very next transaction, or replaces the previous one if that
+   * has not gone out yet. Resolves after the write's attempt (failed ones are retried by the keys).
+   */
+  async report(observed: ObservedStatus): Promise<void> {
     const slot = slotOf(observed);
-    return this.writes.run(slot, async () => {
-      const serialized = JSON.stringify(observed);
-      const previous = this.current.get(slot);
-      if (previous?.observed === serialized) return;
-      const now = new Date().toISOString();
-      const failingSince = failingSinceAfter(previous?.status, observed, now);
-      const status: UnitStatus = { ...observed, ...(failingSince === undefined ? {} : { failingSince }), updatedAt: now };
-      await this.keys.set(unitStatusKey(this.machineId, slot), JSON.stringify(status));
-      this.current.set(slot, { observed: serialized, status });
-    });
+    const serialized = JSON.stringify(observed);
+    const previous = this.current.get(slot);
+    if (previous?.observed === serialized) return;
+    const now = new Date().toISOString();
+    const failingSince = failingSinceAfter(previous?.status, observed, now);
+    const status: UnitStatus = { ...observed, ...(failingSince === undefined ? {} : { failingSince }), updatedAt: now };
+    this.current.set(slot, { observed: serialized, status });
+    trace('agent.status', `${observed.unit} ${observed.active}/${observed.sub}`);
+    await this.keys.set(unitStatusKey(this.machineId, slot), JSON.stringify(status));
+    trace('agent.status-written', `${observed.unit} ${observed.active}/${observed.sub}`);
   }
 
   /** The last status reported for a slot. */
@@ -54,12 +59,9 @@ export class UnitStatusReporter {
     return this.current.get(slot)?.status;
   }
 
-  forget(slot: string): Promise<void> {
-    return this.writes.run(slot, async () => {
-      if (!this.current.has(slot)) return;
-      await this.keys.remove(unitStatusKey(this.machineId, slot));
-      this.current.delete(slot);
-    });
+  async forget(slot: string): Promise<void> {
+    if (!this.current.delete(slot)) return;
+    await this.keys.remove(unitStatusKey(this.machineId, slot));
   }
 
   /**

@@ -1,3 +1,4 @@
+import { trace } from '../../trace.js';
 import type Docker from 'dockerode';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Assignment, UnitSlot } from '../../schemas/cluster.js';
@@ -243,6 +244,7 @@ export class UnitReconciler {
       for (let attempt = 0; memory.probing === containerId; attempt++) {
         if (await passesProbe(this.options.unitHost, port, assignment.healthCheck)) {
           if (memory.probing !== containerId) return;
+          trace('agent.ready', assignment.unit);
           memory.probing = undefined;
           memory.readyContainer = containerId;
           await this.report(assignment, memory, { active: 'active', sub: 'running', address, containerId });

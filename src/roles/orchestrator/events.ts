@@ -1,3 +1,4 @@
+import { trace } from '../../trace.js';
 import type { ServerResponse } from 'node:http';
 import { Gauge } from 'prom-client';
 import type { FastifyBaseLogger } from 'fastify';
@@ -255,6 +256,7 @@ export class EventHub {
       return; // the store is unreachable: the next tick ends every stream
     }
     const data = value === undefined ? { key, deleted: true } : { key, value };
+    if (kind === 'unit') trace('orchestrator.unit', `${key} ${value ? `${(value as ClusterUnit).active}/${(value as ClusterUnit).sub}` : 'deleted'}`);
     const text = frame(kind, event.modRevision, data);
     this.broadcast(text, kind === 'service' && value ? frame(kind, event.modRevision, { key, value: redactService(value as Service) }) : text);
   }

@@ -7,7 +7,7 @@ import type { Service, ServiceConfig } from '../../schemas/service.js';
 import { currentTarget, type Deployment, type DeployReply, type Release } from '../../schemas/release.js';
 import type { RegistryClient } from './registry-client.js';
 import { claimReleases, createRelease, getRelease } from './releases.js';
-import { listDeployments, newDeploymentId, startDeployment } from './deployment-records.js';
+import { deploymentStart, listDeployments, newDeploymentId } from './deployment-records.js';
 import { appendJournal } from './journal.js';
 
 // Accepting a trigger: validate it, drop it when stale, pin the image to its digest, and record a
@@ -145,6 +145,8 @@ async function recordRelease(store: Store, service: Service, draft: ReleaseDraft
   }
 
   const id = newDeploymentId();
+  let deployment: Deployment | undefined;
+  // The release and its deployment record in one transaction: one round trip before the rollout.
   const release = await createRelease(store, {
     service: service.name,
     serviceUuid: service.uuid,
@@ -156,8 +158,12 @@ async function recordRelease(store: Store, service: Service, draft: ReleaseDraft
     triggeredAt: draft.triggeredAt,
     deployment: id,
     ...(draft.rollbackOf ? { rollbackOf: draft.rollbackOf } : {}),
-  }, releases);
-  const deployment = await startDeployment(store, release, draft.trigger, { id });
+  }, releases, (release) => {
+    const start = deploymentStart(release, draft.trigger, { id });
+    deployment = start.deployment;
+    return start.operations;
+  });
+  if (!deployment) throw new Error('the release was written without its deployment');
   const origin = draft.rollbackOf ? `, rollback to v${draft.rollbackOf}` : '';
   return { release, deployment, reply: reply('created', release, id, `deploying ${service.name} v${release.version} (${release.config.numInstances} units${origin})`) };
 }

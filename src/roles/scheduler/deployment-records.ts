@@ -1,4 +1,4 @@
-import type { Store } from '../../store/store.js';
+import type { Operation, Store } from '../../store/store.js';
 import { deploymentKey, deploymentPrefix } from '../../store/keys.js';
 import { deleteKeys, listRecords, readRecord, updateRecord } from '../../store/json-records.js';
 import { currentTarget, type Deployment, type Release, type UnitProgress } from '../../schemas/release.js';
@@ -34,20 +34,27 @@ export const isInFlight = (deployment: Deployment): boolean => !isFinished(deplo
  * reschedule of the current one); `why` is journaled beside it when the trigger needs saying.
  */
 export async function startDeployment(store: Store, release: Release, trigger: string, options: { id?: string; why?: string } = {}): Promise<Deployment> {
+  const { deployment, operations } = deploymentStart(release, trigger, options);
+  // One transaction: the record and its journal lines appear together, in one round trip.
+  await store.txn([], operations);
+  return deployment;
+}
+
+/**
+ * The writes that record a pending deployment of `release`, for a transaction of the caller's:
+ * a new release's deployment is written with the release (src/roles/scheduler/deploy.ts).
+ */
+export function deploymentStart(release: Release, trigger: string, options: { id?: string; why?: string } = {}): { deployment: Deployment; operations: Operation[] } {
   const now = new Date().toISOString();
   const id = options.id ?? newDeploymentId();
   const deployment: Deployment = { id, service: release.service, release: release.version, image: release.image, state: 'pending', trigger, units: [], createdAt: now, updatedAt: now };
-  // One transaction: the record and its journal lines appear together, in one round trip.
-  await store.txn(
-    [],
-    [
-      { op: 'put', key: deploymentKey(id), value: JSON.stringify(deployment) },
-      journalWrite({ service: release.service, deployment: id, kind: 'deployment.created', message: `v${release.version} ${release.image} (${trigger})` }),
-      ...(options.why ? [journalWrite({ service: release.service, deployment: id, kind: `service.${trigger === 'reschedule' ? 'rescheduled' : trigger}`, message: options.why })] : []),
-      outboxWrite(deploymentEvent(deployment, 'started', now)),
-    ],
-  );
-  return deployment;
+  const operations: Operation[] = [
+    { op: 'put', key: deploymentKey(id), value: JSON.stringify(deployment) },
+    journalWrite({ service: release.service, deployment: id, kind: 'deployment.created', message: `v${release.version} ${release.image} (${trigger})` }),
+    ...(options.why ? [journalWrite({ service: release.service, deployment: id, kind: `service.${trigger === 'reschedule' ? 'rescheduled' : trigger}`, message: options.why })] : []),
+    outboxWrite(deploymentEvent(deployment, 'started', now)),
+  ];
+  return { deployment, operations };
 }
 
 async function updateDeployment(store: Store, id: string, change: Partial<Deployment>): Promise<void> {

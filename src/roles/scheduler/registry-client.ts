@@ -90,9 +90,24 @@ export class RegistryClient {
   async resolveDigest(image: ImageReference): Promise<string> {
     const reference = image.digest ?? image.tag ?? 'latest';
     const path = `/v2/${image.repository}/manifests/${reference}`;
-    const credential = await this.options.credentials?.(image.registry);
+    // The stored login is read while the first, anonymous request is under way (it is only needed
+    // if the registry asks for one): one round trip less before a deploy's units are placed.
+    // A store error still fails the deploy as it did; the registry's errors are judged below.
+    const firstTry = this.reach(image.registry, path).then(
+      (first) => ({ first }),
+      (error: unknown) => ({ error }),
+    );
+    let credential: RegistryCredential | undefined;
     try {
-      const first = await this.reach(image.registry, path);
+      credential = await this.options.credentials?.(image.registry);
+    } catch (error) {
+      void firstTry.then((attempt) => ('first' in attempt ? attempt.first.response.body.dump() : undefined)).catch(() => undefined);
+      throw error;
+    }
+    try {
+      const attempt = await firstTry;
+      if ('error' in attempt) throw attempt.error;
+      const { first } = attempt;
       const { base } = first;
       let { response } = first;
       let authorization: string | undefined;

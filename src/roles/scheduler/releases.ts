@@ -1,4 +1,4 @@
-import type { Store } from '../../store/store.js';
+import type { Operation, Store } from '../../store/store.js';
 import { releaseKey, releasePrefix } from '../../store/keys.js';
 import { listRecords, readRecord } from '../../store/json-records.js';
 import type { Release } from '../../schemas/release.js';
@@ -39,15 +39,23 @@ export async function claimReleases(store: Store, service: Declared): Promise<Re
 
 /**
  * Writes the release under the next free version; create-if-absent makes concurrent writers take
- * turns. `known` (the service's releases the caller has just read) saves the first listing.
+ * turns. `known` (the service's releases the caller has just read) saves the first listing;
+ * `alongside` gives writes that go in the same transaction (the release's deployment record).
  */
-export async function createRelease(store: Store, draft: Omit<Release, 'version' | 'createdAt'>, known?: Release[]): Promise<Release> {
+export async function createRelease(
+  store: Store,
+  draft: Omit<Release, 'version' | 'createdAt'>,
+  known?: Release[],
+  alongside: (release: Release) => Operation[] = () => [],
+): Promise<Release> {
   let versions = known?.map((release) => release.version);
   for (;;) {
     versions ??= (await listRecords<Release>(store, releasePrefix(draft.service))).map((release) => release.version);
     const version = Math.max(0, ...versions) + 1;
     const release: Release = { ...draft, version, createdAt: new Date().toISOString() };
-    if (await store.create(releaseKey(draft.service, version), JSON.stringify(release))) return release;
+    const key = releaseKey(draft.service, version);
+    const created = await store.txn([{ key, target: 'createRevision', equals: 0 }], [{ op: 'put', key, value: JSON.stringify(release) }, ...alongside(release)]);
+    if (created.succeeded) return release;
     versions = undefined;
   }
 }

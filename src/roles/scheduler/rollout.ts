@@ -1,3 +1,4 @@
+import { trace } from '../../trace.js';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Operation, Store } from '../../store/store.js';
 import { assignmentKey } from '../../store/keys.js';
@@ -20,6 +21,8 @@ export interface RolloutOptions {
   cluster: ClusterWatch;
   /** False once a newer deployment of the service was accepted: this one stops as superseded. */
   isCurrent: () => boolean;
+  /** The deployment's previous record, still being written: awaited before this one writes the next. */
+  phaseRecorded?: Promise<void>;
 }
 
 export type RolloutOutcome = { state: 'succeeded' } | { state: 'superseded'; reason?: string } | { state: 'failed'; reason: string };
@@ -95,12 +98,14 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
       // Only while the declaration seen above still stands: units placed after a delete would be
       // orphans, and a changed declaration means the snapshot is behind. Either way: look again.
       const placed = await store.txn([{ key: declaration.key, target: 'modRevision', equals: declaration.modRevision }], operations);
+      trace('scheduler.assignments', `${release.service} ${operations.length} ${placed.succeeded}`);
       if (!placed.succeeded) {
         await cluster.changedSince(seen, IDLE_WAKE_MS);
         continue;
       }
       if (!rolling) {
         rolling = true;
+        await options.phaseRecorded;
         await recordPhase(store, deployment, 'rolling');
       }
       await cluster.assignmentsCaughtUp(placed.revision);
@@ -115,6 +120,7 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
     const progress = fresh.map(unitProgress);
     if (JSON.stringify(progress) !== lastUnits) {
       lastUnits = JSON.stringify(progress);
+      await options.phaseRecorded;
       await recordProgress(store, deployment, progress);
     }
 

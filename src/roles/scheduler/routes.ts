@@ -1,3 +1,4 @@
+import { trace } from '../../trace.js';
 import { Type } from '@sinclair/typebox';
 import type { RoleServer } from '../../http/server.js';
 import { notFound, unavailable } from '../../http/errors.js';
@@ -42,7 +43,12 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void 
       },
       config: { access: 'deploy', service: { body: 'serviceName' } },
     },
-    async (request) => scheduler.deploy({ ...request.body, triggeredAt: triggerTime(request.body.pushedAt), trigger: 'manual' }),
+    async (request) => {
+      trace('scheduler.hook', request.body.serviceName);
+      const reply = await scheduler.deploy({ ...request.body, triggeredAt: triggerTime(request.body.pushedAt), trigger: 'manual' });
+      trace('scheduler.accepted', request.body.serviceName);
+      return reply;
+    },
   );
 
   server.post(

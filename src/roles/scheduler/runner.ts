@@ -50,7 +50,8 @@ export class DeploymentRunner {
       if (result.deployment) this.supersedeWith(service, result.deployment.id);
       return result;
     });
-    if (accepted.release && accepted.deployment) this.schedule(accepted.release, accepted.deployment);
+    // Nothing queued before it (no stop whose record it must yield to): run() need not look for one.
+    if (accepted.release && accepted.deployment) this.schedule(accepted.release, accepted.deployment, !this.rollouts.busy(service));
     return accepted.reply;
   }
 
@@ -121,22 +122,28 @@ export class DeploymentRunner {
 
   private isCurrent = (deployment: Deployment) => (): boolean => !this.closed && this.options.isLeader() && this.latest.get(deployment.service) === deployment.id;
 
-  private schedule(release: Release, deployment: Deployment): void {
-    void this.rollouts.run(release.service, () => this.run(release, deployment)).catch(async (error: Error) => {
+  /**
+   * Queues the deployment's rollout after the service's work under way. `fresh`: it was just
+   * accepted (its record is the service's newest, made after every stop this leader recorded)
+   * and nothing was queued for the service, so no stop can come before it in the queue.
+   */
+  private schedule(release: Release, deployment: Deployment, fresh = false): void {
+    void this.rollouts.run(release.service, () => this.run(release, deployment, fresh)).catch(async (error: Error) => {
       if (error instanceof FencedWriteError || error instanceof NotLeaderError) return; // the new leader carries on
       this.options.log.error({ err: error, deployment: deployment.id }, 'rollout failed');
       await recordOutcome(this.options.store, deployment, 'failed', `scheduler error: ${error.message}`).catch(() => undefined);
     });
   }
 
-  private async run(release: Release, deployment: Deployment): Promise<void> {
+  private async run(release: Release, deployment: Deployment, fresh = false): Promise<void> {
     const { store } = this.options;
     if (!this.isCurrent(deployment)()) {
       if (!this.closed) await recordOutcome(store, deployment, 'superseded', 'superseded by a newer deployment before it started');
       return;
     }
-    // Work queued behind a stop (a healing check or a deploy that raced it) is older than the stop's record.
-    if (currentTarget(await listDeployments(store, deployment.service))?.id !== deployment.id) {
+    // Work queued behind a stop (a healing check or a deploy that raced it) is older than the stop's
+    // record. A fresh deployment had nothing queued before it: the read would only cost its units time.
+    if (!fresh && currentTarget(await listDeployments(store, deployment.service))?.id !== deployment.id) {
       await recordOutcome(store, deployment, 'superseded', 'superseded by a newer deployment or a stop before it started');
       return;
     }
@@ -156,12 +163,20 @@ export class DeploymentRunner {
   private async rollOutThroughStoreOutages(release: Release, deployment: Deployment): Promise<RolloutOutcome> {
     const { store, log, cluster } = this.options;
     const deadline = Date.now() + rolloutSettings(release.config).progressDeadlineSeconds * 1000;
-    let started = false;
+    // The first phase is written while the rollout places the units, not before: the rollout waits
+    // for it before the deployment's next record, so the records still read pending → pulling →
+    // rolling, and the units are placed one round trip (a read and a compare-and-swap) sooner.
+    let pulling: Promise<void> | undefined;
     for (;;) {
       try {
-        if (!started) await recordPhase(store, deployment, 'pulling');
-        started = true;
-        return await rollOut({ store, log, cluster, isCurrent: this.isCurrent(deployment) }, release, deployment);
+        const phaseRecorded = (pulling ??= recordPhase(store, deployment, 'pulling'));
+        // A failed write is written again when the rollout starts again.
+        phaseRecorded.catch(() => {
+          if (pulling === phaseRecorded) pulling = undefined;
+        });
+        const outcome = await rollOut({ store, log, cluster, isCurrent: this.isCurrent(deployment), phaseRecorded }, release, deployment);
+        await phaseRecorded;
+        return outcome;
       } catch (error) {
         if (!(error instanceof StoreUnavailableError) || Date.now() >= deadline || !this.isCurrent(deployment)()) throw error;
         log.warn({ deployment: deployment.id, reason: error.message }, 'store unavailable during a rollout; starting it again');
