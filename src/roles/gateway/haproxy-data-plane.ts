@@ -173,7 +173,7 @@ export class HaproxyDataPlane implements DataPlane {
     return { dataPlane: this.kind, haproxy: { reloads: process.reloads, restarts: process.restarts }, routes: this.plan.length };
   }
 
-  /** The planned routes with the units the running HAProxy sends them to, and the sessions it has open to each. */
+  /** The planned routes with the units the running HAProxy sends them new requests to (in the plan's order), and the sessions it has open to each. */
   async view(): Promise<RouteView[]> {
     const open = new Map<string, number>();
     if (this.process?.running) {
@@ -182,12 +182,13 @@ export class HaproxyDataPlane implements DataPlane {
     const routed = routedBackends(this.live);
     return this.plan.map((route) => {
       const backend = routed.get(routeLabel(route));
-      const upstreams = route.targets.flatMap(({ address }) => {
-        const index = backend?.slots.findIndex((slot) => slot.state === 'ready' && slot.address === address) ?? -1;
-        if (index === -1) return [];
-        const server = slotName(backend!.name, index);
-        return [{ address, unit: backend!.slots[index]!.unit!, inFlight: open.get(server) ?? 0 }];
-      });
+      // What HAProxy holds, not what the plan wants: a unit leaving the plan is listed until HAProxy
+      // has drained it (a caller waiting for it to go then knows no new request reaches it).
+      const upstreams = (backend?.slots ?? []).flatMap((slot, index) =>
+        slot.state === 'ready' ? [{ address: slot.address!, unit: slot.unit!, inFlight: open.get(slotName(backend!.name, index)) ?? 0 }] : [],
+      );
+      const order = new Map(route.targets.map(({ address }, index) => [address, index]));
+      upstreams.sort((a, b) => (order.get(a.address) ?? order.size) - (order.get(b.address) ?? order.size));
       return { name: route.name, kind: route.kind, hosts: route.hosts, upstreams };
     });
   }
