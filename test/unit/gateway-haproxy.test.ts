@@ -130,7 +130,7 @@ t.test('a deleted service’s backend returns to the pool; only a dry pool needs
   const web = route('web', ['10.0.0.1:80']);
   let state = reloaded(emptyState(), [web]);
   const gone = transition(state, [], targets);
-  t.same(gone.commands, ['set server b_1/b_1-1 state drain', 'del map /s/hosts.map web.platform.internal']);
+  t.same(gone.commands, ['del map /s/hosts.map web.platform.internal', 'set server b_1/b_1-1 state drain'], 'its hosts leave before its backend can be taken');
   state = gone.next;
   t.equal(backendOf(state, web), undefined);
   const others = Array.from({ length: MIN_SPARE_BACKENDS + 1 }, (_, i) => route(`s${i}`, [`10.0.2.${i}:80`]));
@@ -151,7 +151,7 @@ t.test('a host whose backend has no unit is left to the Node server (it answers 
   const state = reloaded(emptyState(), [route('web', ['10.0.0.1:80'])]);
   t.same([...state.hosts], [['web.platform.internal', 'b_1']]);
   const emptied = transition(state, [route('web', [])], targets);
-  t.same(emptied.commands, ['set server b_1/b_1-1 state drain', 'del map /s/hosts.map web.platform.internal']);
+  t.same(emptied.commands, ['del map /s/hosts.map web.platform.internal', 'set server b_1/b_1-1 state drain']);
 });
 
 t.test('a Runtime API answer naming a service called error-pages is not a refusal; a real refusal is', async (t) => {
@@ -229,7 +229,7 @@ function matches(model: Model, plan: readonly PlannedRoute[]): string | undefine
   return undefined;
 }
 
-t.test('over random plans, the commands (and reloads) leave HAProxy routing exactly as planned', async (t) => {
+t.test('over random plans, the commands (and reloads) leave HAProxy routing exactly as planned, and no host astray meanwhile', async (t) => {
   let seed = 7;
   const random = (n: number) => {
     seed = (seed * 1103515245 + 12345) % 2 ** 31;
@@ -247,7 +247,13 @@ t.test('over random plans, the commands (and reloads) leave HAProxy routing exac
       for (let step = 0; step < 100; step++) {
         const plan = names.filter(() => random(5) > 0).map((name) => route(name, [...new Set(Array.from({ length: random(12) }, () => `10.0.${random(3)}.${random(9)}:80`))]));
         const next = transition(state, plan, targets);
-        for (const command of next.commands) run(model, command);
+        for (const command of next.commands) {
+          run(model, command);
+          if (!/^(add|set) map /.test(command)) continue;
+          // Between any two commands (HAProxy routes requests meanwhile) a host leads only to its own route's backend.
+          const astray = [...model.hosts].find(([host, backend]) => model.routes.get(backend) !== `service:${host.split('.')[0]}`);
+          if (astray) return t.fail(`${names.length} names, run ${run_}, step ${step}, after ${command}: ${astray[0]} leads to ${astray[1]}, which serves ${model.routes.get(astray[1])}`);
+        }
         commands += next.commands.length;
         state = next.next;
         if (next.reload) {

@@ -187,7 +187,9 @@ export function transition(state: HaproxyState, plan: readonly PlannedRoute[], t
     if (before === backend) continue;
     commands.push(before === undefined ? `add map ${targets.hostsMap} ${host} ${backend}` : `set map ${targets.hostsMap} ${host} ${backend}`);
   }
-  for (const host of next.hosts.keys()) if (!hosts.has(host)) commands.push(`del map ${targets.hostsMap} ${host}`);
+  // Hosts leaving go first: a released backend may be taken by another route in this batch, and
+  // HAProxy's threads route requests between the commands, so its old hosts must not lead there.
+  commands.unshift(...[...next.hosts.keys()].filter((host) => !hosts.has(host)).map((host) => `del map ${targets.hostsMap} ${host}`));
   next.hosts = hosts;
   return { next, commands, reload };
 }
