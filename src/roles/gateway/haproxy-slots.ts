@@ -237,8 +237,8 @@ function placeTargets(backend: Backend, route: PlannedRoute, commands: string[],
 
 /**
  * A free slot first; then, while the backend is smaller than a reload would make it, a new one
- * (index past the end); then the slot that has drained longest (its requests in flight keep their
- * connections); then a new one.
+ * (index past the end); then a draining slot (its requests in flight keep their connections); then
+ * a new one.
  */
 function slotFor(backend: Backend, units: number): number {
   const free = backend.slots.findIndex((slot) => slot.state === 'free');
