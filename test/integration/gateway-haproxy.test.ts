@@ -1,6 +1,6 @@
 import t from 'tap';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -44,6 +44,36 @@ const setUnit = (service: string, instance: number, address: string, active: 'ac
     unitStatusKey('local', `${service}-${instance}.service@x`),
     JSON.stringify({ unit: `${service}-${instance}.service`, service, instance, machine: 'local', active, sub: 'running', address }),
   );
+
+const reloads = async (): Promise<number> => ((await (await fetch(`${gateway.url}/readyz`)).json()) as { haproxy: { reloads: number } }).haproxy.reloads;
+
+/** One HTTP/1.1 request on a connection the test holds, and its status and body (the units answer with a Content-Length). */
+function requestOn(socket: Socket, host: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    let data = '';
+    const timer = setTimeout(() => done(new Error(`no answer within 5 s (received ${JSON.stringify(data)})`)), 5_000);
+    const done = (error?: Error) => {
+      clearTimeout(timer);
+      socket.off('data', onData);
+      socket.off('close', onClose);
+      socket.off('error', done);
+      if (error) reject(error);
+    };
+    const onClose = () => done(new Error(`the connection was closed (received ${JSON.stringify(data)})`));
+    const onData = (chunk: Buffer) => {
+      data += chunk.toString('latin1');
+      const end = data.indexOf('\r\n\r\n');
+      const length = /^content-length: *(\d+)$/im.exec(data.slice(0, end));
+      if (end === -1 || !length || data.length < end + 4 + Number(length[1])) return;
+      done();
+      resolve({ status: Number(data.slice(9, 12)), body: data.slice(end + 4) });
+    };
+    socket.on('data', onData);
+    socket.once('close', onClose);
+    socket.once('error', done);
+    socket.write(`GET / HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+  });
+}
 
 async function routedTo(service: string, count: number): Promise<void> {
   await waitFor(async () => {
@@ -122,14 +152,48 @@ t.test('100 route changes a second for 30 s under load fail no request, and HAPr
   t.comment(`${changes} changes in ${Date.now() - started} ms; load: ${result.ok} ok, ${result.failed} failed`);
   t.equal(result.failed, 0, `no request failed${result.failures.length ? `: ${result.failures.join('; ')}` : ''}`);
   t.ok(result.ok > 100, 'the load kept flowing');
-  const live = await waitFor(async () => {
-    const ready = (await serverStats(runtimeSocket))
-      .filter((server) => server.backend === `s_${service}` && server.status !== 'DRAIN' && server.status !== 'MAINT' && server.server !== 'BACKEND')
+  const hosts = await mapEntries(runtimeSocket, join(stateDir, 'hosts.map'));
+  const backend = hosts.get(`${service}.platform.internal`);
+  const routes = await mapEntries(runtimeSocket, join(stateDir, 'routes.map'));
+  t.equal(routes.get(backend ?? ''), `service:${service}`, 'the hosts map (show map) leads the service host to a backend the routes map gives it');
+  const taking = async (name: string) =>
+    (await serverStats(runtimeSocket))
+      .filter((server) => server.backend === name && server.status !== 'DRAIN' && server.status !== 'MAINT' && server.server !== 'BACKEND')
       .map((server) => server.address)
       .sort();
+  const live = await waitFor(async () => {
+    const ready = await taking(backend ?? '');
     return JSON.stringify(ready) === JSON.stringify(wanted) ? ready : undefined;
   }, 5_000, { what: 'HAProxy to hold the planned units' }).catch(() => undefined);
   t.same(live, wanted, 'the units HAProxy sends new requests to (show stat) are the routable ones');
-  const hosts = await mapEntries(runtimeSocket, join(stateDir, 'hosts.map'));
-  t.equal(hosts.get(`${service}.platform.internal`), `s_${service}`, 'the hosts map (show map) leads the service host to its backend');
+  const mapped = new Set(hosts.values());
+  const stray = (await serverStats(runtimeSocket)).filter((server) => server.backend.startsWith('b_') && !mapped.has(server.backend) && server.server !== 'BACKEND' && server.status !== 'MAINT' && server.status !== 'DRAIN');
+  t.same(stray, [], 'the pool’s other backends take no request');
+  t.ok(routes.size > mapped.size, `spare backends are left in the pool (${routes.size - mapped.size})`);
+});
+
+t.test('a new service and more units than slots need no reload: a client idle on a keep-alive connection to another service keeps it', async (t) => {
+  await declare('steady');
+  await setUnit('steady', 1, await startUnit('steady-1'), 'active');
+  await routedTo('steady', 1);
+  const socket = connect(gateway.port, '127.0.0.1');
+  await new Promise((resolve) => socket.once('connect', resolve));
+  t.teardown(() => socket.destroy());
+  t.same(await requestOn(socket, 'steady.platform.internal'), { status: 200, body: 'steady-1\n' });
+  const before = await reloads();
+  // A service whose name holds "error" (the Runtime API check must not take its names for a refusal).
+  await declare('error-pages');
+  for (let i = 1; i <= 2; i++) await setUnit('error-pages', i, await startUnit(`error-pages-${i}`), 'active');
+  await routedTo('error-pages', 2);
+  // Past the four slots its backend was written with.
+  for (let i = 2; i <= 6; i++) await setUnit('steady', i, await startUnit(`steady-${i}`), 'active');
+  await routedTo('steady', 6);
+  const again = await requestOn(socket, 'steady.platform.internal').catch((error: Error) => error);
+  t.notOk(again instanceof Error, `the idle connection still serves: ${again instanceof Error ? again.message : 'yes'}`);
+  if (!(again instanceof Error)) t.match(again, { status: 200, body: /^steady-\d\n$/ });
+  t.equal(await reloads(), before, 'HAProxy was not reloaded');
+  const served = new Set<string>();
+  for (let i = 0; i < 12; i++) served.add((await requestOn(socket, 'steady.platform.internal')).body);
+  t.equal(served.size, 6, 'all six units of steady take requests, the dynamic servers too');
+  t.match(await requestOn(socket, 'error-pages.platform.internal'), { status: 200, body: /^error-pages-\d\n$/ });
 });

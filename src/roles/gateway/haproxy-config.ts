@@ -4,11 +4,12 @@ import { RETRY_AFTER_SECONDS } from './proxy.js';
 import { LISTENER_HEADER } from './listener-policy.js';
 
 // The HAProxy data plane's configuration, written from what the gateway knows: pure, so every
-// line can be read and tested without HAProxy. Its shape (backends and their server slots) changes
-// only when a service appears or a backend needs more slots; everything else (which unit sits in
-// which slot, draining, which host leads to which backend) changes through the Runtime API
-// (haproxy-runtime.ts), and the state at the time is written in too, so a reload or a restart
-// starts where the last worker was.
+// line can be read and tested without HAProxy. Its backends are a pool that names no route: the
+// routes map says which route each serves, and the answers that name a route read it there. Its
+// shape changes only when the pool runs dry; everything else (which backend a route takes, which
+// unit sits in which slot, draining, more slots, which host leads to which backend) changes through
+// the Runtime API (haproxy-slots.ts, haproxy-runtime.ts), and the state at the time is written in
+// too, so a reload or a restart starts where the last worker was.
 
 /** A server slot: free (maint), or a unit's address taking requests. */
 export interface SlotConfig {
@@ -17,10 +18,10 @@ export interface SlotConfig {
 }
 
 export interface BackendConfig {
-  /** `s_<service>` or `c_<component>` (backendName). */
+  /** `b_<n>` (poolBackendName). */
   name: string;
-  route: string;
-  kind: 'service' | 'component';
+  /** Its line in the routes map: routeLabel of the route it serves or last served, `-` if none. */
+  label: string;
   slots: SlotConfig[];
 }
 
@@ -49,8 +50,8 @@ export interface HaproxyFiles {
   hostsMap: string;
   /** `<backend>-<slot>` → unit name, for the 502/504 messages. */
   unitsMap: string;
-  /** Where the 503 bodies are written (one pair per backend: errorFiles). */
-  errorsDir: string;
+  /** backend name → routeLabel of its route, for the answers that name it. */
+  routesMap: string;
   /** The Lua actions (connectionHeadersLua). */
   lua: string;
 }
@@ -79,8 +80,11 @@ export interface TlsBind {
   hstsMaxAgeSeconds?: number | undefined;
 }
 
-/** The backend a route is served by; names are DNS labels, so the prefix keeps services and components apart. */
-export const backendName = (route: string, kind: 'service' | 'component'): string => `${kind === 'service' ? 's' : 'c'}_${route}`;
+/** The pool's backends: the route a backend serves is in the routes map, never in its name. */
+export const poolBackendName = (index: number): string => `b_${index}`;
+
+/** A route in the routes map: `service:web`, `component:orchestrator` (names are DNS labels, without a colon). */
+export const routeLabel = (route: { name: string; kind: 'service' | 'component' }): string => `${route.kind}:${route.name}`;
 
 /** Server names are unique across backends so the units map can key on `srv_name` alone. */
 export const slotName = (backend: string, index: number): string => `${backend}-${index + 1}`;
@@ -104,25 +108,35 @@ const RESPONSE_HOP_BY_HOP = ['keep-alive', 'trailer', 'proxy-authenticate'];
 /** `bind` address: HAProxy reads the last colon as the port's, so IPv6 needs its family prefix. */
 const bindAddress = ({ host, port }: Listener): string => (host.includes(':') ? `ipv6@${host}:${port}` : `${host}:${port}`);
 
-/** A server address in the configuration (`address` is host:port, IPv6 in brackets). */
-const serverAddress = (address: string): string => {
+/** A server address in the configuration and `add server` (`address` is host:port, IPv6 in brackets). */
+export const serverAddress = (address: string): string => {
   const colon = address.lastIndexOf(':');
   const host = address.slice(0, colon).replace(/^\[(.*)\]$/, '$1');
   return host.includes(':') ? `ipv6@${host}:${address.slice(colon + 1)}` : address;
 };
 
-/** The error bodies the Node plane sends (gateway-error.ts), byte for byte, as files HAProxy returns. */
-export function errorFiles(backend: BackendConfig): { json: string; html: string; jsonBody: string; htmlBody: string } {
-  const error: GatewayError = { status: 503, message: `${backend.kind} ${backend.route} has no healthy unit`, retryAfter: RETRY_AFTER_SECONDS };
-  return { json: `${backend.name}.503.json`, html: `${backend.name}.503.html`, jsonBody: renderError(error, false).body, htmlBody: renderError(error, true).body };
+/** The route's kind and name, read from the routes map by the backend's name when HAProxy answers. */
+const routeKind = (files: HaproxyFiles): string => `%[be_name,map_str(${files.routesMap}),field(1,:)]`;
+const routeName = (files: HaproxyFiles): string => `%[be_name,map_str(${files.routesMap}),field(2,:)]`;
+
+/** Text for a double-quoted log-format string: HAProxy's quoting, then `%` (log-format) escaped. */
+const logFormatText = (text: string): string => text.replace(/[\\"$]/g, (c) => `\\${c}`).replace(/%/g, '%%').replace(/\n/g, '\\n');
+
+/**
+ * The 503 body the Node plane sends (gateway-error.ts), byte for byte, as an lf-string naming the
+ * backend's route: rendered with a placeholder name (a DNS label, so JSON and HTML leave it as is)
+ * that becomes the routes map lookup.
+ */
+export function noUnitBody(files: HaproxyFiles, html: boolean): string {
+  const placeholder = 'ROUTEKIND ROUTENAME';
+  const error: GatewayError = { status: 503, message: `${placeholder} has no healthy unit`, retryAfter: RETRY_AFTER_SECONDS };
+  return logFormatText(renderError(error, html).body).replace(placeholder, `${routeKind(files)} ${routeName(files)}`);
 }
 
-const jsonString = (text: string): string => JSON.stringify(text).slice(1, -1);
-
 /** An `http-error` for a unit that failed: the JSON answer the Node plane gives, the unit named through the units map. */
-function unitErrorLine(status: 502 | 504, backend: BackendConfig, settings: HaproxySettings, files: HaproxyFiles): string {
+function unitErrorLine(status: 502 | 504, settings: HaproxySettings, files: HaproxyFiles): string {
   const what = status === 504 ? `sent no response within ${settings.requestTimeoutSeconds} s` : 'could not be reached';
-  const body = `{"statusCode":${status},"error":"${STATUS_CODES[status]}","message":"%[srv_name,map_str(${files.unitsMap})] of ${jsonString(backend.route)} ${what}"}\\n`;
+  const body = `{"statusCode":${status},"error":"${STATUS_CODES[status]}","message":"%[srv_name,map_str(${files.unitsMap})] of ${routeName(files)} ${what}"}\\n`;
   return `  http-error status ${status} content-type "application/json; charset=utf-8" hdr cache-control no-store lf-string "${body.replace(/"/g, '\\"')}"`;
 }
 
@@ -244,8 +258,9 @@ function frontendSection(input: HaproxyConfigInput): string[] {
 
 function backendSection(backend: BackendConfig, input: HaproxyConfigInput): string[] {
   const { settings, files } = input;
-  const errors = errorFiles(backend);
   const idempotent = '{ method GET HEAD OPTIONS PUT DELETE }';
+  const noUnit = (html: boolean): string =>
+    `  http-request return status 503 content-type "${html ? 'text/html' : 'application/json'}; charset=utf-8" hdr retry-after ${RETRY_AFTER_SECONDS} hdr cache-control no-store lf-string "${noUnitBody(files, html)}" if { nbsrv() eq 0 } !{ stopping }`;
   return [
     `backend ${backend.name}`,
     '  balance leastconn',
@@ -253,10 +268,10 @@ function backendSection(backend: BackendConfig, input: HaproxyConfigInput): stri
     '  option redispatch 1',
     '  retry-on conn-failure empty-response',
     `  http-request disable-l7-retry unless ${idempotent}`,
-    `  http-request return status 503 content-type "text/html; charset=utf-8" file ${files.errorsDir}/${errors.html} hdr retry-after ${RETRY_AFTER_SECONDS} hdr cache-control no-store if { nbsrv() eq 0 } !{ stopping } { req.hdr(accept) -m sub text/html }`,
-    `  http-request return status 503 content-type "application/json; charset=utf-8" file ${files.errorsDir}/${errors.json} hdr retry-after ${RETRY_AFTER_SECONDS} hdr cache-control no-store if { nbsrv() eq 0 } !{ stopping }`,
-    unitErrorLine(502, backend, settings, files),
-    unitErrorLine(504, backend, settings, files),
+    `${noUnit(true)} { req.hdr(accept) -m sub text/html }`,
+    noUnit(false),
+    unitErrorLine(502, settings, files),
+    unitErrorLine(504, settings, files),
     ...backend.slots.map((slot, index) =>
       slot.address === undefined
         ? `  server ${slotName(backend.name, index)} 127.0.0.1:1 disabled maxconn ${settings.upstreamConnections}`
@@ -322,3 +337,6 @@ export const hostsMapFile = (hosts: ReadonlyMap<string, string>): string => [...
 /** The units map file: `<slot> <unit>` for every slot (`-` when free), so `set map` always finds its key. */
 export const unitsMapFile = (backends: readonly BackendConfig[]): string =>
   backends.flatMap((backend) => backend.slots.map((slot, index) => `${slotName(backend.name, index)} ${slot.unit ?? '-'}\n`)).join('');
+
+/** The routes map file: `<backend> <route label>` for every backend of the pool, so `set map` always finds its key. */
+export const routesMapFile = (backends: readonly BackendConfig[]): string => backends.map((backend) => `${backend.name} ${backend.label}\n`).join('');

@@ -1,5 +1,5 @@
 import { createServer, type AddressInfo } from 'node:net';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -10,11 +10,11 @@ import type { NodeDataPlane } from './node-data-plane.js';
 import type { PlannedRoute } from './route-plan.js';
 import type { RouteView } from './route-table.js';
 import {
-  backendName,
   connectionHeadersLua,
-  errorFiles,
   haproxyConfig,
   hostsMapFile,
+  routeLabel,
+  routesMapFile,
   slotName,
   unitsMapFile,
   type HaproxyFiles,
@@ -22,7 +22,7 @@ import {
   type Listener as ConfigListener,
 } from './haproxy-config.js';
 import type { GatewayListeners } from './listener-policy.js';
-import { backendConfigs, emptyState, reloaded, transition, type HaproxyState } from './haproxy-slots.js';
+import { backendConfigs, emptyState, reloaded, routedBackends, transition, type HaproxyState } from './haproxy-slots.js';
 import { HaproxyProcess } from './haproxy-process.js';
 import { runtimeCommand, runtimeCommands, serverStats } from './haproxy-runtime.js';
 import { followHaproxy } from './haproxy-metrics.js';
@@ -54,9 +54,10 @@ function freePortOn(host: string): Promise<number> {
 
 // The HAProxy data plane: HAProxy (a child process, haproxy-process.ts) listens on the gateway's
 // address and forwards to units; the gateway applies each route plan through the Runtime API
-// (haproxy-slots.ts decides the commands), reloading only when the configuration's shape must
-// change. Requests HAProxy does not route (unknown hosts, the gateway's own endpoints) go to the
-// Node data plane on a loopback port, which answers them exactly as it would on its own.
+// (haproxy-slots.ts decides the commands: a new route takes a spare backend of the pool, more
+// units get dynamic servers), reloading only when the pool of spare backends runs dry. Requests
+// HAProxy does not route (unknown hosts, the gateway's own endpoints) go to the Node data plane on
+// a loopback port, which answers them exactly as it would on its own.
 // Its files live in `<data-dir>/gateway-<port>/`.
 
 /** Unix socket paths must fit in sun_path (108 bytes, with its terminating NUL). */
@@ -95,13 +96,15 @@ export class HaproxyDataPlane implements DataPlane {
     const { port } = listeners.public;
     await this.node.listenOn([{ host: '127.0.0.1', port: 0, policy: 'behind-haproxy' }], listeners.public.policy);
     const dir = join(this.config.dataDir, `gateway-${port}`);
-    mkdirSync(join(dir, 'errors'), { recursive: true, mode: 0o700 });
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // Per-route 503 files of earlier versions: the answers now read the route from the routes map.
+    rmSync(join(dir, 'errors'), { recursive: true, force: true });
     const files: HaproxyFiles = {
       runtimeSocket: join(dir, 'runtime.sock'),
       pidFile: join(dir, 'haproxy.pid'),
       hostsMap: join(dir, 'hosts.map'),
       unitsMap: join(dir, 'units.map'),
-      errorsDir: join(dir, 'errors'),
+      routesMap: join(dir, 'routes.map'),
       lua: join(dir, 'connection-headers.lua'),
     };
     const masterSocket = join(dir, 'master.sock');
@@ -136,6 +139,7 @@ export class HaproxyDataPlane implements DataPlane {
       reloads: () => process.reloads,
       restarts: () => process.restarts,
       stat: () => this.stat(),
+      route: (backend) => this.routeOf(backend),
     });
     await process.start();
     if (this.tls) {
@@ -157,26 +161,34 @@ export class HaproxyDataPlane implements DataPlane {
     }
   }
 
+  /** The route name a backend serves or last served (its counters are that route's), as HAProxy's routes map says. */
+  private routeOf(backend: string): string | undefined {
+    const label = this.live.backends.get(backend)?.label;
+    return label === undefined || label === '-' ? undefined : label.slice(label.indexOf(':') + 1);
+  }
+
   readiness(): Record<string, unknown> {
     const process = this.process;
     if (process === undefined || !process.running) throw new Error(`the HAProxy data plane is down: ${process?.down ?? 'not started yet'}`);
     return { dataPlane: this.kind, haproxy: { reloads: process.reloads, restarts: process.restarts }, routes: this.plan.length };
   }
 
-  /** The planned routes with the units the running HAProxy sends them to, and the sessions it has open to each. */
+  /** The planned routes with the units the running HAProxy sends them new requests to (in the plan's order), and the sessions it has open to each. */
   async view(): Promise<RouteView[]> {
     const open = new Map<string, number>();
     if (this.process?.running) {
       for (const stat of await serverStats(this.files!.runtimeSocket).catch(() => [])) open.set(stat.server, stat.current);
     }
+    const routed = routedBackends(this.live);
     return this.plan.map((route) => {
-      const backend = this.live.backends.get(backendName(route.name, route.kind));
-      const upstreams = route.targets.flatMap(({ address }) => {
-        const index = backend?.slots.findIndex((slot) => slot.state === 'ready' && slot.address === address) ?? -1;
-        if (index === -1) return [];
-        const server = slotName(backend!.name, index);
-        return [{ address, unit: backend!.slots[index]!.unit!, inFlight: open.get(server) ?? 0 }];
-      });
+      const backend = routed.get(routeLabel(route));
+      // What HAProxy holds, not what the plan wants: a unit leaving the plan is listed until HAProxy
+      // has drained it (a caller waiting for it to go then knows no new request reaches it).
+      const upstreams = (backend?.slots ?? []).flatMap((slot, index) =>
+        slot.state === 'ready' ? [{ address: slot.address!, unit: slot.unit!, inFlight: open.get(slotName(backend!.name, index)) ?? 0 }] : [],
+      );
+      const order = new Map(route.targets.map(({ address }, index) => [address, index]));
+      upstreams.sort((a, b) => (order.get(a.address) ?? order.size) - (order.get(b.address) ?? order.size));
       return { name: route.name, kind: route.kind, hosts: route.hosts, upstreams };
     });
   }
@@ -203,7 +215,7 @@ export class HaproxyDataPlane implements DataPlane {
       this.pending = false;
       const process = this.process!;
       if (!process.running) return;
-      const step = transition(this.state, this.plan, this.files!);
+      const step = transition(this.state, this.plan, { ...this.files!, upstreamConnections: this.config.gateway.upstreamConnections });
       try {
         if (step.commands.length > 0) {
           this.state = step.next;
@@ -215,7 +227,7 @@ export class HaproxyDataPlane implements DataPlane {
           } else this.live = this.state;
         }
         if (step.reload) {
-          this.log.info('haproxy configuration changes shape: reloading');
+          this.log.info('haproxy has no spare backend left for a new route: reloading with a larger pool');
           await process.reload();
         }
         const refused = (await this.certificates?.apply(this.files!.runtimeSocket)) ?? [];
@@ -237,12 +249,8 @@ export class HaproxyDataPlane implements DataPlane {
     this.state = reloaded(this.state, this.plan);
     const backends = backendConfigs(this.state);
     const files = this.files!;
-    for (const backend of backends) {
-      const bodies = errorFiles(backend);
-      writeFileSync(join(files.errorsDir, bodies.json), bodies.jsonBody);
-      writeFileSync(join(files.errorsDir, bodies.html), bodies.htmlBody);
-    }
     writeFileSync(files.lua, connectionHeadersLua);
+    writeFileSync(files.routesMap, routesMapFile(backends));
     writeFileSync(files.hostsMap, hostsMapFile(this.state.hosts));
     writeFileSync(files.unitsMap, unitsMapFile(backends));
     const redirect = this.config.gateway.tls.httpsRedirect ? { httpsRedirectDomain: this.config.domain } : {};

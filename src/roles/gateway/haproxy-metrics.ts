@@ -12,6 +12,8 @@ export interface HaproxyMetricsSource {
   restarts(): number;
   /** `show stat` CSV; rejects when HAProxy does not answer. */
   stat(): Promise<string>;
+  /** The route a pool backend serves or last served; undefined for a spare. */
+  route(backend: string): string | undefined;
 }
 
 let source: HaproxyMetricsSource | undefined;
@@ -35,7 +37,7 @@ new Gauge({
 
 new Counter({
   name: 'platform_gateway_haproxy_reloads_total',
-  help: 'Seamless HAProxy reloads because the configuration had to change shape (a new service, more units than slots).',
+  help: 'Seamless HAProxy reloads because the configuration had to change shape (the pool of spare backends ran dry) or HAProxy refused a command.',
   registers,
   collect() {
     this.reset();
@@ -62,13 +64,15 @@ function backendRows(): Promise<Record<string, string>[]> {
     rowsAt = Date.now();
     rows = source
       .stat()
-      .then((csv) => parseStat(csv).filter((row) => row.svname === 'BACKEND' && row.pxname !== 'own'))
+      .then((csv) => parseStat(csv).flatMap((row) => {
+        const service = row.svname === 'BACKEND' ? source?.route(row.pxname!) : undefined;
+        return service === undefined ? [] : [{ ...row, service }];
+      }))
       .catch(() => []);
   }
   return rows;
 }
 
-const serviceOf = (backend: string): string => backend.slice(2);
 
 new Counter({
   name: 'platform_gateway_haproxy_responses_total',
@@ -78,7 +82,7 @@ new Counter({
   async collect() {
     this.reset();
     for (const row of await backendRows()) {
-      for (const code of ['1xx', '2xx', '3xx', '4xx', '5xx', 'other']) this.inc({ service: serviceOf(row.pxname!), code }, Number(row[`hrsp_${code}`]) || 0);
+      for (const code of ['1xx', '2xx', '3xx', '4xx', '5xx', 'other']) this.inc({ service: row.service!, code }, Number(row[`hrsp_${code}`]) || 0);
     }
   },
 });
@@ -92,7 +96,7 @@ function backendCounter(name: string, help: string, value: (row: Record<string, 
     registers,
     async collect() {
       this.reset();
-      for (const row of await backendRows()) this.inc({ service: serviceOf(row.pxname!) }, value(row));
+      for (const row of await backendRows()) this.inc({ service: row.service! }, value(row));
     },
   });
 }
@@ -111,6 +115,6 @@ new Gauge({
   registers,
   async collect() {
     this.reset();
-    for (const row of await backendRows()) this.set({ service: serviceOf(row.pxname!) }, Number(row.scur) || 0);
+    for (const row of await backendRows()) this.set({ service: row.service! }, Number(row.scur) || 0);
   },
 });

@@ -26,12 +26,27 @@ export function runtimeCommand(socketPath: string, line: string): Promise<string
 /** Answers that mean a command failed (the Runtime API answers success with nothing or a notice). */
 const failure = /no such|unknown|not found|require|invalid|can't|cannot|failed|error/i;
 
+/**
+ * The lines of a batch's answer that report a failure. The names the commands carry (map files,
+ * backends, servers, units, routes: a service may be called `error-pages`) are left out of the
+ * test, as HAProxy may echo them; the longest first, so a name inside another goes with it.
+ */
+export function refusals(commands: readonly string[], answer: string): string[] {
+  const names = [...new Set(commands.flatMap((command) => command.split(' ').slice(2).flatMap((word) => [word, ...word.split('/')])))]
+    .filter((name) => name.length > 0)
+    .sort((a, b) => b.length - a.length);
+  return answer
+    .split('\n')
+    .filter((line) => failure.test(names.reduce((text, name) => text.split(name).join(' '), line)))
+    .map((line) => line.trim());
+}
+
 /** Runs the commands in order; resolves with the answers that report a failure (none: all applied). */
 export async function runtimeCommands(socketPath: string, commands: readonly string[]): Promise<string[]> {
   const failures: string[] = [];
   for (let start = 0; start < commands.length; start += BATCH) {
-    const answer = await runtimeCommand(socketPath, commands.slice(start, start + BATCH).join(';'));
-    for (const line of answer.split('\n')) if (failure.test(line)) failures.push(line.trim());
+    const batch = commands.slice(start, start + BATCH);
+    failures.push(...refusals(batch, await runtimeCommand(socketPath, batch.join(';'))));
   }
   return failures;
 }
