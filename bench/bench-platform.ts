@@ -1,6 +1,7 @@
 import type Docker from 'dockerode';
 import type { Assignment } from '../src/schemas/cluster.js';
 import { containerCreateOptions } from '../src/roles/agent/container-spec.js';
+import { defaultUnitLogs } from '../src/config.js';
 import { startEtcd, type EtcdProcess } from '../test/harness/etcd.js';
 import { startDockerd, type DockerEngine } from '../test/harness/docker.js';
 import { startRegistry, type Registry } from '../test/harness/registry.js';
@@ -79,7 +80,8 @@ function referenceCreateOptions(kind: ReferenceOptions, name: string, image: str
     deployment: 'reference',
     assignedAt: new Date().toISOString(),
   };
-  return containerCreateOptions({ assignment, machineId: 'reference', network: 'host', port });
+  // With the log rotation every unit gets (an agent's default): the floor creates what the agent creates.
+  return containerCreateOptions({ assignment, machineId: 'reference', network: 'host', port, logs: defaultUnitLogs });
 }
 
 /** A floor container's step answered, `elapsed` ms after the floor's clock started (bench/deploy-trace.ts). */
