@@ -27,6 +27,8 @@ export interface LoadResult {
 export interface RunningLoad {
   /** Answers so far (a live view). */
   readonly progress: { ok: number; failed: number; bodies: string[] };
+  /** Failed requests among those sent at or after `time` (Date.now()). */
+  failedSentSince(time: number): number;
   stop(): Promise<LoadResult>;
 }
 
@@ -36,6 +38,8 @@ export function startLoad(options: LoadOptions): RunningLoad {
   const keepAlive = new Agent({ connections: concurrency, keepAliveTimeout: 30_000 });
   const fresh = new Agent({ connections: concurrency });
   const progress = { ok: 0, failed: 0, bodies: [] as string[] };
+  /** When each failed request was sent: a request in flight across a change may fail after it. */
+  const failedSentAt: number[] = [];
   const failures: string[] = [];
   const started = Date.now();
   let stopped = false;
@@ -44,6 +48,7 @@ export function startLoad(options: LoadOptions): RunningLoad {
     // Even workers reuse connections; odd ones open a new connection for every request.
     const reuse = index % 2 === 0;
     while (!stopped && Date.now() < deadline) {
+      const sentAt = Date.now();
       try {
         const response = await request(options.url, {
           dispatcher: reuse ? keepAlive : fresh,
@@ -58,10 +63,12 @@ export function startLoad(options: LoadOptions): RunningLoad {
           progress.bodies.push(body.trim());
         } else {
           progress.failed += 1;
+          failedSentAt.push(sentAt);
           if (failures.length < 10) failures.push(`${response.statusCode} ${body.trim()}`);
         }
       } catch (error) {
         progress.failed += 1;
+        failedSentAt.push(sentAt);
         if (failures.length < 10) failures.push(`${(error as Error).message} (${(error as { code?: string }).code ?? ''})`);
       }
     }
@@ -70,6 +77,7 @@ export function startLoad(options: LoadOptions): RunningLoad {
 
   return {
     progress,
+    failedSentSince: (time: number) => failedSentAt.filter((sentAt) => sentAt >= time).length,
     stop: async () => {
       stopped = true;
       await Promise.all(workers);
