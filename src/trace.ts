@@ -9,8 +9,6 @@ import { writeSync } from 'node:fs';
 
 const enabled = process.env.PLATFORM_TRACE === '1';
 
-export const tracing = (): boolean => enabled;
-
 export function trace(phase: string, detail?: string): void {
   if (!enabled) return;
   writeSync(2, `platform-trace ${(performance.timeOrigin + performance.now()).toFixed(2)} ${phase}${detail ? ` ${detail}` : ''}\n`);

@@ -42,14 +42,18 @@ export function deploymentEvent(deployment: Pick<Deployment, 'id' | 'service' | 
 }
 
 /**
- * A unit slot's status turned failed, in the write at store revision `revision`. The id names the
- * failure episode (`failingSince`) where the agent gives one, so a scheduler that starts while
- * the unit is still failing makes the id it was told under, if it was; the revision otherwise.
+ * A unit slot's status turned failed. `episode` is what the id is made from: the failure episode
+ * the agent names (`failingSince`), so a scheduler that starts while the unit is still failing
+ * makes the id it was told under, if it was; or, from an agent that names none, the store
+ * revision of the write that turned it failed (failureEpisode).
  */
-export function unitFailedEvent(status: UnitStatus, revision: number): NotificationEvent {
+/** What a unit failure's event id is made from: the agent's episode, else the write's revision. */
+export const failureEpisode = (status: UnitStatus, revision: number): string | number => status.failingSince ?? revision;
+
+export function unitFailedEvent(status: UnitStatus, episode: string | number): NotificationEvent {
   const why = status.error ?? `${status.active}/${status.sub}`;
   return {
-    id: eventId('unit.failed', status.machine, status.unit, status.spec, status.failingSince ?? revision),
+    id: eventId('unit.failed', status.machine, status.unit, status.spec, episode),
     event: 'unit.failed',
     service: status.service,
     timestamp: status.updatedAt,

@@ -3,7 +3,7 @@ import { lastSegment, unitStatusKey } from '../../store/keys.js';
 import type { UnitStatus } from '../../schemas/cluster.js';
 import type { NotificationEvent } from '../../schemas/notification.js';
 import { isRunning, slotOf } from '../../units.js';
-import { machineLostEvent, unitFailedEvent } from '../../notifications/events.js';
+import { failureEpisode, machineLostEvent, unitFailedEvent } from '../../notifications/events.js';
 import type { ClusterWatch } from './cluster-snapshot.js';
 
 // Notices, in the watched cluster, the two events no scheduler writes itself: a unit turning
@@ -30,8 +30,7 @@ export class FailureObserver {
     for (const status of cluster.statuses()) {
       if (status.active !== 'failed') continue;
       this.failing.add(unitStatusKey(status.machine, slotOf(status)));
-      // The revision is not part of the id of an episode the agent names.
-      if (status.failingSince !== undefined) this.record(unitFailedEvent(status, 0));
+      if (status.failingSince !== undefined) this.record(unitFailedEvent(status, status.failingSince));
     }
     cluster.onChange('statuses', (event) => this.statusChanged(event));
     cluster.onChange('machines', (event) => event.type === 'delete' && this.machineGone(event));
@@ -52,7 +51,7 @@ export class FailureObserver {
     if (isRunning(status)) this.failing.delete(event.key);
     else if (status.active === 'failed' && !this.failing.has(event.key)) {
       this.failing.add(event.key);
-      this.record(unitFailedEvent(status, event.modRevision));
+      this.record(unitFailedEvent(status, failureEpisode(status, event.modRevision)));
     }
   }
 
