@@ -285,6 +285,24 @@ async function planeTests(t: Test, gateway: Gateway): Promise<void> {
       await routable(service, 1);
     });
 
+    t.test('a unit that cannot be reached (its retry included) is answered 502 naming it, as JSON', async (t) => {
+      // On HAProxy the failed connection is HAProxy's own 503 until the generated config rewrites it.
+      const lonely = name('unreachable');
+      await declare(lonely, { numInstances: 1 });
+      const dead: UnitStatus = { ...status(await freePort()), unit: `${lonely}-1.service`, service: lonely };
+      await put(dead);
+      t.teardown(() => store.delete(keyOf(dead)));
+      await routable(lonely, 1);
+      const reply = await viaGateway(internal(lonely), '/headers');
+      t.equal(reply.status, 502, reply.text);
+      t.match(reply.headers['content-type'], /^application\/json/);
+      t.match(JSON.parse(reply.text), { statusCode: 502, error: 'Bad Gateway', message: new RegExp(`^${lonely}-1\\.service of ${lonely} could not be reached`) });
+      t.notOk(reply.headers['x-platform-unreachable'], 'the marker of the rewritten 503 does not reach the client');
+      const unitOwn503 = await viaGateway(internal(service), '/status?code=503');
+      t.equal(unitOwn503.status, 503, "a unit's own 503 is passed on as it is");
+      t.equal(unitOwn503.text, 'own answer');
+    });
+
     t.test('a draining unit gets no new request while its in-flight request finishes', async (t) => {
       const slow = viaGateway(internal(service), '/slow?ms=3000');
       await waitFor(() => local.inFlight > 0, 5_000, { what: 'the slow request to reach the unit' });
@@ -352,6 +370,11 @@ async function startLocalUpstream(): Promise<LocalUpstream> {
     } else if (url.pathname === '/stream') {
       res.write('first\n');
       release = () => res.end('second\n');
+    } else if (url.pathname === '/status') {
+      // A unit's own error, carrying the HAProxy plane's marker header: it must not be rewritten.
+      res.statusCode = Number(url.searchParams.get('code') ?? 200);
+      res.setHeader('x-platform-unreachable', '1');
+      res.end('own answer');
     } else if (url.pathname === '/slow') {
       setTimeout(() => res.end('slow done'), Number(url.searchParams.get('ms') ?? 1000));
     } else {

@@ -133,11 +133,24 @@ export function noUnitBody(files: HaproxyFiles, html: boolean): string {
   return logFormatText(renderError(error, html).body).replace(placeholder, `${routeKind(files)} ${routeName(files)}`);
 }
 
-/** An `http-error` for a unit that failed: the JSON answer the Node plane gives, the unit named through the units map. */
-function unitErrorLine(status: 502 | 504, settings: HaproxySettings, files: HaproxyFiles): string {
+/**
+ * HAProxy answers a request whose unit it could not connect to (its retry included) with its own
+ * 503; the Node plane answers 502 naming the unit. The backend's 503 page carries this header,
+ * which the frontend turns into a 502 and removes (`http-after-response` also sees HAProxy's own
+ * answers); a unit's own 503 loses the header first, so it is never rewritten.
+ */
+const UNREACHABLE_HEADER = 'x-platform-unreachable';
+
+/**
+ * An `http-error` for a unit that failed: the JSON answer the Node plane gives, the unit named
+ * through the units map. `answered` is the status HAProxy gives the failure when it is not `status`
+ * (503 for a connection that could not be made).
+ */
+function unitErrorLine(status: 502 | 504, settings: HaproxySettings, files: HaproxyFiles, answered?: 503): string {
   const what = status === 504 ? `sent no response within ${settings.requestTimeoutSeconds} s` : 'could not be reached';
   const body = `{"statusCode":${status},"error":"${STATUS_CODES[status]}","message":"%[srv_name,map_str(${files.unitsMap})] of ${routeName(files)} ${what}"}\\n`;
-  return `  http-error status ${status} content-type "application/json; charset=utf-8" hdr cache-control no-store lf-string "${body.replace(/"/g, '\\"')}"`;
+  const marker = answered === undefined ? '' : ` hdr ${UNREACHABLE_HEADER} 1`;
+  return `  http-error status ${answered ?? status} content-type "application/json; charset=utf-8" hdr cache-control no-store${marker} lf-string "${body.replace(/"/g, '\\"')}"`;
 }
 
 function globalSection({ settings, files }: HaproxyConfigInput): string[] {
@@ -248,6 +261,9 @@ function frontendSection(input: HaproxyConfigInput): string[] {
     '  http-request lua.drop-connection-named if routed names_headers',
     '  http-response lua.drop-connection-named-response if response_names_headers',
     `  http-response del-header ^(${RESPONSE_HOP_BY_HOP.join('|')})$ -m reg`,
+    `  http-response del-header ${UNREACHABLE_HEADER} if { status 503 }`,
+    `  http-after-response set-status 502 if { status 503 } { res.hdr(${UNREACHABLE_HEADER}) -m found }`,
+    `  http-after-response del-header ${UNREACHABLE_HEADER} if { status 502 }`,
     ...hstsLines(input.tls),
     '  use_backend %[var(txn.backend)] if routed',
     // Unknown hosts and the gateway's own endpoints: the Node server answers them as the Node plane does.
@@ -271,6 +287,7 @@ function backendSection(backend: BackendConfig, input: HaproxyConfigInput): stri
     `${noUnit(true)} { req.hdr(accept) -m sub text/html }`,
     noUnit(false),
     unitErrorLine(502, settings, files),
+    unitErrorLine(502, settings, files, 503),
     unitErrorLine(504, settings, files),
     ...backend.slots.map((slot, index) =>
       slot.address === undefined
