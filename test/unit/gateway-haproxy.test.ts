@@ -172,6 +172,16 @@ t.test('a Runtime API answer naming a service called error-pages is not a refusa
   t.same(refusals(['set server b_9/b_9-1 state ready'], 'No such server.\n'), ['No such server.']);
 });
 
+t.test('certificate commands: the files they name, in the command or its crt-list payload, are not read as refusals', async (t) => {
+  const file = '/state/certs/error-pages.example.com.pem';
+  const add = `add ssl crt-list /state/certs.list <<\n${file} error-pages.example.com\n`;
+  t.same(refusals([add], `Inserting certificate '${file}' in crt-list '/state/certs.list'.\nSuccess!\n`), []);
+  t.same(refusals([`new ssl cert ${file}`], `New empty certificate store '${file}'!\n`), []);
+  t.same(refusals([`set ssl cert ${file} <<\n-----BEGIN CERTIFICATE-----\nfailed\n`], `Transaction created for certificate ${file}!\n`), []);
+  t.same(refusals([`new ssl cert ${file}`], `Certificate '${file}' already exists!\n`), [`Certificate '${file}' already exists!`]);
+  t.same(refusals([`del ssl cert ${file}`], "Can't remove the certificate: certificate is in use.\n"), ["Can't remove the certificate: certificate is in use."]);
+});
+
 /** What HAProxy does with the commands: servers by name, and the maps. */
 interface Model {
   servers: Map<string, { address: string; state: string }>;

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
 import type { CertificateEntry, CertificateSet } from '../../certificates/certificate-set.js';
 import type { PublicHosts } from './tls/public-hosts.js';
-import { runtimeCommand } from './haproxy-runtime.js';
+import { refusals, runtimeCommand } from './haproxy-runtime.js';
 
 // The HAProxy data plane's certificates: one PEM file (chain and key, mode 0600) per public host
 // that has a certificate, listed in a crt-list with the host as its only SNI filter, so a wildcard
@@ -65,9 +65,6 @@ export function certificateChanges(live: Served, wanted: Served, paths: Certific
   }
   return changes;
 }
-
-/** Answers that mean a certificate command failed (success is `…!`, `Success!` or `Inserting …`). */
-const refused = /can't|cannot|error|fail|not found|doesn't exist|unknown|no such|invalid|already/i;
 
 export class HaproxyCertificates {
   /** What the running HAProxy serves (from the files it started from, then the commands applied). */
@@ -129,10 +126,9 @@ export class HaproxyCertificates {
     const failures: string[] = [];
     for (const change of changes) {
       for (const command of change.commands) {
-        // The answer never echoes a payload, so it holds no key; it names the files, whose host
-        // names may hold any word (`error-pages`), so they are left out of the test.
+        // The answer never echoes a payload, so it holds no key.
         const answer = await runtimeCommand(runtimeSocket, command);
-        if (refused.test(answer.split(this.dir).join('').split(this.paths.crtList).join(''))) failures.push(`${command.split(' <<')[0]}: ${answer.trim()}`);
+        if (refusals([command], answer).length > 0) failures.push(`${command.split(' <<')[0]}: ${answer.trim()}`);
       }
       if (change.kind === 'remove') rmSync(this.paths.fileOf(change.host), { force: true });
       this.log.info({ host: change.host, change: change.kind }, 'haproxy certificate applied');

@@ -23,16 +23,20 @@ export function runtimeCommand(socketPath: string, line: string): Promise<string
   });
 }
 
-/** Answers that mean a command failed (the Runtime API answers success with nothing or a notice). */
-const failure = /no such|unknown|not found|require|invalid|can't|cannot|failed|error/i;
+/**
+ * Answers that mean a command failed. The Runtime API answers success with nothing or a notice
+ * (`Success!`, `Inserting …`, `Transaction created …`), never with one of these words.
+ */
+const failure = /no such|unknown|not found|doesn't exist|require|invalid|can't|cannot|fail|error|already/i;
 
 /**
- * The lines of a batch's answer that report a failure. The names the commands carry (map files,
- * backends, servers, units, routes: a service may be called `error-pages`) are left out of the
- * test, as HAProxy may echo them; the longest first, so a name inside another goes with it.
+ * The lines of an answer to `commands` that report a failure. The names the commands carry (map
+ * and certificate files, backends, servers, units, routes: a service may be called `error-pages`)
+ * are left out of the test, as HAProxy may echo them; the longest first, so a name inside another
+ * goes with it. A payload's words (after `<<`) count too: crt-list lines name files HAProxy echoes.
  */
 export function refusals(commands: readonly string[], answer: string): string[] {
-  const names = [...new Set(commands.flatMap((command) => command.split(' ').slice(2).flatMap((word) => [word, ...word.split('/')])))]
+  const names = [...new Set(commands.flatMap((command) => command.split(/\s+/).slice(2).flatMap((word) => [word, ...word.split('/')])))]
     .filter((name) => name.length > 0)
     .sort((a, b) => b.length - a.length);
   return answer
