@@ -8,7 +8,7 @@ import { waitFor } from '../test/harness/wait.js';
 import { median, printTable, type BenchRow } from './table.js';
 import { startBenchPlatform } from './bench-platform.js';
 import { pacedLoad } from './paced-load.js';
-import { startReferenceHaproxy } from './reference-haproxy.js';
+import { dataPlaneConfig, printConfigurations, startReferenceHaproxy } from './reference-haproxy.js';
 import { measureConvergence } from './route-convergence.js';
 import { startGateway, type DataPlaneName, type Gateway } from '../test/harness/gateway-cluster.js';
 import { openStore } from '../src/store/open-store.js';
@@ -154,6 +154,11 @@ async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
     for (const name of names) measured[name].push(await load(targets[name]));
     for (const name of names) if (name !== 'haproxyPolicy') pacedRuns[name].push(await paced(targets[name]));
   }
+  printConfigurations({
+    [`HAProxy data plane (${kind} units)`]: dataPlaneConfig(planes.haproxy.dataDir, planes.haproxy.port),
+    'hand-written haproxy.cfg (the target\'s reference)': haproxy.config,
+    'hand-written, gateway policy (for comparison)': haproxyPolicy.config,
+  });
   haproxy.stop();
   haproxyPolicy.stop();
   await http('DELETE', `${platform.url('directory')}/services/${service}`);

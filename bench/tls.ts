@@ -10,7 +10,7 @@ import { waitFor } from '../test/harness/wait.js';
 import { makeServerCertificate } from '../test/harness/tls-certificates.js';
 import { median, printTable, type BenchRow } from './table.js';
 import { startBenchPlatform } from './bench-platform.js';
-import { startReferenceHaproxy } from './reference-haproxy.js';
+import { dataPlaneConfig, printConfigurations, startReferenceHaproxy } from './reference-haproxy.js';
 import { startGateway, type DataPlaneName, type Gateway } from '../test/harness/gateway-cluster.js';
 
 // HTTPS through the gateway's two data planes (HAProxy terminating TLS itself, and Node's TLS
@@ -120,6 +120,8 @@ try {
       runs[name].keepAlive.push(await keepAlive(targets[name]));
     }
   }
+  const gateway = gatewayOf('haproxy');
+  printConfigurations({ 'HAProxy data plane': dataPlaneConfig(gateway.dataDir, gateway.port), 'hand-written haproxy.cfg (the reference)': haproxy.config });
   haproxy.stop();
   const row = (what: string, gw: number[], ha: number[], target: string): BenchRow => ({
     benchmark: `${what} (median of ${ROUNDS} x ${DURATION_S} s)`,
