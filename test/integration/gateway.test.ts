@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap';
-import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
+import { EventEmitter, once } from 'node:events';
 import { createHash, randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
@@ -307,6 +308,39 @@ async function planeTests(t: Test, gateway: Gateway): Promise<void> {
       t.equal(finished.text, 'slow done');
       await put(status(local.port));
       await routable(service, 1);
+    });
+
+    t.test('a unit holding its requests is avoided: it gets at most one per HAProxy thread, the other unit the rest', async (t) => {
+      const held: ServerResponse[] = [];
+      const arrivals = new EventEmitter();
+      const holding = createServer((_request, response) => {
+        held.push(response);
+        arrivals.emit('held');
+      });
+      await new Promise<void>((resolve) => holding.listen(0, '127.0.0.1', resolve));
+      const holder = status((holding.address() as AddressInfo).port, 'active', 2);
+      t.teardown(async () => {
+        for (const response of held) response.end();
+        await store.delete(keyOf(holder));
+        await routable(service, 1);
+        holding.closeAllConnections();
+        holding.close();
+      });
+      await put(holder);
+      await routable(service, 2);
+      // One request at a time, each on a new connection, each waited for until it is answered or held.
+      const replies: Promise<{ status: number }>[] = [];
+      for (let i = 0; i < 12; i++) {
+        const reply = nodeGet(internal(service), '/headers', {});
+        replies.push(reply);
+        await Promise.race([reply, once(arrivals, 'held')]);
+      }
+      // Least outstanding requests: counted across the gateway on the Node plane (one held), per
+      // thread on HAProxy (haproxy-config.ts threadBackendName), where a thread that has not yet
+      // sent the unit a request sees it idle once.
+      t.ok(held.length >= 1 && held.length <= availableParallelism(), `the holding unit got ${held.length} of 12 requests (at most one per thread: ${availableParallelism()})`);
+      for (const response of held) response.end('held');
+      t.same((await Promise.all(replies)).map((reply) => reply.status), new Array<number>(12).fill(200), 'every request was answered, the held ones once released');
     });
 
     t.test('a unit slower than --request-timeout is answered 504', async (t) => {
