@@ -1,5 +1,3 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
 import { buildTestImage } from '../test/harness/test-image.js';
@@ -8,7 +6,8 @@ import { waitFor } from '../test/harness/wait.js';
 import { median, printTable, type BenchRow } from './table.js';
 import { startBenchPlatform } from './bench-platform.js';
 import { pacedLoad } from './paced-load.js';
-import { startReferenceHaproxy } from './reference-haproxy.js';
+import { dataPlaneConfig, printConfigurations, startReferenceHaproxy } from './reference-haproxy.js';
+import { cpuTicks, cpuUsPerRequest, haproxyWorkers } from './proxy-cpu.js';
 import { measureConvergence } from './route-convergence.js';
 import { startGateway, type DataPlaneName, type Gateway } from '../test/harness/gateway-cluster.js';
 import { openStore } from '../src/store/open-store.js';
@@ -57,12 +56,6 @@ const planes: Record<DataPlaneName, Gateway> = {
   node: await startGateway('node', ['--etcd', platform.etcd.url]),
 };
 
-/** The HAProxy data plane's worker processes (children of the master its pidfile names), which do the proxying. */
-function haproxyWorkers(gateway: Gateway): number[] {
-  const master = Number(readFileSync(join(gateway.dataDir, `gateway-${gateway.port}`, 'haproxy.pid'), 'utf8'));
-  return readFileSync(`/proc/${master}/task/${master}/children`, 'utf8').trim().split(/\s+/).map(Number);
-}
-
 interface Measure {
   rps: number;
   p50: number;
@@ -71,13 +64,6 @@ interface Measure {
   /** CPU time of the proxy process per request, in microseconds (0 for direct). */
   cpuUs: number;
 }
-
-/** utime + stime of processes, in clock ticks (100 per second on Linux). */
-const cpuTicks = (pids: number[]): number =>
-  pids.reduce((sum, pid) => {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return sum + Number(fields[11]) + Number(fields[12]);
-  }, 0);
 
 type Target = 'haproxyPlane' | 'nodePlane' | 'haproxy' | 'haproxyPolicy' | 'direct';
 type Targets = Record<Target, { url: string; host?: string; pids?: number[] }>;
@@ -93,7 +79,7 @@ async function load(target: Targets[Target], duration = DURATION_S): Promise<Mea
     p50: result.latency.p50,
     p99: result.latency.p99,
     errors: result.errors + result.timeouts + result.non2xx,
-    cpuUs: result.requests.total > 0 ? (ticks * 10_000) / result.requests.total : 0,
+    cpuUs: cpuUsPerRequest(ticks, result.requests.total),
   };
 }
 
@@ -154,6 +140,11 @@ async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
     for (const name of names) measured[name].push(await load(targets[name]));
     for (const name of names) if (name !== 'haproxyPolicy') pacedRuns[name].push(await paced(targets[name]));
   }
+  printConfigurations({
+    [`HAProxy data plane (${kind} units)`]: dataPlaneConfig(planes.haproxy.dataDir, planes.haproxy.port),
+    'hand-written haproxy.cfg (the target\'s reference)': haproxy.config,
+    'hand-written, gateway policy (for comparison)': haproxyPolicy.config,
+  });
   haproxy.stop();
   haproxyPolicy.stop();
   await http('DELETE', `${platform.url('directory')}/services/${service}`);

@@ -1,6 +1,6 @@
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../test/harness/free-port.js';
 import { waitFor } from '../test/harness/wait.js';
@@ -14,8 +14,41 @@ const HAPROXY = '/usr/sbin/haproxy';
 export interface ReferenceHaproxy {
   port: number;
   pid: number;
+  /** The configuration it runs, for configurationSummary. */
+  config: string;
   stop(): void;
 }
+
+/**
+ * What a benchmark compared, in one line per HAProxy configuration: the settings that decide its
+ * cost per request (threads, balancing, how many copies of the route's backend, retries, buffer
+ * size), read from the configuration itself so the line cannot drift from what ran.
+ */
+export function configurationSummary(config: string, cores: number): string {
+  const setting = (name: string): string | undefined => new RegExp(`^\\s+${name} (.+)$`, 'm').exec(config)?.[1];
+  const servers = config.split(/^backend /m).slice(1).find((section) => /^\s+server (?!own )/m.test(section)) ?? '';
+  const routeBackend = /^(\S+)/.exec(servers)?.[1] ?? '';
+  const copies = config.match(new RegExp(`^backend ${routeBackend.replace(/\.\d+$/, '').replace(/\./g, '\\.')}(\\.\\d+)?$`, 'gm'))?.length ?? 0;
+  const inSection = (name: string): string => new RegExp(`^\\s+${name} (.+)$`, 'm').exec(servers)?.[1] ?? 'none';
+  return [
+    `nbthread ${setting('nbthread') ?? `${cores} (default: the cores)`}`,
+    `balance ${inSection('balance')}`,
+    `${copies} cop${copies === 1 ? 'y' : 'ies'} of a route's backend`,
+    `retry-on ${inSection('retry-on').replace(/^none$/, 'conn-failure (default)')}`,
+    `tune.bufsize ${setting('tune.bufsize') ?? '16384 (default)'}`,
+    ...[/^\s+bind \S+ (?:name \S+ )?(ssl .+)$/m.exec(config)?.[1]].flatMap((tls) => (tls === undefined ? [] : [`TLS bind: ${tls}`])),
+  ].join(', ');
+}
+
+/** Prints which HAProxy ran and, per labelled configuration, its configurationSummary. */
+export function printConfigurations(configs: Record<string, string>): void {
+  const version = execFileSync(HAPROXY, ['-v'], { encoding: 'utf8' }).split('\n')[0];
+  console.log(`Configurations compared (${version}, ${availableParallelism()} cores):`);
+  for (const [label, config] of Object.entries(configs)) console.log(`  ${label}: ${configurationSummary(config, availableParallelism())}`);
+}
+
+/** The configuration the gateway's HAProxy data plane runs, from its state directory (haproxy-data-plane.ts). */
+export const dataPlaneConfig = (dataDir: string, gatewayPort: number): string => readFileSync(join(dataDir, `gateway-${gatewayPort}`, 'haproxy.cfg'), 'utf8');
 
 /** `bindOptions` follow the bind address (`ssl crt …` for TLS); `ready` says when it answers on `port`. */
 export async function startReferenceHaproxy(
@@ -51,6 +84,7 @@ export async function startReferenceHaproxy(
   return {
     port,
     pid: child.pid!,
+    config,
     stop: () => {
       child.kill('SIGTERM');
       process.removeListener('exit', kill);

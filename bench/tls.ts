@@ -10,7 +10,8 @@ import { waitFor } from '../test/harness/wait.js';
 import { makeServerCertificate } from '../test/harness/tls-certificates.js';
 import { median, printTable, type BenchRow } from './table.js';
 import { startBenchPlatform } from './bench-platform.js';
-import { startReferenceHaproxy } from './reference-haproxy.js';
+import { dataPlaneConfig, printConfigurations, startReferenceHaproxy } from './reference-haproxy.js';
+import { cpuTicks, cpuUsPerRequest, haproxyWorkers } from './proxy-cpu.js';
 import { startGateway, type DataPlaneName, type Gateway } from '../test/harness/gateway-cluster.js';
 
 // HTTPS through the gateway's two data planes (HAProxy terminating TLS itself, and Node's TLS
@@ -36,10 +37,13 @@ interface Target {
   port: number;
   host: string;
   ca: string;
+  /** The proxy's processes, for its CPU time per request (HAProxy's only). */
+  pids?: number[];
 }
 
-/** Keep-alive requests per second over TLS (autocannon, `CONNECTIONS` connections). */
-async function keepAlive(target: Target): Promise<number> {
+/** Keep-alive requests per second over TLS (autocannon, `CONNECTIONS` connections), and the proxy's CPU time per request. */
+async function keepAlive(target: Target): Promise<{ rps: number; cpuUs: number }> {
+  const before = cpuTicks(target.pids ?? []);
   const result = await autocannon({
     url: `https://127.0.0.1:${target.port}/`,
     duration: DURATION_S,
@@ -49,7 +53,7 @@ async function keepAlive(target: Target): Promise<number> {
     servername: target.host,
   } as autocannon.Options);
   if (result.errors + result.non2xx > 0) throw new Error(`port ${target.port}: ${result.errors} errors, ${result.non2xx} non-2xx of ${result.requests.total} over keep-alive TLS (${JSON.stringify(result.statusCodeStats)})`);
-  return result.requests.average;
+  return { rps: result.requests.average, cpuUs: cpuUsPerRequest(cpuTicks(target.pids ?? []) - before, result.requests.total) };
 }
 
 /** One request on a new TLS connection. */
@@ -103,23 +107,30 @@ try {
   const { service, addresses } = await deployUnits();
   const host = `${service}.${DOMAIN}`;
   const httpsPort = async (plane: DataPlaneName) => ((await http('GET', `${gatewayOf(plane).url}/readyz`)).body as { https: { port: number } }).https.port;
-  const haproxyPlane: Target = { port: await httpsPort('haproxy'), host, ca };
+  const haproxyPlane: Target = { port: await httpsPort('haproxy'), host, ca, pids: haproxyWorkers(gatewayOf('haproxy')) };
   const nodePlane: Target = { port: await httpsPort('node'), host, ca };
   for (const [plane, target] of [['haproxy', haproxyPlane], ['node', nodePlane]] as const) {
     await waitFor(async () => freshRequest(target).then(() => true, () => false), 30_000, { what: `the ${plane} data plane to serve HTTPS` });
   }
   // HAProxy terminating TLS with the same certificate, TLS 1.2-1.3 as the gateway.
   const haproxy = await startReferenceHaproxy(addresses, `ssl crt ${pem} ssl-min-ver TLSv1.2 ssl-max-ver TLSv1.3`, (port) => freshRequest({ port, host, ca }).then(() => true, () => false));
-  const targets = { haproxyPlane, nodePlane, reference: { port: haproxy.port, host, ca } };
+  const targets = { haproxyPlane, nodePlane, reference: { port: haproxy.port, host, ca, pids: [haproxy.pid] } };
   const names = ['haproxyPlane', 'nodePlane', 'reference'] as const;
-  const runs = Object.fromEntries(names.map((name) => [name, { handshakes: [] as number[], keepAlive: [] as number[] }])) as Record<(typeof names)[number], { handshakes: number[]; keepAlive: number[] }>;
+  const runs = Object.fromEntries(names.map((name) => [name, { handshakes: [] as number[], keepAlive: [] as number[], cpuUs: [] as number[] }])) as Record<
+    (typeof names)[number],
+    { handshakes: number[]; keepAlive: number[]; cpuUs: number[] }
+  >;
   for (const name of names) await keepAlive(targets[name]); // warm-up
   for (let round = 0; round < ROUNDS; round++) {
     for (const name of names) {
       runs[name].handshakes.push(await handshakes(targets[name]));
-      runs[name].keepAlive.push(await keepAlive(targets[name]));
+      const { rps, cpuUs } = await keepAlive(targets[name]);
+      runs[name].keepAlive.push(rps);
+      runs[name].cpuUs.push(cpuUs);
     }
   }
+  const gateway = gatewayOf('haproxy');
+  printConfigurations({ 'HAProxy data plane': dataPlaneConfig(gateway.dataDir, gateway.port), 'hand-written haproxy.cfg (the reference)': haproxy.config });
   haproxy.stop();
   const row = (what: string, gw: number[], ha: number[], target: string): BenchRow => ({
     benchmark: `${what} (median of ${ROUNDS} x ${DURATION_S} s)`,
@@ -131,6 +142,13 @@ try {
   printTable([
     row(`TLS handshakes/s, new connection per request, ${HANDSHAKE_WORKERS} clients, HAProxy data plane`, runs.haproxyPlane.handshakes, runs.reference.handshakes, '>= 0.95x'),
     row(`keep-alive req/s over TLS, ${CONNECTIONS} connections, ${UNITS} units, HAProxy data plane`, runs.haproxyPlane.keepAlive, runs.reference.keepAlive, '>= 0.95x'),
+    {
+      benchmark: `HAProxy CPU time per keep-alive request over TLS, HAProxy data plane (median of ${ROUNDS} x ${DURATION_S} s)`,
+      platform: `${median(runs.haproxyPlane.cpuUs).toFixed(1)} us`,
+      reference: `${median(runs.reference.cpuUs).toFixed(1)} us (HAProxy 2.6, hand-written)`,
+      ratio: `${(median(runs.haproxyPlane.cpuUs) / median(runs.reference.cpuUs)).toFixed(2)}x`,
+      target: '-',
+    },
     row(`TLS handshakes/s, new connection per request, ${HANDSHAKE_WORKERS} clients, Node data plane`, runs.nodePlane.handshakes, runs.reference.handshakes, 'for comparison'),
     row(`keep-alive req/s over TLS, ${CONNECTIONS} connections, ${UNITS} units, Node data plane`, runs.nodePlane.keepAlive, runs.reference.keepAlive, 'for comparison'),
   ]);

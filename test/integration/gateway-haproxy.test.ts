@@ -2,6 +2,7 @@ import t from 'tap';
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startEtcd } from '../harness/etcd.js';
@@ -11,6 +12,7 @@ import { waitFor } from '../harness/wait.js';
 import { openStore } from '../../src/store/open-store.js';
 import { serviceKey, unitStatusKey } from '../../src/store/keys.js';
 import { mapEntries, serverStats } from '../../src/roles/gateway/haproxy-runtime.js';
+import { poolBackendOf } from '../../src/roles/gateway/haproxy-config.js';
 
 // What only the HAProxy data plane has: a child process that can die, and a Runtime API that must
 // follow the route plan. Real etcd and a real gateway process with HAProxy; the units are Node
@@ -156,18 +158,23 @@ t.test('100 route changes a second for 30 s under load fail no request, and HAPr
   const backend = hosts.get(`${service}.platform.internal`);
   const routes = await mapEntries(runtimeSocket, join(stateDir, 'routes.map'));
   t.equal(routes.get(backend ?? ''), `service:${service}`, 'the hosts map (show map) leads the service host to a backend the routes map gives it');
-  const taking = async (name: string) =>
-    (await serverStats(runtimeSocket))
-      .filter((server) => server.backend === name && server.status !== 'DRAIN' && server.status !== 'MAINT' && server.server !== 'BACKEND')
-      .map((server) => server.address)
-      .sort();
+  /** The units each thread's copy of the backend (haproxy-config.ts threadBackendName) sends new requests to. */
+  const taking = async (name: string) => {
+    const copies = new Map<string, string[]>();
+    for (const server of await serverStats(runtimeSocket)) {
+      if (poolBackendOf(server.backend) !== name || server.status === 'DRAIN' || server.status === 'MAINT' || server.server === 'BACKEND') continue;
+      copies.set(server.backend, [...(copies.get(server.backend) ?? []), server.address].sort());
+    }
+    return [...copies.values()];
+  };
+  const everyCopy = Array.from({ length: availableParallelism() }, () => wanted);
   const live = await waitFor(async () => {
     const ready = await taking(backend ?? '');
-    return JSON.stringify(ready) === JSON.stringify(wanted) ? ready : undefined;
+    return JSON.stringify(ready) === JSON.stringify(everyCopy) ? ready : undefined;
   }, 5_000, { what: 'HAProxy to hold the planned units' }).catch(() => undefined);
-  t.same(live, wanted, 'the units HAProxy sends new requests to (show stat) are the routable ones');
+  t.same(live, everyCopy, 'the units HAProxy sends new requests to (show stat) are the routable ones, in every thread\'s copy of the backend');
   const mapped = new Set(hosts.values());
-  const stray = (await serverStats(runtimeSocket)).filter((server) => server.backend.startsWith('b_') && !mapped.has(server.backend) && server.server !== 'BACKEND' && server.status !== 'MAINT' && server.status !== 'DRAIN');
+  const stray = (await serverStats(runtimeSocket)).filter((server) => server.backend.startsWith('b_') && !mapped.has(poolBackendOf(server.backend)) && server.server !== 'BACKEND' && server.status !== 'MAINT' && server.status !== 'DRAIN');
   t.same(stray, [], 'the pool’s other backends take no request');
   t.ok(routes.size > mapped.size, `spare backends are left in the pool (${routes.size - mapped.size})`);
 });

@@ -1,9 +1,11 @@
 import t, { type Test } from 'tap';
-import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
+import { EventEmitter, once } from 'node:events';
 import { createHash, randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import { availableParallelism } from 'node:os';
 import { Readable } from 'node:stream';
-import { request } from 'undici';
+import { Client, request } from 'undici';
 import { WebSocket, WebSocketServer } from 'ws';
 import { freePort } from '../harness/free-port.js';
 import { http } from '../harness/platform.js';
@@ -76,19 +78,28 @@ async function planeTests(t: Test, gateway: Gateway): Promise<void> {
   /** A request with Node's client on a connection of its own (no pooling), through the gateway. */
   const nodeGet = (host: string, path: string, headers: Record<string, string>) => nodeGetAt(`127.0.0.1:${gatewayPort}`, path, { host, ...headers });
 
-  t.test('requests for <service>.<internal domain> reach every unit in turn', async (t) => {
+  t.test('requests for <service>.<internal domain> on one connection reach every unit in turn; on new connections every unit answers', async (t) => {
     const units = await routable(web, 3);
     t.same(units.map((u) => u.unit), [1, 2, 3].map((i) => `${web}-${i}.service`));
+    // One keep-alive connection: HAProxy serves a connection on one of its threads, whose own copy of
+    // the backend (haproxy-config.ts threadBackendName) takes idle units in turn, as the Node plane does.
+    const connection = new Client(`http://127.0.0.1:${gatewayPort}`);
     const answers: string[] = [];
     for (let i = 0; i < 6; i++) {
-      const reply = await viaGateway(internal(web));
-      t.equal(reply.status, 200);
-      answers.push(reply.text.trim());
+      const reply = await connection.request({ path: '/', method: 'GET', headers: { host: internal(web) } });
+      t.equal(reply.statusCode, 200);
+      answers.push((await reply.body.text()).trim());
     }
+    await connection.close();
     const answering = answers.map((answer) => answer.split(' ')[0]);
     t.same(new Set(answering.slice(0, 3)).size, 3, `three units answered the first three requests: ${answering.join(', ')}`);
     t.same(answering.slice(3), answering.slice(0, 3), 'and again in the same order');
     for (const answer of answers) t.match(answer, new RegExp(`^${web}-[123]\\.service hello v1 one$`));
+    // New connections are spread over HAProxy's threads, each taking the units in turn on its own (so
+    // two threads may each send one to the same unit): in units x threads requests one thread has
+    // taken at least one turn, so every unit answers.
+    const fresh = await Promise.all(Array.from({ length: 3 * availableParallelism() }, () => nodeGet(internal(web), '/', {})));
+    t.same(new Set(fresh.map((reply) => reply.text.split(' ')[0])).size, 3, 'every unit answered one of the requests on new connections');
     const mixedCase = await viaGateway(`${web.toUpperCase()}.Platform.Internal:${gatewayPort}`);
     t.equal(mixedCase.status, 200, 'the Host header is matched case-insensitively, with its port ignored');
   });
@@ -315,6 +326,39 @@ async function planeTests(t: Test, gateway: Gateway): Promise<void> {
       t.equal(finished.text, 'slow done');
       await put(status(local.port));
       await routable(service, 1);
+    });
+
+    t.test('a unit holding its requests is avoided: it gets at most one per HAProxy thread, the other unit the rest', async (t) => {
+      const held: ServerResponse[] = [];
+      const arrivals = new EventEmitter();
+      const holding = createServer((_request, response) => {
+        held.push(response);
+        arrivals.emit('held');
+      });
+      await new Promise<void>((resolve) => holding.listen(0, '127.0.0.1', resolve));
+      const holder = status((holding.address() as AddressInfo).port, 'active', 2);
+      t.teardown(async () => {
+        for (const response of held) response.end();
+        await store.delete(keyOf(holder));
+        await routable(service, 1);
+        holding.closeAllConnections();
+        holding.close();
+      });
+      await put(holder);
+      await routable(service, 2);
+      // One request at a time, each on a new connection, each waited for until it is answered or held.
+      const replies: Promise<{ status: number }>[] = [];
+      for (let i = 0; i < 12; i++) {
+        const reply = nodeGet(internal(service), '/headers', {});
+        replies.push(reply);
+        await Promise.race([reply, once(arrivals, 'held')]);
+      }
+      // Least outstanding requests: counted across the gateway on the Node plane (one held), per
+      // thread on HAProxy (haproxy-config.ts threadBackendName), where a thread that has not yet
+      // sent the unit a request sees it idle once.
+      t.ok(held.length >= 1 && held.length <= availableParallelism(), `the holding unit got ${held.length} of 12 requests (at most one per thread: ${availableParallelism()})`);
+      for (const response of held) response.end('held');
+      t.same((await Promise.all(replies)).map((reply) => reply.status), new Array<number>(12).fill(200), 'every request was answered, the held ones once released');
     });
 
     t.test('a unit slower than --request-timeout is answered 504', async (t) => {

@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { PlannedRoute } from '../../src/roles/gateway/route-plan.js';
-import { haproxyConfig, hostsMapFile, noUnitBody, routeLabel, routesMapFile, slotName, slotsFor, unitsMapFile, type HaproxyConfigInput } from '../../src/roles/gateway/haproxy-config.js';
+import { haproxyConfig, hostsMapFile, noUnitBody, poolBackendOf, routeLabel, routesMapFile, slotName, slotsFor, threadCommands, threadShare, unitsMapFile, type HaproxyConfigInput } from '../../src/roles/gateway/haproxy-config.js';
 import { backendConfigs, emptyState, MIN_SPARE_BACKENDS, reloaded, routedBackends, transition, type HaproxyState } from '../../src/roles/gateway/haproxy-slots.js';
 import { renderError } from '../../src/roles/gateway/gateway-error.js';
 import { parseStat, refusals } from '../../src/roles/gateway/haproxy-runtime.js';
@@ -44,18 +44,20 @@ t.test('the configuration has a pool of backends: the routes in the routes map, 
   t.match(config, /^ {2}bind 127\.0\.0\.1:8080 name public proto h1$/m);
   t.notMatch(config, /public_listener/, 'a lone (loopback) listener serves both domains');
   t.match(config, /^ {2}stats socket \/s\/runtime\.sock mode 600 level admin expose-fd listeners$/m);
-  t.equal(config.match(/^backend b_\d+$/gm)!.length, 2 + MIN_SPARE_BACKENDS, 'two backends serve routes, the rest are spares');
+  t.equal(config.match(/^backend b_\d+\.0$/gm)!.length, 2 + MIN_SPARE_BACKENDS, 'two backends serve routes, the rest are spares');
+  t.equal(config.match(/^backend b_\d+\.1$/gm)!.length, 2 + MIN_SPARE_BACKENDS, 'each has a copy per thread');
+  t.match(config, /^ {2}use_backend %\[var\(txn\.backend\)\]\.%\[thread\] if routed$/m, 'a thread routes to its own copy');
   t.notMatch(config, /web|orchestrator/, 'no route is named in the configuration');
-  t.match(config, /^ {2}server b_1-1 10\.0\.0\.1:80 maxconn 128$/m);
-  t.match(config, /^ {2}server b_1-2 10\.0\.0\.2:80 maxconn 128$/m);
-  t.match(config, /^ {2}server b_1-3 127\.0\.0\.1:1 disabled maxconn 128$/m, 'free slots are disabled');
-  t.equal(config.match(/^ {2}server b_1-/gm)!.length, slotsFor(2));
-  t.equal(config.match(/^ {2}server b_18-/gm)!.length, slotsFor(0), 'a spare has its slots ready to take units');
+  t.equal(config.match(/^ {2}server b_1-1 10\.0\.0\.1:80 maxconn 64$/gm)!.length, 2, 'in each copy, with the thread\'s share of the unit\'s connections');
+  t.match(config, /^ {2}server b_1-2 10\.0\.0\.2:80 maxconn 64$/m);
+  t.match(config, /^ {2}server b_1-3 127\.0\.0\.1:1 disabled maxconn 64$/m, 'free slots are disabled');
+  t.equal(config.match(/^ {2}server b_1-/gm)!.length, 2 * slotsFor(2));
+  t.equal(config.match(/^ {2}server b_18-/gm)!.length, 2 * slotsFor(0), 'a spare has its slots ready to take units');
   t.match(config, /^ {2}balance leastconn$/m);
   t.match(config, /^ {2}retry-on conn-failure empty-response$/m);
   t.match(config, /^ {2}server own 127\.0\.0\.1:4000$/m, 'unrouted requests reach the Node server');
   t.match(config, /map_str\(\/s\/hosts\.map\)/);
-  t.match(config, /http-error status 502 .*%\[srv_name,map_str\(\/s\/units\.map\)\] of %\[be_name,map_str\(\/s\/routes\.map\),field\(2,:\)\] could not be reached/);
+  t.match(config, /http-error status 502 .*%\[srv_name,map_str\(\/s\/units\.map\)\] of %\[be_name,field\(1,\.\),map_str\(\/s\/routes\.map\),field\(2,:\)\] could not be reached/);
   t.equal(hostsMapFile(state.hosts), 'web.platform.internal b_1\norchestrator.platform.internal b_2\n');
   t.match(routesMapFile(backendConfigs(state)), /^b_1 service:web\nb_2 component:orchestrator\nb_3 -\n/);
   t.match(unitsMapFile(backendConfigs(state)), /^b_1-1 web-1\.service\nb_1-2 web-2\.service\nb_1-3 -\n/);
@@ -77,14 +79,14 @@ t.test('IPv6 listeners and units are written with their family prefix; with an i
   t.match(config, /^ {2}bind ipv6@:::80 name public proto h1$/m);
   t.match(config, /^ {2}bind 10\.0\.0\.5:81 name internal proto h1$/m);
   t.match(config, /^ {2}http-request unset-var\(txn\.backend\) if public_listener \{ var\(txn\.host\) -m end \.platform\.internal \}$/m, 'the public listener routes no internal host');
-  t.match(config, /^ {2}server b_1-1 ipv6@fd00::1:80 maxconn 128$/m);
+  t.match(config, /^ {2}server b_1-1 ipv6@fd00::1:80 maxconn 64$/m);
 });
 
 /** What HAProxy makes of a double-quoted lf-string, with the routes map saying `kind:name`. */
 const haproxyRenders = (lfString: string, kind: string, name: string): string =>
   lfString
-    .replace(/%\[be_name,map_str\(\/s\/routes\.map\),field\(1,:\)\]/g, kind)
-    .replace(/%\[be_name,map_str\(\/s\/routes\.map\),field\(2,:\)\]/g, name)
+    .replace(/%\[be_name,field\(1,\.\),map_str\(\/s\/routes\.map\),field\(1,:\)\]/g, kind)
+    .replace(/%\[be_name,field\(1,\.\),map_str\(\/s\/routes\.map\),field\(2,:\)\]/g, name)
     .replace(/\\n/g, '\n')
     .replace(/\\(.)/g, '$1')
     .replace(/%%/g, '%');
@@ -107,6 +109,26 @@ t.test('a unit joining, draining and coming back is three runtime commands each,
   t.same(drained.commands, ['set server b_1/b_1-1 state drain']);
   const back = transition(drained.next, [route('web', ['10.0.0.1:80', '10.0.0.2:80'])], targets);
   t.same(back.commands, ['set server b_1/b_1-1 state ready'], 'a draining unit that is routable again is readied in its slot');
+});
+
+t.test('a command on a pool backend\'s server goes to every thread\'s copy of it; map commands go once', async (t) => {
+  const commands = ['set server b_1/b_1-2 addr 10.0.0.2 port 80', 'set map /s/units.map b_1-2 web-2.service', 'set server b_1/b_1-2 state drain', 'add server b_12/b_12-5 10.0.0.5:80 maxconn 64', 'enable server b_12/b_12-5', 'add map /s/hosts.map web.platform.internal b_1'];
+  t.same(threadCommands(commands, 2), [
+    'set server b_1.0/b_1-2 addr 10.0.0.2 port 80',
+    'set server b_1.1/b_1-2 addr 10.0.0.2 port 80',
+    'set map /s/units.map b_1-2 web-2.service',
+    'set server b_1.0/b_1-2 state drain',
+    'set server b_1.1/b_1-2 state drain',
+    'add server b_12.0/b_12-5 10.0.0.5:80 maxconn 64',
+    'add server b_12.1/b_12-5 10.0.0.5:80 maxconn 64',
+    'enable server b_12.0/b_12-5',
+    'enable server b_12.1/b_12-5',
+    'add map /s/hosts.map web.platform.internal b_1',
+  ]);
+  t.same(threadCommands(commands, 1).filter((command) => command.includes(' server ')), commands.filter((command) => command.includes(' server ')).map((command) => command.replace(/(b_\d+)\//, '$1.0/')));
+  t.equal(poolBackendOf('b_12.1'), 'b_12');
+  t.equal(poolBackendOf('own'), 'own');
+  t.same([threadShare(128, 2), threadShare(128, 3), threadShare(1, 4)], [64, 42, 1], 'the copies together stay within the cap, and each takes at least one');
 });
 
 t.test('a new service takes a spare backend through the routes map, no reload; its hosts are mapped once it has units', async (t) => {

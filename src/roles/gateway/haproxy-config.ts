@@ -83,6 +83,32 @@ export interface TlsBind {
 /** The pool's backends: the route a backend serves is in the routes map, never in its name. */
 export const poolBackendName = (index: number): string => `b_${index}`;
 
+/**
+ * HAProxy's copy of a pool backend for one of its threads. Each thread routes the requests of its
+ * client connections to its own copy (`use_backend ….%[thread]`), so no two threads share a
+ * backend's load-balancing lock: with `balance leastconn` that lock is taken on every pick, take
+ * and release, and two threads spinning on it cost 5-7 µs a request (docs/gateway.md). Every copy
+ * holds the same servers under the same names, so the units map, the slots and the commands that
+ * change them (threadCommands) are the pool backend's.
+ */
+export const threadBackendName = (backend: string, thread: number): string => `${backend}.${thread}`;
+
+/** The pool backend (`b_<n>`) a thread's copy belongs to: what the hosts and routes maps name. */
+export const poolBackendOf = (haproxyBackend: string): string => haproxyBackend.split('.')[0]!;
+
+/** A unit's connection cap shared out over the threads' copies, so the copies together stay within it. */
+export const threadShare = (upstreamConnections: number, threads: number): number => Math.max(1, Math.floor(upstreamConnections / threads));
+
+/** A Runtime API command that names a pool backend's server, repeated for each thread's copy; the others as they are. */
+export function threadCommands(commands: readonly string[], threads: number): string[] {
+  return commands.flatMap((command) => {
+    const match = /^((?:set|add|del|enable|disable) server) (b_\d+)\/(.*)$/.exec(command);
+    if (match === null) return [command];
+    const [, verb, backend, rest] = match;
+    return Array.from({ length: threads }, (_, thread) => `${verb} ${threadBackendName(backend!, thread)}/${rest}`);
+  });
+}
+
 /** A route in the routes map: `service:web`, `component:orchestrator` (names are DNS labels, without a colon). */
 export const routeLabel = (route: { name: string; kind: 'service' | 'component' }): string => `${route.kind}:${route.name}`;
 
@@ -116,8 +142,8 @@ export const serverAddress = (address: string): string => {
 };
 
 /** The route's kind and name, read from the routes map by the backend's name when HAProxy answers. */
-const routeKind = (files: HaproxyFiles): string => `%[be_name,map_str(${files.routesMap}),field(1,:)]`;
-const routeName = (files: HaproxyFiles): string => `%[be_name,map_str(${files.routesMap}),field(2,:)]`;
+const routeKind = (files: HaproxyFiles): string => `%[be_name,field(1,.),map_str(${files.routesMap}),field(1,:)]`;
+const routeName = (files: HaproxyFiles): string => `%[be_name,field(1,.),map_str(${files.routesMap}),field(2,:)]`;
 
 /** Text for a double-quoted log-format string: HAProxy's quoting, then `%` (log-format) escaped. */
 const logFormatText = (text: string): string => text.replace(/[\\"$]/g, (c) => `\\${c}`).replace(/%/g, '%%').replace(/\n/g, '\\n');
@@ -265,20 +291,26 @@ function frontendSection(input: HaproxyConfigInput): string[] {
     `  http-after-response set-status 502 if { status 503 } { res.hdr(${UNREACHABLE_HEADER}) -m found }`,
     `  http-after-response del-header ${UNREACHABLE_HEADER} if { status 502 }`,
     ...hstsLines(input.tls),
-    '  use_backend %[var(txn.backend)] if routed',
+    '  use_backend %[var(txn.backend)].%[thread] if routed',
     // Unknown hosts and the gateway's own endpoints: the Node server answers them as the Node plane does.
     '  default_backend own',
     '',
   ];
 }
 
-function backendSection(backend: BackendConfig, input: HaproxyConfigInput): string[] {
+/** A pool backend as one copy per HAProxy thread (threadBackendName), each with the thread's share of a unit's connections. */
+function backendSections(backend: BackendConfig, input: HaproxyConfigInput): string[] {
+  const { threads, upstreamConnections } = input.settings;
+  return Array.from({ length: threads }, (_, thread) => backendSection(backend, threadBackendName(backend.name, thread), threadShare(upstreamConnections, threads), input)).flat();
+}
+
+function backendSection(backend: BackendConfig, name: string, maxconn: number, input: HaproxyConfigInput): string[] {
   const { settings, files } = input;
   const idempotent = '{ method GET HEAD OPTIONS PUT DELETE }';
   const noUnit = (html: boolean): string =>
     `  http-request return status 503 content-type "${html ? 'text/html' : 'application/json'}; charset=utf-8" hdr retry-after ${RETRY_AFTER_SECONDS} hdr cache-control no-store lf-string "${noUnitBody(files, html)}" if { nbsrv() eq 0 } !{ stopping }`;
   return [
-    `backend ${backend.name}`,
+    `backend ${name}`,
     '  balance leastconn',
     '  retries 1',
     '  option redispatch 1',
@@ -291,8 +323,8 @@ function backendSection(backend: BackendConfig, input: HaproxyConfigInput): stri
     unitErrorLine(504, settings, files),
     ...backend.slots.map((slot, index) =>
       slot.address === undefined
-        ? `  server ${slotName(backend.name, index)} 127.0.0.1:1 disabled maxconn ${settings.upstreamConnections}`
-        : `  server ${slotName(backend.name, index)} ${serverAddress(slot.address)} maxconn ${settings.upstreamConnections}`,
+        ? `  server ${slotName(backend.name, index)} 127.0.0.1:1 disabled maxconn ${maxconn}`
+        : `  server ${slotName(backend.name, index)} ${serverAddress(slot.address)} maxconn ${maxconn}`,
     ),
     '',
   ];
@@ -310,7 +342,7 @@ export function haproxyConfig(input: HaproxyConfigInput): string {
     `  http-request disable-l7-retry unless { method GET HEAD OPTIONS PUT DELETE }`,
     `  server own 127.0.0.1:${input.ownPort}`,
     '',
-    ...input.backends.flatMap((backend) => backendSection(backend, input)),
+    ...input.backends.flatMap((backend) => backendSections(backend, input)),
   ].join('\n');
 }
 

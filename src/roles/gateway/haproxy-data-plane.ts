@@ -13,9 +13,12 @@ import {
   connectionHeadersLua,
   haproxyConfig,
   hostsMapFile,
+  poolBackendOf,
   routeLabel,
   routesMapFile,
   slotName,
+  threadCommands,
+  threadShare,
   unitsMapFile,
   type HaproxyFiles,
   type HaproxySettings,
@@ -163,7 +166,7 @@ export class HaproxyDataPlane implements DataPlane {
 
   /** The route name a backend serves or last served (its counters are that route's), as HAProxy's routes map says. */
   private routeOf(backend: string): string | undefined {
-    const label = this.live.backends.get(backend)?.label;
+    const label = this.live.backends.get(poolBackendOf(backend))?.label;
     return label === undefined || label === '-' ? undefined : label.slice(label.indexOf(':') + 1);
   }
 
@@ -177,7 +180,8 @@ export class HaproxyDataPlane implements DataPlane {
   async view(): Promise<RouteView[]> {
     const open = new Map<string, number>();
     if (this.process?.running) {
-      for (const stat of await serverStats(this.files!.runtimeSocket).catch(() => [])) open.set(stat.server, stat.current);
+      // A slot's server has one copy per thread (threadBackendName), under the same name.
+      for (const stat of await serverStats(this.files!.runtimeSocket).catch(() => [])) open.set(stat.server, (open.get(stat.server) ?? 0) + stat.current);
     }
     const routed = routedBackends(this.live);
     return this.plan.map((route) => {
@@ -215,11 +219,12 @@ export class HaproxyDataPlane implements DataPlane {
       this.pending = false;
       const process = this.process!;
       if (!process.running) return;
-      const step = transition(this.state, this.plan, { ...this.files!, upstreamConnections: this.config.gateway.upstreamConnections });
+      const { threads, upstreamConnections } = this.settings();
+      const step = transition(this.state, this.plan, { ...this.files!, upstreamConnections: threadShare(upstreamConnections, threads) });
       try {
         if (step.commands.length > 0) {
           this.state = step.next;
-          const failures = await runtimeCommands(this.files!.runtimeSocket, step.commands);
+          const failures = await runtimeCommands(this.files!.runtimeSocket, threadCommands(step.commands, threads));
           if (failures.length > 0) {
             // HAProxy holds something else than the gateway thinks: write the whole state and reload.
             this.log.warn({ failures }, 'haproxy refused runtime commands; reloading to resynchronise');

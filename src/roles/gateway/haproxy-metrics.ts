@@ -12,7 +12,7 @@ export interface HaproxyMetricsSource {
   restarts(): number;
   /** `show stat` CSV; rejects when HAProxy does not answer. */
   stat(): Promise<string>;
-  /** The route a pool backend serves or last served; undefined for a spare. */
+  /** The route a pool backend (any thread's copy of it) serves or last served; undefined for a spare. */
   route(backend: string): string | undefined;
 }
 
@@ -115,6 +115,7 @@ new Gauge({
   registers,
   async collect() {
     this.reset();
-    for (const row of await backendRows()) this.set({ service: row.service! }, Number(row.scur) || 0);
+    // One row per thread's copy of the service's backend (haproxy-config.ts threadBackendName).
+    for (const row of await backendRows()) this.inc({ service: row.service! }, Number(row.scur) || 0);
   },
 });
