@@ -205,8 +205,12 @@ export class UnitReconciler {
     }
     await starting;
     memory.readyContainer = undefined;
-    if (listening !== undefined) this.probeUntilReady(assignment, memory, containerId, listening);
-    await this.report(assignment, memory, { active: 'activating', sub: 'start-pre', containerId });
+    const started: UnitState = { active: 'activating', sub: 'start-pre', containerId };
+    // A unit that serves at its first probe goes straight to running: its started status would
+    // be one more store write (and a watch event for every role) while the other units of a
+    // deploy are still being created. One that does not is reported started after that probe.
+    if (listening !== undefined) this.probeUntilReady(assignment, memory, containerId, listening, started);
+    else await this.report(assignment, memory, started);
     this.options.wakeIn(0);
   }
 
@@ -234,9 +238,10 @@ export class UnitReconciler {
    * without waiting for a whole reconcile pass (engine check, container list) to notice it. A
    * new container, a stopped one or a slot no longer assigned ends the loop (they clear
    * `probing`), and with it the report: the check and the report are in one tick, so a pass's
-   * later report of that slot always comes after this one.
+   * later report of that slot always comes after this one. `notReady` is reported when the first
+   * probe fails (a container just created, not reported yet).
    */
-  private probeUntilReady(assignment: Assignment, memory: SlotMemory, containerId: string, port: number): void {
+  private probeUntilReady(assignment: Assignment, memory: SlotMemory, containerId: string, port: number, notReady?: UnitState): void {
     if (memory.probing === containerId) return;
     memory.probing = containerId;
     const address = `${this.options.unitHost}:${port}`;
@@ -249,6 +254,11 @@ export class UnitReconciler {
           memory.readyContainer = containerId;
           await this.report(assignment, memory, { active: 'active', sub: 'running', address, containerId });
           return;
+        }
+        // Unless a pass has reported the container meanwhile (with its address). Not awaited: the next
+        // probe must not wait for the write's round trip (the reporter keeps the order).
+        if (attempt === 0 && notReady && memory.probing === containerId && this.options.reporter.get(slotOf(assignment))?.containerId !== containerId) {
+          void this.report(assignment, memory, notReady).catch(() => undefined);
         }
         await new Promise((resolve) => setTimeout(resolve, probeDelayMs(attempt)));
       }
