@@ -14,10 +14,14 @@ import { watchCluster } from './cluster-events.js';
 // shims (runc reaped by them), the units' own processes, this bench; and the machine's total from
 // /proc/stat, whose excess over the named processes is everything else running. Beside it, etcd's
 // own counters (from its /metrics) of the requests and watch events of each window.
-//   node dist/bench/deploy-cpu.js [rounds]
+// `--timeline` also samples the roles', etcd's and dockerd's CPU every 5 ms of the deploys and
+// prints it per 50 ms slice; the sampling costs this bench about 0.1 ms of CPU a millisecond,
+// which then shows in its row, so the table is best read from a run without it.
+//   node dist/bench/deploy-cpu.js [rounds] [--timeline]
 
 const UNITS = 10;
 const ROUNDS = Number(process.argv[2] ?? 6);
+const TIMELINE = process.argv.includes('--timeline');
 const ROLES: BenchRole[] = ['directory', 'scheduler', 'orchestrator', 'agent'];
 const TICK_MS = 1000 / 100; // USER_HZ: 100 on Linux
 
@@ -111,6 +115,46 @@ async function etcdCounters(): Promise<Record<string, number>> {
   return counters;
 }
 
+/** CPU nanoseconds a process has run (every thread), from /proc/<pid>/task/<tid>/schedstat: finer than stat's ticks. */
+function runNs(pid: number): number {
+  let total = 0;
+  try {
+    for (const task of readdirSync(`/proc/${pid}/task`)) total += Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]);
+  } catch {
+    // gone meanwhile
+  }
+  return total;
+}
+
+const TIMELINE_MS = 50;
+
+/**
+ * Samples the roles', etcd's and dockerd's CPU every few milliseconds until stopped, and adds it
+ * up per 50 ms slice of the window: which process works when (before the creates, while Docker
+ * creates and starts, after).
+ */
+function timeline(pids: Map<string, number>): () => Map<string, number[]> {
+  const slices = new Map<string, number[]>([...pids.keys()].map((name) => [name, []]));
+  const started = performance.now();
+  let last = new Map([...pids].map(([name, pid]) => [name, runNs(pid)]));
+  const sample = () => {
+    const slice = Math.floor((performance.now() - started) / TIMELINE_MS);
+    const now = new Map([...pids].map(([name, pid]) => [name, runNs(pid)]));
+    for (const [name, ns] of now) {
+      const list = slices.get(name)!;
+      while (list.length <= slice) list.push(0);
+      list[slice] += (ns - last.get(name)!) / 1e6;
+    }
+    last = now;
+  };
+  const timer = setInterval(sample, 5);
+  return () => {
+    clearInterval(timer);
+    sample();
+    return slices;
+  };
+}
+
 interface Window {
   ms: number;
   cpu: Record<string, number>;
@@ -147,17 +191,28 @@ async function deploy(): Promise<number> {
   const running = (units: { service: string; active: string; sub: string }[]) =>
     units.filter((u) => u.service === service && u.active === 'active' && u.sub === 'running').length === UNITS;
   const end = await windowStart();
+  const stopTimeline = TIMELINE ? timeline(timelinePids) : undefined;
   const started = performance.now();
   const reply = await http('POST', `${platform.url('scheduler')}/hooks/deploy`, { serviceName: service, containerRepository: image.reference, pushedAt: 0 });
   if (reply.status !== 200) throw new Error(`deploy failed: ${JSON.stringify(reply.body)}`);
-  const window = await end((await cluster.until(({ units }) => running(units))) - started);
+  const finished = await cluster.until(({ units }) => running(units));
+  const slices = stopTimeline?.();
+  const window = await end(finished - started);
   deploys.push(window);
+  if (slices) timelines.push(slices);
   await http('DELETE', `${platform.url('orchestrator')}/services/${service}`);
   await cluster.until(({ units }) => !units.some((u) => u.service === service));
   await new Promise((resolve) => setTimeout(resolve, 300));
   return window.ms;
 }
 
+const timelines: Map<string, number[]>[] = [];
+const children = [...processes().values()].filter((proc) => proc.ppid === process.pid);
+const timelinePids = new Map<string, number>([
+  ...ROLES.map((role): [string, number] => [role, platform.roles[role]!.child.pid!]),
+  ['etcd', children.find((proc) => proc.comm === 'etcd')!.pid],
+  ['dockerd', children.find((proc) => proc.comm === 'dockerd')!.pid],
+]);
 const floors: Window[] = [];
 const deploys: Window[] = [];
 await deploy(); // warm-up: the image check, the first pass's caches
@@ -190,5 +245,11 @@ for (const bucket of buckets) {
 const counters = [...new Set(deploys.flatMap((w) => Object.keys(w.etcd)))].filter((key) => deploys.some((w) => w.etcd[key]));
 console.log('\netcd per deploy window, median (the floor touches no store):');
 for (const key of counters.sort()) console.log(`  ${key.padEnd(20)} ${med(deploys, (w) => w.etcd[key]).toFixed(0)}`);
+// The first rounds' deploys slice by slice (the windows differ in length, so no median).
+if (TIMELINE) console.log(`\nCPU ms per ${TIMELINE_MS} ms slice of the first deploys' windows, from /proc/<pid>/task/*/schedstat:`);
+for (const [round, slices] of timelines.slice(0, 3).entries()) {
+  console.log(`deploy ${round + 1}:`);
+  for (const [name, list] of slices) console.log(`  ${name.padEnd(12)} ${list.map((ms) => ms.toFixed(0).padStart(3)).join(' ')}`);
+}
 cluster.close();
 await platform.stop();
