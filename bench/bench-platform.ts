@@ -89,9 +89,18 @@ export type FloorMark = (step: 'created' | 'started', elapsed: number) => void;
 
 /**
  * Creates and starts `count` containers of `image` straight through the Docker API, all at once
- * (each started as soon as its create returns): the floor. `mark` is told when each step answers.
+ * (each started as soon as its create returns): the floor. `mark` is told when each step answers;
+ * `stopped` is awaited with the elapsed time before the containers are removed (bench/deploy-cpu.ts
+ * ends its CPU window there).
  */
-export async function dockerApiStart(engine: DockerEngine, image: string, count: number, kind: ReferenceOptions = 'unit', mark?: FloorMark): Promise<number> {
+export async function dockerApiStart(
+  engine: DockerEngine,
+  image: string,
+  count: number,
+  kind: ReferenceOptions = 'unit',
+  mark?: FloorMark,
+  stopped?: (elapsed: number) => Promise<void>,
+): Promise<number> {
   const prefix = `ref-${Math.random().toString(36).slice(2, 8)}`;
   const ports = await Promise.all(Array.from({ length: count }, () => freePort()));
   const started = performance.now();
@@ -105,6 +114,7 @@ export async function dockerApiStart(engine: DockerEngine, image: string, count:
     }),
   );
   const elapsed = performance.now() - started;
+  await stopped?.(elapsed);
   await Promise.all(containers.map((c) => c.remove({ force: true })));
   return elapsed;
 }

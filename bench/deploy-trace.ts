@@ -10,6 +10,7 @@ import { watchCluster } from './cluster-events.js';
 // POST /hooks/deploy was sent; the floor (create + start of 10 containers through the Docker API)
 // runs just before each deploy, with its own steps timed. Wall-clock ratios swing with the
 // machine's load; the platform's own milliseconds between phases are steadier.
+// TRACE_LINES=1 also prints every trace line of each deploy, in order.
 //   node dist/bench/deploy-trace.js [rounds]
 
 const UNITS = 10;
@@ -62,6 +63,9 @@ async function tracedDeploy(): Promise<Phases> {
   const finished = (await cluster.until(({ units }) => running(units))) - startedMono;
   await new Promise((resolve) => setTimeout(resolve, 200)); // the roles' last trace lines are still in their pipes
   const seen = lines.filter((line) => line.at >= started);
+  if (process.env.TRACE_LINES === '1') {
+    for (const line of seen.filter((l) => l.at - started < finished)) console.log(`${(line.at - started).toFixed(1)} ${line.role} ${line.phase} ${line.detail}`);
+  }
   const of = (phase: string, detail?: (d: string) => boolean) => seen.filter((line) => line.phase === phase && (!detail || detail(line.detail))).map((line) => line.at - started);
   const mine = (d: string) => d.includes(service);
   const runningOf = (d: string) => mine(d) && d.endsWith('active/running');

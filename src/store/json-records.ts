@@ -23,11 +23,19 @@ export async function listRecords<T>(store: Store, prefix: string): Promise<T[]>
  * Applies `change` to the record at `key` and writes it if nobody wrote in between, retrying on
  * conflict. Returns the record and the write's revision, or undefined when the key does not
  * exist. `change` may throw to refuse. `alsoWrite` adds writes that must land with the record's
- * (its journal line, say) in the same transaction.
+ * (its journal line, say) in the same transaction. `known` is a version the caller holds (its
+ * own last write): the first attempt compares against it instead of reading, one round trip
+ * instead of two; if the record moved since, it is read and the change applied again.
  */
-export async function updateRecord<T>(store: Store, key: string, change: (current: T) => T, alsoWrite: (record: T) => Operation[] = () => []): Promise<{ record: T; revision: number } | undefined> {
+export async function updateRecord<T>(
+  store: Store,
+  key: string,
+  change: (current: T) => T,
+  alsoWrite: (record: T) => Operation[] = () => [],
+  known?: Versioned<T>,
+): Promise<{ record: T; revision: number } | undefined> {
+  let current = known ?? (await readRecord<T>(store, key));
   for (;;) {
-    const current = await readRecord<T>(store, key);
     if (!current) return undefined;
     const record = change(current.record);
     const result = await store.txn(
@@ -35,6 +43,7 @@ export async function updateRecord<T>(store: Store, key: string, change: (curren
       [{ op: 'put', key, value: JSON.stringify(record) }, ...alsoWrite(record)],
     );
     if (result.succeeded) return { record, revision: result.revision };
+    current = await readRecord<T>(store, key);
   }
 }
 

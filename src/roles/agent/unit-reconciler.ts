@@ -205,8 +205,12 @@ export class UnitReconciler {
     }
     await starting;
     memory.readyContainer = undefined;
-    if (listening !== undefined) this.probeUntilReady(assignment, memory, containerId, listening);
-    await this.report(assignment, memory, { active: 'activating', sub: 'start-pre', containerId });
+    // A unit that serves at its first probe goes straight to running: its started status would
+    // be one more store write (and a watch event for every role) while the other units of a
+    // deploy are still being created. One that does not is reported started after that probe,
+    // as the next pass would report it (with its address), so that pass writes nothing more.
+    if (listening !== undefined) this.probeUntilReady(assignment, memory, containerId, listening, true);
+    else await this.report(assignment, memory, { active: 'activating', sub: 'start-pre', containerId });
     this.options.wakeIn(0);
   }
 
@@ -220,12 +224,17 @@ export class UnitReconciler {
     const address = `${this.options.unitHost}:${hostPort}`;
     if (memory.readyContainer !== container.id) {
       this.probeUntilReady(assignment, memory, container.id, hostPort);
-      const waiting: UnitFailure | undefined = assignment.healthCheck
-        ? { error: `waiting for GET ${assignment.healthCheck.path} to answer 2xx`, errorKind: 'health-check' }
-        : undefined;
-      return this.report(assignment, memory, { active: 'activating', sub: 'start-pre', address, containerId: container.id }, waiting);
+      return this.reportProbing(assignment, memory, container.id, address);
     }
     return this.report(assignment, memory, { active: 'active', sub: 'running', address, containerId: container.id });
+  }
+
+  /** A started container that has not passed its probe yet. */
+  private reportProbing(assignment: Assignment, memory: SlotMemory, containerId: string, address: string): Promise<void> {
+    const waiting: UnitFailure | undefined = assignment.healthCheck
+      ? { error: `waiting for GET ${assignment.healthCheck.path} to answer 2xx`, errorKind: 'health-check' }
+      : undefined;
+    return this.report(assignment, memory, { active: 'activating', sub: 'start-pre', address, containerId }, waiting);
   }
 
   /**
@@ -234,9 +243,10 @@ export class UnitReconciler {
    * without waiting for a whole reconcile pass (engine check, container list) to notice it. A
    * new container, a stopped one or a slot no longer assigned ends the loop (they clear
    * `probing`), and with it the report: the check and the report are in one tick, so a pass's
-   * later report of that slot always comes after this one.
+   * later report of that slot always comes after this one. With `unreported` (a container just
+   * created) the container is reported as probing when the first probe fails.
    */
-  private probeUntilReady(assignment: Assignment, memory: SlotMemory, containerId: string, port: number): void {
+  private probeUntilReady(assignment: Assignment, memory: SlotMemory, containerId: string, port: number, unreported = false): void {
     if (memory.probing === containerId) return;
     memory.probing = containerId;
     const address = `${this.options.unitHost}:${port}`;
@@ -249,6 +259,11 @@ export class UnitReconciler {
           memory.readyContainer = containerId;
           await this.report(assignment, memory, { active: 'active', sub: 'running', address, containerId });
           return;
+        }
+        // Unless a pass has reported the container meanwhile (with its address). Not awaited: the next
+        // probe must not wait for the write's round trip (the reporter keeps the order).
+        if (attempt === 0 && unreported && memory.probing === containerId && this.options.reporter.get(slotOf(assignment))?.containerId !== containerId) {
+          void this.reportProbing(assignment, memory, containerId, address).catch(() => undefined);
         }
         await new Promise((resolve) => setTimeout(resolve, probeDelayMs(attempt)));
       }

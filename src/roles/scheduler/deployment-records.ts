@@ -1,6 +1,6 @@
 import type { Operation, Store } from '../../store/store.js';
 import { deploymentKey, deploymentPrefix } from '../../store/keys.js';
-import { deleteKeys, listRecords, readRecord, updateRecord } from '../../store/json-records.js';
+import { deleteKeys, listRecords, readRecord, updateRecord, type Versioned } from '../../store/json-records.js';
 import { currentTarget, type Deployment, type Release, type UnitProgress } from '../../schemas/release.js';
 import { isFinished } from '../../schemas/states.js';
 import { timeOrderedId } from './ids.js';
@@ -36,7 +36,8 @@ export const isInFlight = (deployment: Deployment): boolean => !isFinished(deplo
 export async function startDeployment(store: Store, release: Release, trigger: string, options: { id?: string; why?: string } = {}): Promise<Deployment> {
   const { deployment, operations } = deploymentStart(release, trigger, options);
   // One transaction: the record and its journal lines appear together, in one round trip.
-  await store.txn([], operations);
+  const { revision } = await store.txn([], operations);
+  remember(store, deployment, revision);
   return deployment;
 }
 
@@ -57,15 +58,35 @@ export function deploymentStart(release: Release, trigger: string, options: { id
   return { deployment, operations };
 }
 
-async function updateDeployment(store: Store, id: string, change: Partial<Deployment>): Promise<void> {
-  await updateRecord<Deployment>(store, deploymentKey(id), (current) => ({ ...current, ...change, updatedAt: new Date().toISOString() }));
+/**
+ * The version of each unfinished deployment record this process last wrote, by store. A rollout
+ * updates its record at every change of its units (ten units starting: several updates in half a
+ * second, while Docker works on the same cores); with the version at hand each update is one
+ * compare-and-swap instead of a read and a compare-and-swap. A record someone else wrote since
+ * (another leader, a stop) fails the compare and is read afresh. Finished records are dropped.
+ */
+const lastWritten = new WeakMap<Store, Map<string, Versioned<Deployment>>>();
+
+function remember(store: Store, record: Deployment, revision: number): void {
+  let written = lastWritten.get(store);
+  if (!written) lastWritten.set(store, (written = new Map()));
+  if (isFinished(record)) written.delete(record.id);
+  else written.set(record.id, { record, modRevision: revision });
 }
 
+async function updateDeployment(store: Store, id: string, change: (current: Deployment) => Deployment, alsoWrite?: (record: Deployment) => Operation[]): Promise<void> {
+  const updated = await updateRecord<Deployment>(store, deploymentKey(id), change, alsoWrite, lastWritten.get(store)?.get(id));
+  if (updated) remember(store, updated.record, updated.revision);
+  else lastWritten.get(store)?.delete(id);
+}
+
+const withChange = (change: Partial<Deployment>) => (current: Deployment): Deployment => ({ ...current, ...change, updatedAt: new Date().toISOString() });
+
 /** A step on the way: the images are being pulled, or units are being placed and replaced. */
-export const recordPhase = (store: Store, deployment: Deployment, state: 'pulling' | 'rolling'): Promise<void> => updateDeployment(store, deployment.id, { state });
+export const recordPhase = (store: Store, deployment: Deployment, state: 'pulling' | 'rolling'): Promise<void> => updateDeployment(store, deployment.id, withChange({ state }));
 
 /** What the deployment's units are doing now, for people watching it. */
-export const recordProgress = (store: Store, deployment: Deployment, units: UnitProgress[]): Promise<void> => updateDeployment(store, deployment.id, { units });
+export const recordProgress = (store: Store, deployment: Deployment, units: UnitProgress[]): Promise<void> => updateDeployment(store, deployment.id, withChange({ units }));
 
 /**
  * The deployment ended: its state, why (unless it succeeded), a journal line and the notification
@@ -73,9 +94,9 @@ export const recordProgress = (store: Store, deployment: Deployment, units: Unit
  */
 export async function recordOutcome(store: Store, deployment: Deployment, state: 'succeeded' | 'failed' | 'reverted' | 'superseded', reason: string): Promise<void> {
   const finishedAt = new Date().toISOString();
-  await updateRecord<Deployment>(
+  await updateDeployment(
     store,
-    deploymentKey(deployment.id),
+    deployment.id,
     (current) => ({ ...current, state, finishedAt, updatedAt: finishedAt, ...(state === 'succeeded' ? {} : { reason }) }),
     (record) => [
       journalWrite({ service: deployment.service, deployment: deployment.id, kind: `deployment.${state}`, message: `v${deployment.release}: ${reason}` }),
