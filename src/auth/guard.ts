@@ -95,8 +95,8 @@ function authenticateSession(control: AccessControl, session: { value: string; f
 
 /** 429 while the caller's address is limited, before its token is looked up. */
 export function refuseWhileLimited(control: AccessControl, request: FastifyRequest, reply: FastifyReply): void {
-  // Nothing failed lately (the usual case): no address to work out on every call.
-  if (!control.failures || control.failures.size === 0) return;
+  // No address is at its limit (the usual case, even just after a few failures): no address to work out.
+  if (!control.failures?.limitsAny()) return;
   const address = clientAddress(request);
   const waitMs = control.failures.retryAfterMs(address);
   if (waitMs <= 0) return;
