@@ -47,7 +47,10 @@ export class FailureLimiter {
    * one failure somewhere (a mistyped token) must not make every call pay the lookup for a minute.
    */
   limitsAny(): boolean {
-    return this.limitingUntil > this.now();
+    if (this.limitingUntil === -Infinity) return false; // no clock read while no address reached the limit
+    if (this.limitingUntil > this.now()) return true;
+    this.limitingUntil = -Infinity;
+    return false;
   }
 
   recordFailure(address: string): void {
