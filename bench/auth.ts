@@ -14,9 +14,12 @@ import { median, printTable } from './table.js';
 // (--auth none ignores it), so that the comparison is of the check, not of parsing one more
 // header; the reference without the header, the method before 2026-11-23, is measured beside it.
 
-// A run is 4 blocks of 3 rounds. Each block starts a fresh pair of directories: one process runs a
-// few per cent faster or slower than another for the whole of its life (two --auth none processes
+// A run is 4 blocks of 3 rounds. Each block starts fresh directories: one process runs a few per
+// cent faster or slower than another for the whole of its life (two --auth none processes
 // measured 19.7 and 21.6 µs a request in one run), so a single pair cannot show a 5 % margin.
+// Each series has a process of its own, so each works one turn in three and idles alike (until
+// 2026-11-24 the reference served both unchecked series and idled 3 s between turns, the checked
+// directory 6 s).
 // Within a block each round runs the series back to back, and the ratio is the median of the
 // rounds' own ratios: a burst of load elsewhere falls on one round's pair, not on one series.
 const BLOCKS = Number(process.argv[2] ?? 4); // `node dist/bench/auth.js BLOCKS`
@@ -35,8 +38,9 @@ if (created.status !== 201 && created.status !== 200) throw new Error(`token cre
 const read = { authorization: `Bearer ${(created.body as { secret: string }).secret}` };
 
 type Directory = Awaited<ReturnType<typeof serveRole>>;
-const startPair = async (): Promise<{ open: Directory; guarded: Directory }> => ({
+const startDirectories = async (): Promise<{ open: Directory; bare: Directory; guarded: Directory }> => ({
   open: await serveRole('directory', await freePort(), [...flags, '--auth', 'none']),
+  bare: await serveRole('directory', await freePort(), [...flags, '--auth', 'none']),
   guarded: await serveRole('directory', await freePort(), [...flags, '--auth', 'token']),
 });
 const assertChecked = async (guarded: Directory) => {
@@ -60,7 +64,7 @@ type Run = { rps: number; cpuMicros: number };
 type Series = 'guarded' | 'open' | 'bare';
 const measured: Record<Series, Run[]> = { guarded: [], open: [], bare: [] };
 for (let block = 0; block < BLOCKS; block++) {
-  const { open, guarded } = await startPair();
+  const { open, bare, guarded } = await startDirectories();
   if (block === 0) {
     const declared = await http('POST', `${open.url}/services`, { name: 'read-me', containerImage: 'team/web', numInstances: 3, env: { A: '1' } });
     if (declared.status !== 201) throw new Error(`declaration failed: ${JSON.stringify(declared.body)}`);
@@ -69,7 +73,7 @@ for (let block = 0; block < BLOCKS; block++) {
   const series: { name: Series; role: Directory; headers: Record<string, string> }[] = [
     { name: 'guarded', role: guarded, headers: read },
     { name: 'open', role: open, headers: read },
-    { name: 'bare', role: open, headers: {} },
+    { name: 'bare', role: bare, headers: {} },
   ];
   for (const { role, headers } of series) await load(role, headers); // warm-up, each
   for (let round = 0; round < ROUNDS_PER_BLOCK; round++) {
@@ -78,7 +82,7 @@ for (let block = 0; block < BLOCKS; block++) {
     const order = [...series.slice(turn % series.length), ...series.slice(0, turn % series.length)];
     for (const entry of turn % 2 ? order.reverse() : order) measured[entry.name].push(await load(entry.role, entry.headers));
   }
-  await Promise.all([open.stop(), guarded.stop()]);
+  await Promise.all([open.stop(), bare.stop(), guarded.stop()]);
 }
 const { guarded: guardedRuns, open: openRuns, bare: bareRuns } = measured;
 const rps = (runs: Run[]) => median(runs.map((run) => run.rps));
@@ -91,14 +95,14 @@ const pairedRatio = (value: (run: Run) => number, over: Run[]) => {
 
 printTable([
   {
-    benchmark: `directory GET /services/:name with a read token checked, req/s: median of ${ROUNDS} rounds' ratios (${BLOCKS} process pairs)`,
+    benchmark: `directory GET /services/:name with a read token checked, req/s: median of ${ROUNDS} rounds' ratios (${BLOCKS} sets of processes)`,
     platform: rps(guardedRuns).toFixed(0),
     reference: `${rps(openRuns).toFixed(0)} (same route and request, --auth none)`,
     ratio: pairedRatio((run) => run.rps, openRuns),
     target: '>= 0.95x',
   },
   {
-    benchmark: `the same, directory CPU time per request: median of ${ROUNDS} rounds' ratios (${BLOCKS} process pairs)`,
+    benchmark: `the same, directory CPU time per request: median of ${ROUNDS} rounds' ratios (${BLOCKS} sets of processes)`,
     platform: `${cpu(guardedRuns).toFixed(1)} µs`,
     reference: `${cpu(openRuns).toFixed(1)} µs`,
     ratio: pairedRatio((run) => run.cpuMicros, openRuns),
