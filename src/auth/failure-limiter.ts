@@ -26,6 +26,8 @@ export class FailureLimiter {
   private readonly windowMs: number;
   private readonly maxAddresses: number;
   private readonly now: () => number;
+  /** When the last window that reached the limit ends: until then some address may be refused. */
+  private limitingUntil = -Infinity;
 
   constructor(options: FailureLimiterOptions = {}) {
     this.limit = options.limit ?? 20;
@@ -40,9 +42,21 @@ export class FailureLimiter {
     return window && window.failures >= this.limit ? window.since + this.windowMs - this.now() : 0;
   }
 
+  /**
+   * Whether any address may be refused now. Checked on every call before an address is worked out:
+   * one failure somewhere (a mistyped token) must not make every call pay the lookup for a minute.
+   */
+  limitsAny(): boolean {
+    if (this.limitingUntil === -Infinity) return false; // no clock read while no address reached the limit
+    if (this.limitingUntil > this.now()) return true;
+    this.limitingUntil = -Infinity;
+    return false;
+  }
+
   recordFailure(address: string): void {
     const window = this.current(address) ?? { since: this.now(), failures: 0 };
     window.failures += 1;
+    if (window.failures >= this.limit) this.limitingUntil = Math.max(this.limitingUntil, window.since + this.windowMs);
     // Re-inserted, so the map's order is the order of last failure.
     this.windows.delete(address);
     this.windows.set(address, window);

@@ -62,10 +62,12 @@ export const callerRole = (request: FastifyRequest): TokenRole | undefined => to
 export const callerName = (request: FastifyRequest): string | undefined => (request.caller === 'local' ? 'local' : request.caller?.name);
 
 function authenticate(control: AccessControl, request: FastifyRequest, reply: FastifyReply): TokenRecord {
-  const secret = bearerToken(request.headers.authorization);
-  const session = secret === undefined ? sessionCredential(request.headers) : undefined;
+  const header = request.headers.authorization;
+  // By the connection: a keep-alive client's next call with the same header is matched without parsing it again.
+  const token = header === undefined ? undefined : control.tokens?.findBearer(header, request.raw.socket);
+  const secret = token ? undefined : bearerToken(header);
+  const session = token || secret !== undefined ? undefined : sessionCredential(request.headers);
   if (session) return authenticateSession(control, session, request, reply);
-  const token = secret === undefined ? undefined : control.tokens?.find(secret);
   const now = Date.now();
   if (token && !isExpired(token, now)) {
     control.tokens?.recordUse(token, now);
@@ -73,8 +75,9 @@ function authenticate(control: AccessControl, request: FastifyRequest, reply: Fa
   }
   control.failures?.recordFailure(clientAddress(request));
   void reply.header('www-authenticate', 'Bearer realm="platform"');
+  if (token) throw unauthorized(`token ${token.name} expired at ${token.expiresAt}`);
   if (secret === undefined) throw unauthorized('this call needs a token: send Authorization: Bearer <token> (the CLI takes --token or PLATFORM_TOKEN)');
-  throw unauthorized(token ? `token ${token.name} expired at ${token.expiresAt}` : 'the token is unknown or revoked');
+  throw unauthorized('the token is unknown or revoked');
 }
 
 /** A session stands for its token while both last; a refused session cookie is cleared. */
@@ -95,8 +98,8 @@ function authenticateSession(control: AccessControl, session: { value: string; f
 
 /** 429 while the caller's address is limited, before its token is looked up. */
 export function refuseWhileLimited(control: AccessControl, request: FastifyRequest, reply: FastifyReply): void {
-  // Nothing failed lately (the usual case): no address to work out on every call.
-  if (!control.failures || control.failures.size === 0) return;
+  // No address is at its limit (the usual case, even just after a few failures): no address to work out.
+  if (!control.failures?.limitsAny()) return;
   const address = clientAddress(request);
   const waitMs = control.failures.retryAfterMs(address);
   if (waitMs <= 0) return;

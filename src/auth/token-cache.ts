@@ -4,12 +4,20 @@ import { tokenKey, tokenPrefix, tokenUseKey } from '../store/keys.js';
 import { decodeCached, PrefixCache, type CachedValue } from '../store/prefix-cache.js';
 import type { TokenRecord } from '../schemas/token.js';
 import { hashSecret } from './tokens.js';
+import { bearerToken } from './caller.js';
 
 // The token records every role checks calls against: a watched in-memory copy (no store read per
 // request), indexed by the hash of the secret. A revoked token leaves the copy as soon as the
 // watch delivers its deletion. While the store is unreachable, lookups throw (503), never guess.
 
 const USE_RECORD_INTERVAL_MS = 60_000;
+
+/** A secret already matched to its token, and the cache entry the token was read from. */
+interface KnownSecret {
+  record: TokenRecord;
+  key: string;
+  entry: CachedValue;
+}
 
 export class TokenCache {
   private byHash: Map<string, TokenRecord> | undefined;
@@ -18,7 +26,14 @@ export class TokenCache {
    * hash and its comparison were most of what a token check cost). Holds only secrets of tokens
    * that exist, so it is no bigger than the token list; emptied whenever a token changes.
    */
-  private bySecret = new Map<string, { record: TokenRecord; key: string; entry: CachedValue }>();
+  private bySecret = new Map<string, KnownSecret>();
+  /**
+   * The bearer header each connection (a request's socket) presented last and what it matched: a
+   * keep-alive client's next call with the same header is answered by comparing the header, without
+   * parsing the secret or hashing it as a map key (most of what the check still cost per call).
+   * Weak: an entry goes with its connection.
+   */
+  private readonly byConnection = new WeakMap<object, { header: string; known: KnownSecret }>();
   private readonly lastRecorded = new Map<string, number>();
 
   private constructor(
@@ -37,19 +52,43 @@ export class TokenCache {
 
   /** The token whose secret this is, or undefined. */
   find(secret: string): TokenRecord | undefined {
-    // Throws while the store is unreachable: a token revoked meanwhile must not pass.
-    // A known secret's token is still the same version when the cache holds the very entry it was
-    // read from (an identity check: no key to build, no JSON to look up again).
+    return this.known(secret)?.record;
+  }
+
+  /**
+   * The token an `Authorization` header's bearer secret names, or undefined (no bearer secret, or
+   * an unknown one). `connection` remembers the answer for its next call with the same header.
+   */
+  findBearer(header: string, connection: object | null): TokenRecord | undefined {
+    const last = connection === null ? undefined : this.byConnection.get(connection);
+    if (last !== undefined && last.header === header && this.isCurrent(last.known)) return last.known.record;
+    const secret = bearerToken(header);
+    const known = secret === undefined ? undefined : this.known(secret);
+    if (known && connection !== null) this.byConnection.set(connection, { header, known });
+    return known?.record;
+  }
+
+  private known(secret: string): KnownSecret | undefined {
     const known = this.bySecret.get(secret);
-    if (known) return this.records.get(known.key) === known.entry ? known.record : undefined;
+    if (known) return this.isCurrent(known) ? known : undefined;
     const hash = hashSecret(secret);
     const record = this.index().get(hash);
     if (!record || !timingSafeEqual(Buffer.from(record.hash, 'hex'), Buffer.from(hash, 'hex'))) return undefined;
     const key = tokenKey(record.name);
     const entry = this.records.get(key);
     if (!entry || decodeCached<TokenRecord>(entry).hash !== record.hash) return undefined;
-    this.bySecret.set(secret, { record, key, entry });
-    return record;
+    const matched = { record, key, entry };
+    this.bySecret.set(secret, matched);
+    return matched;
+  }
+
+  /**
+   * Whether a matched token is still the version it was matched to: the cache holds the very entry
+   * it was read from (an identity check: no key to build, no JSON to look up again). Throws while
+   * the store is unreachable: a token revoked meanwhile must not pass.
+   */
+  private isCurrent(known: KnownSecret): boolean {
+    return this.records.get(known.key) === known.entry;
   }
 
   /** The token of this name, or undefined; throws while the store is unreachable. A session names its token (src/auth/session.ts). */

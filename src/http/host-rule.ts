@@ -135,7 +135,8 @@ export function installHostRule(server: FastifyInstance, rule: HostRule | undefi
       return done(badRequest('the request target must be a path such as /services (origin-form): absolute-form targets are for proxies, and this is not one'));
     }
     const host = request.headers.host;
-    if (rule !== undefined && !isExempt(request) && !rule.allows(host)) return done(misdirected(host ?? ''));
+    // The name first: the exemption reads request.routeOptions, which Fastify builds anew on every read.
+    if (rule !== undefined && !rule.allows(host) && !isExempt(request)) return done(misdirected(host ?? ''));
     done();
   });
 }

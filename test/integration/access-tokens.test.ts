@@ -1,5 +1,6 @@
 import t from 'tap';
 import { execFile } from 'node:child_process';
+import { Agent, request as httpRequest } from 'node:http';
 import { startEtcd } from '../harness/etcd.js';
 import { freePort } from '../harness/free-port.js';
 import { http, platformBin, serveRole } from '../harness/platform.js';
@@ -148,6 +149,44 @@ t.test('a deploy token scoped web-* changes the next config of web-a through the
   t.equal(remove.status, 403, 'deleting a service needs admin');
   const drain = await call('PUT', orch('/cluster/machines/m1/drain'), tokens.ci, {});
   t.equal(drain.status, 403, 'draining a machine needs admin');
+});
+
+t.test("calls on one keep-alive connection are each checked by their own token: roles, a changed header, revocation and expiry", async (t) => {
+  // The directory remembers what a connection's last bearer header matched (src/auth/token-cache.ts).
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  t.teardown(() => agent.destroy());
+  const ports = new Set<number>();
+  const get = (path: string, token: string) =>
+    new Promise<{ status: number; body: any }>((resolve, reject) => {
+      const request = httpRequest(dir(path), { agent, headers: { authorization: `Bearer ${token}` } }, (response) => {
+        ports.add(response.socket.localPort!);
+        let text = '';
+        response.on('data', (chunk: Buffer) => (text += chunk.toString()));
+        response.on('end', () => resolve({ status: response.statusCode!, body: JSON.parse(text) }));
+      });
+      request.on('error', reject);
+      request.end();
+    });
+  const env = async (token: string) => (await get('/services/web-a/config', token)).body.env;
+  t.same(await env(tokens.viewer!), { RELEASE: '(redacted)' }, 'a read token sees no values');
+  t.same(await env(admin), { RELEASE: 'blue' }, 'the next call, with an admin token, does');
+  t.same(await env(tokens.viewer!), { RELEASE: '(redacted)' }, 'and the one after, with the read token again, does not');
+  const altered = await get('/services/web-a/config', `${tokens.viewer}x`);
+  t.equal(altered.status, 401, 'a secret one character longer is unknown');
+  t.match(altered.body.message, /unknown or revoked/);
+
+  const created = await call('POST', orch('/tokens'), admin, { name: 'one-connection', role: 'read' });
+  const secret = created.body.secret as string;
+  t.equal((await get('/services', secret)).status, 200);
+  t.equal((await call('DELETE', orch('/tokens/one-connection'), admin)).status, 204);
+  await waitFor(async () => (await get('/services', secret)).status === 401, 1000, { intervalMs: 20, what: 'the revoked token refused on the same connection' });
+  t.equal((await get('/services', tokens.viewer!)).status, 200, 'another token on the connection still works');
+
+  const brief = (await call('POST', orch('/tokens'), admin, { name: 'brief-connection', role: 'read', expiresIn: '2s' })).body.secret as string;
+  t.equal((await get('/services', brief)).status, 200);
+  await waitFor(async () => (await get('/services', brief)).status === 401, 4000, { intervalMs: 50, what: 'the expired token refused on the same connection' });
+  t.match((await get('/services', brief)).body.message, /token brief-connection expired at/);
+  t.equal(ports.size, 1, 'every call went over one connection');
 });
 
 t.test('a revoked token is refused by every role within a second', async (t) => {

@@ -70,6 +70,14 @@ t.test('a secret is plt_ and 256 random bits in URL-safe characters; its hash is
   t.equal(bearerToken(`Bearer ${secret}`), secret);
 });
 
+t.test('the Bearer secret is read as the header rule says, whatever the spacing or case', async (t) => {
+  const rule = (header: string) => /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1];
+  const shapes = ['Bearer ', 'Bearer', 'Bearerx', 'Bearer x', 'Bearer  x', 'Bearer x ', 'Bearer x y', 'Bearer \tx', 'Bearer x\u00a0', 'Bearer x\u00a0y', 'Bearer \u2028', 'BEARER x', 'bearer\tx', 'Basic x', 'Session x', ''];
+  // Named with every non-ASCII character escaped: a raw line separator would break the TAP stream.
+  const named = (header: string) => JSON.stringify(header).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  for (const header of shapes) t.equal(bearerToken(header), rule(header), named(header));
+});
+
 t.test('a local call is one from loopback, on a loopback listener, not forwarded', async (t) => {
   const call = (remoteAddress: string, headers: Record<string, string> = {}) => ({ socket: { remoteAddress }, headers }) as never;
   t.ok(isLocalCall(call('127.0.0.1'), true));
