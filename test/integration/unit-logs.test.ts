@@ -118,7 +118,12 @@ t.test('a unit writing 50 MB keeps at most 10 MB x 3 on disk, and logs -f follow
     },
     240_000,
     { intervalMs: 200, what: 'the follower to read past the 50 MB to "tick 3"' },
-  );
+  ).catch(async (error: unknown) => {
+    // Where it stopped: what the follower read last, and whether the unit still runs the same container.
+    const state = await container.inspect().then((now) => `${now.Id.slice(0, 12)} running=${now.State.Running} restarts=${now.RestartCount}`, (e: Error) => e.message);
+    t.comment(`follower read ${received} bytes, ${lines.read} lines, gaps ${lines.gaps.join(', ')}; last: ${JSON.stringify(recent.slice(-300))}; stderr: ${followerErrors}; container ${state}; on disk ${JSON.stringify(logBytes(inspected.LogPath))}`);
+    throw error;
+  });
   t.ok(recent.includes('\nchatter done\n'), 'the follower read the line after the 50 MB');
   // A reader behind the writer at a rotation misses the rest of that file (Docker 20.10's follower).
   t.comment(`read ${lines.read} of ${LOG_BYTES / 100} lines; rotated away before they were read: ${lines.gaps.join(', ') || 'none'}`);
