@@ -1,5 +1,6 @@
 import t from 'tap';
 import { RotationDedup, timestampNs } from '../../src/roles/agent/log-rotation-dedup.js';
+import { sinceParameter } from '../../src/roles/agent/log-follower.js';
 
 // A followed log passes each frame once, in order, without Docker's timestamp.
 
@@ -35,4 +36,16 @@ t.test('frames re-read after a rotation are dropped; the rest pass in order with
 
 t.test('a frame without a timestamp passes as it is', async (t) => {
   t.equal(await passed([Buffer.from('plain text\n')]), 'plain text\n');
+});
+
+t.test("what a follower asks the engine again from: the newest frame passed, in Docker's `since` form", async (t) => {
+  const dedup = new RotationDedup();
+  dedup.resume();
+  t.equal(dedup.newest, -1n);
+  dedup.write(frame('2026-11-23T18:12:00.000000002Z', 'two\n'));
+  dedup.write(frame('2026-11-23T18:12:00.000000001Z', 'one again\n'));
+  t.equal(dedup.frames, 1, 'a repeated frame is not counted as news');
+  t.equal(dedup.newest, 1795457520000000002n);
+  t.equal(sinceParameter(dedup.newest), '1795457520.000000002');
+  t.equal(sinceParameter(1795457520500000000n), '1795457520.500000000');
 });

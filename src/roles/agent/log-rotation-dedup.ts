@@ -22,13 +22,24 @@ export function timestampNs(text: string): bigint | undefined {
  */
 export class RotationDedup extends Transform {
   private last = -1n;
+  /** Frames passed on so far: whether the source still delivers anything new (log-follower.ts). */
+  frames = 0;
+
+  /** Nanoseconds since the epoch of the newest frame passed on; -1 before the first. */
+  get newest(): bigint {
+    return this.last;
+  }
 
   override _transform(frame: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
     const space = frame.indexOf(0x20);
     const at = space > 0 && space <= 40 ? timestampNs(frame.subarray(0, space).toString('latin1')) : undefined;
-    if (at === undefined) return done(null, frame);
+    if (at === undefined) {
+      this.frames += 1;
+      return done(null, frame);
+    }
     if (at <= this.last) return done();
     this.last = at;
+    this.frames += 1;
     done(null, frame.subarray(space + 1));
   }
 }

@@ -11,6 +11,7 @@ import { dockerErrorMessage } from './docker-client.js';
 import { MAX_LOG_TAILS, StreamLimit } from '../../http/stream-limit.js';
 import { followedWhileCredentialsLast } from '../../auth/credential-lifetime.js';
 import { RotationDedup } from './log-rotation-dedup.js';
+import { followLog } from './log-follower.js';
 
 // The agent's own API: what runs on this machine and the units' logs. The orchestrator proxies
 // these for people; the store holds the same statuses for everyone else.
@@ -86,13 +87,16 @@ export function registerAgentRoutes(server: RoleServer, agent: AgentRouteTarget)
       const container = await viaDocker(() => findUnitContainer(agent.docker, agent.machineId, unit));
       if (!container) throw notFound(`unit ${unit} has no container on machine ${agent.machineId}`);
       const handle = agent.docker.getContainer(container.id);
-      const source = follow
-        ? await viaDocker(() => handle.logs({ stdout: true, stderr: true, tail, follow: true, timestamps: true }))
-        : Readable.from([await viaDocker(() => handle.logs({ stdout: true, stderr: true, tail, follow: false, timestamps: true }))]);
+      reply.type('text/plain; charset=utf-8');
+      if (!follow) {
+        const output = await viaDocker(() => handle.logs({ stdout: true, stderr: true, tail, follow: false, timestamps: true }));
+        return reply.send(demultiplexed(agent.docker, Readable.from([output])));
+      }
+      const first = await viaDocker(() => handle.logs({ stdout: true, stderr: true, tail, follow: true, timestamps: true }));
+      const followed = followLog(agent.docker, handle, first);
       // A followed log never ends by itself: stop reading from Docker when the client goes away.
-      reply.raw.once('close', () => (source as Readable).destroy());
-      const text = demultiplexed(agent.docker, source);
-      return reply.type('text/plain; charset=utf-8').send(follow ? followedWhileCredentialsLast(request, reply, text) : text);
+      reply.raw.once('close', () => followed.close());
+      return reply.send(followedWhileCredentialsLast(request, reply, followed.text));
     },
   );
 }
