@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { EmbeddedStore } from '../../src/store/embedded-store.js';
 import type { Store } from '../../src/store/store.js';
 import { deploymentKey } from '../../src/store/keys.js';
-import { getDeployment, recordOutcome, recordPhase, recordProgress, startDeployment } from '../../src/roles/scheduler/deployment-records.js';
+import { getDeployment, recordOutcome, recordPhase, recordProgress, rolloutRecorder, startDeployment } from '../../src/roles/scheduler/deployment-records.js';
 import type { Release, UnitProgress } from '../../src/schemas/release.js';
 
 // A rollout updates its deployment record at every change of its units, while Docker starts them
@@ -65,4 +65,62 @@ t.test('a record deleted meanwhile is not written again', async (t) => {
   await embedded.delete(deploymentKey(deployment.id));
   await recordPhase(store, deployment, 'rolling');
   t.equal(await getDeployment(store, deployment.id), undefined);
+});
+
+/** The embedded store, counting the deployment record's writes made through it. */
+const countingWrites = (): { store: Store; writes: string[] } => {
+  const writes: string[] = [];
+  const counted: Store = new Proxy(embedded, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        if (property === 'txn') {
+          const put = (args[1] as { op: string; key: string; value?: string }[]).find((operation) => operation.op === 'put' && operation.key.includes('/deployments/'));
+          if (put?.value) writes.push((JSON.parse(put.value) as { units: UnitProgress[] }).units.map((unit) => unit.sub).join(',') || 'no units');
+        }
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  return { store: counted, writes };
+};
+
+t.test("a rollout's progress is written at once, then at most once an interval, the newest only", async (t) => {
+  const deployment = await startDeployment(store, release('thinned'), 'manual');
+  const { store: counted, writes } = countingWrites();
+  const recorder = rolloutRecorder(counted, deployment, Promise.resolve(), 200);
+  recorder.progress(progress('start-pre'));
+  for (const sub of ['dead', 'auto-restart', 'exited'] as const) recorder.progress(progress(sub));
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.same(writes, ['start-pre'], 'the first change at once; the next three wait for the interval');
+  await new Promise((resolve) => setTimeout(resolve, 250));
+  t.same(writes, ['start-pre', 'exited'], 'after the interval, only the newest of the three');
+  recorder.progress(progress('running'));
+  await recorder.flush();
+  t.same(writes, ['start-pre', 'exited', 'running'], 'flush writes what the interval held back');
+  t.match(await getDeployment(store, deployment.id), { units: progress('running') });
+  await recorder.flush();
+  t.equal(writes.length, 3, 'nothing left to write');
+});
+
+t.test('a phase is written after the progress before it, and a failed write fails the rollout', async (t) => {
+  const deployment = await startDeployment(store, release('ordered'), 'manual');
+  const { store: counted, writes } = countingWrites();
+  let allow!: () => void;
+  const earlier = new Promise<void>((resolve) => (allow = resolve));
+  const recorder = rolloutRecorder(counted, deployment, earlier, 200);
+  recorder.progress(progress('dead'));
+  const rolling = recorder.phase('rolling');
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  t.same(writes, [], 'nothing is written before the earlier phase');
+  allow();
+  await rolling;
+  t.same(writes, ['dead', 'dead'], 'the progress, then the phase');
+  t.match(await getDeployment(store, deployment.id), { state: 'rolling', units: progress('dead') });
+
+  const failing = rolloutRecorder(counted, deployment, Promise.reject(new Error('store unavailable')), 200);
+  await t.rejects(failing.phase('rolling'), /store unavailable/);
+  t.throws(() => failing.progress(progress('running')), /store unavailable/, 'the next progress throws the failure');
+  await t.rejects(failing.flush(), /store unavailable/);
 });

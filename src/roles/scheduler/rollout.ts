@@ -8,7 +8,7 @@ import { rolloutSettings, type RolloutSettings } from '../../schemas/service.js'
 import { planRolloutStep, type RolloutUnit } from '../../placement/rollout-step.js';
 import { isRunning, slotOf, specHash, unitName } from '../../units.js';
 import { evictedMachines, placedUnit, plannerMachine, serviceRules, type ClusterSnapshot, type ClusterWatch } from './cluster-snapshot.js';
-import { recordPhase, recordProgress } from './deployment-records.js';
+import { rolloutRecorder, type RolloutRecorder } from './deployment-records.js';
 
 // Runs one deployment: takes a snapshot of the watched cluster, asks the pure rollout step what to
 // change, writes that in one transaction, and waits for the next change, until the release runs
@@ -55,6 +55,16 @@ interface TrackedUnit {
 }
 
 export async function rollOut(options: RolloutOptions, release: Release, deployment: Deployment): Promise<RolloutOutcome> {
+  const recorder = rolloutRecorder(options.store, deployment, options.phaseRecorded);
+  try {
+    return await rollOutSteps(options, release, deployment, recorder);
+  } finally {
+    // The outcome the caller records next comes after the last progress.
+    await recorder.flush();
+  }
+}
+
+async function rollOutSteps(options: RolloutOptions, release: Release, deployment: Deployment, recorder: RolloutRecorder): Promise<RolloutOutcome> {
   const { cluster, store } = options;
   const settings = withVolumes(rolloutSettings(release.config), release);
   const spec = releaseSpec(release);
@@ -105,8 +115,7 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
       }
       if (!rolling) {
         rolling = true;
-        await options.phaseRecorded;
-        await recordPhase(store, deployment, 'rolling');
+        await recorder.phase('rolling');
       }
       await cluster.assignmentsCaughtUp(placed.revision);
     }
@@ -120,8 +129,7 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
     const progress = fresh.map(unitProgress);
     if (JSON.stringify(progress) !== lastUnits) {
       lastUnits = JSON.stringify(progress);
-      await options.phaseRecorded;
-      await recordProgress(store, deployment, progress);
+      recorder.progress(progress);
     }
 
     // A unit on a machine being emptied is replaced, not waited for: its engine may be the one that is gone.
