@@ -45,6 +45,8 @@ interface SlotMemory {
   readyContainer?: string;
   /** The container a background probe loop is waiting on, if any. */
   probing?: string;
+  /** Until then a just-started container that has not passed its probe is not reported as started (QUIET_START_MS). */
+  quietUntil?: number;
 }
 
 /** What this machine's containers hold, which a new container must not take. */
@@ -69,6 +71,13 @@ const IMAGE_CHECK_TTL_MS = 5 * 60_000;
 // connect (or GET), so the early ones cost little next to noticing readiness 100 ms late.
 const FREQUENT_PROBES = 45;
 const probeDelayMs = (failedProbes: number): number => (failedProbes < FREQUENT_PROBES ? Math.min(10 * 1.5 ** failedProbes, 50) : 1000);
+/**
+ * A container that serves within this long of its start goes from the status it was created with
+ * straight to running: reporting it started first would be one more store write (and a watch event
+ * for every role) per unit while the other units of a deploy are still being created, on the same
+ * cores. One that takes longer is reported started, with its address, after this.
+ */
+const QUIET_START_MS = 100;
 
 export class UnitReconciler {
   private readonly memory = new Map<string, SlotMemory>();
@@ -205,12 +214,11 @@ export class UnitReconciler {
     }
     await starting;
     memory.readyContainer = undefined;
-    // A unit that serves at its first probe goes straight to running: its started status would
-    // be one more store write (and a watch event for every role) while the other units of a
-    // deploy are still being created. One that does not is reported started after that probe,
-    // as the next pass would report it (with its address), so that pass writes nothing more.
-    if (listening !== undefined) this.probeUntilReady(assignment, memory, containerId, listening, true);
-    else await this.report(assignment, memory, { active: 'activating', sub: 'start-pre', containerId });
+    // A unit serving within QUIET_START_MS goes straight to running; passes meanwhile leave it be.
+    if (listening !== undefined) {
+      memory.quietUntil = Date.now() + QUIET_START_MS;
+      this.probeUntilReady(assignment, memory, containerId, listening, true);
+    } else await this.report(assignment, memory, { active: 'activating', sub: 'start-pre', containerId });
     this.options.wakeIn(0);
   }
 
@@ -224,6 +232,7 @@ export class UnitReconciler {
     const address = `${this.options.unitHost}:${hostPort}`;
     if (memory.readyContainer !== container.id) {
       this.probeUntilReady(assignment, memory, container.id, hostPort);
+      if (memory.probing === container.id && Date.now() < (memory.quietUntil ?? 0)) return;
       return this.reportProbing(assignment, memory, container.id, address);
     }
     return this.report(assignment, memory, { active: 'active', sub: 'running', address, containerId: container.id });
@@ -244,7 +253,7 @@ export class UnitReconciler {
    * new container, a stopped one or a slot no longer assigned ends the loop (they clear
    * `probing`), and with it the report: the check and the report are in one tick, so a pass's
    * later report of that slot always comes after this one. With `unreported` (a container just
-   * created) the container is reported as probing when the first probe fails.
+   * created) the container is reported as probing once a probe fails after its quiet start.
    */
   private probeUntilReady(assignment: Assignment, memory: SlotMemory, containerId: string, port: number, unreported = false): void {
     if (memory.probing === containerId) return;
@@ -262,8 +271,9 @@ export class UnitReconciler {
         }
         // Unless a pass has reported the container meanwhile (with its address). Not awaited: the next
         // probe must not wait for the write's round trip (the reporter keeps the order).
-        if (attempt === 0 && unreported && memory.probing === containerId && this.options.reporter.get(slotOf(assignment))?.containerId !== containerId) {
-          void this.reportProbing(assignment, memory, containerId, address).catch(() => undefined);
+        if (unreported && Date.now() >= (memory.quietUntil ?? 0) && memory.probing === containerId) {
+          unreported = false;
+          if (this.options.reporter.get(slotOf(assignment))?.containerId !== containerId) void this.reportProbing(assignment, memory, containerId, address).catch(() => undefined);
         }
         await new Promise((resolve) => setTimeout(resolve, probeDelayMs(attempt)));
       }
