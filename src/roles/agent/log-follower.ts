@@ -37,6 +37,18 @@ export interface FollowedLog {
 }
 
 /**
+ * Docker multiplexes stdout and stderr into one framed stream; `text` gets the plain text, each
+ * line once (the frames carry timestamps for that: log-rotation-dedup.ts), and ends or fails with
+ * the stream while `isCurrent` (a follower asked again has moved on to a newer stream).
+ */
+export function demultiplexInto(docker: Docker, stream: NodeJS.ReadableStream, text: RotationDedup, isCurrent: () => boolean = () => true): void {
+  docker.modem.demuxStream(stream, text, text);
+  // Docker ends a followed log when the container stops: so does the text.
+  stream.once('end', () => isCurrent() && text.end());
+  stream.once('error', (error) => isCurrent() && text.destroy(error));
+}
+
+/**
  * Follows a container's log from the stream `first` (asked with `follow` and `timestamps`), asking
  * the engine again whenever it has been silent for the current interval.
  */
@@ -51,10 +63,7 @@ export function followLog(docker: Docker, container: Docker.Container, first: No
 
   const attach = (stream: NodeJS.ReadableStream): void => {
     source = stream;
-    docker.modem.demuxStream(stream, text, text);
-    // Docker ends a followed log when the container stops: so does the text.
-    stream.once('end', () => source === stream && text.end());
-    stream.once('error', (error) => source === stream && text.destroy(error));
+    demultiplexInto(docker, stream, text, () => source === stream);
   };
   const detach = (): void => {
     const old = source as (NodeJS.ReadableStream & { destroy?: () => void }) | undefined;

@@ -1,4 +1,4 @@
-import { Readable, type Transform } from 'node:stream';
+import { Readable } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import type Docker from 'dockerode';
 import type { RoleServer } from '../../http/server.js';
@@ -11,7 +11,7 @@ import { dockerErrorMessage } from './docker-client.js';
 import { MAX_LOG_TAILS, StreamLimit } from '../../http/stream-limit.js';
 import { followedWhileCredentialsLast } from '../../auth/credential-lifetime.js';
 import { RotationDedup } from './log-rotation-dedup.js';
-import { followLog } from './log-follower.js';
+import { demultiplexInto, followLog } from './log-follower.js';
 
 // The agent's own API: what runs on this machine and the units' logs. The orchestrator proxies
 // these for people; the store holds the same statuses for everyone else.
@@ -36,18 +36,6 @@ async function viaDocker<T>(action: () => Promise<T>): Promise<T> {
     if (error instanceof HttpError) throw error;
     throw unavailable(`Docker engine unreachable: ${dockerErrorMessage(error)}`);
   }
-}
-
-/**
- * Docker multiplexes stdout and stderr into one framed stream; people want the plain text, each
- * line once (the frames carry timestamps for that: log-rotation-dedup.ts).
- */
-function demultiplexed(docker: Docker, source: NodeJS.ReadableStream): Transform {
-  const text = new RotationDedup();
-  docker.modem.demuxStream(source, text, text);
-  source.once('end', () => text.end());
-  source.once('error', (error) => text.destroy(error));
-  return text;
 }
 
 export function registerAgentRoutes(server: RoleServer, agent: AgentRouteTarget): void {
@@ -90,7 +78,9 @@ export function registerAgentRoutes(server: RoleServer, agent: AgentRouteTarget)
       reply.type('text/plain; charset=utf-8');
       if (!follow) {
         const output = await viaDocker(() => handle.logs({ stdout: true, stderr: true, tail, follow: false, timestamps: true }));
-        return reply.send(demultiplexed(agent.docker, Readable.from([output])));
+        const text = new RotationDedup();
+        demultiplexInto(agent.docker, Readable.from([output]), text);
+        return reply.send(text);
       }
       const first = await viaDocker(() => handle.logs({ stdout: true, stderr: true, tail, follow: true, timestamps: true }));
       const followed = followLog(agent.docker, handle, first);
