@@ -160,12 +160,12 @@ function capConnections(server: Server, role: string, limits: ConnectionLimits):
     const fromAddress = perAddress.get(address) ?? 0;
     if (open >= limits.maxConnections) {
       refusedCounter.inc({ role, limit: 'total' });
-      refuse(socket, `too many connections: the ${role} accepts at most ${limits.maxConnections} at once; try again later`);
+      refuse(socket, totalCapMessage(role, limits.maxConnections));
       return;
     }
     if (fromAddress >= limits.maxConnectionsPerAddress) {
       refusedCounter.inc({ role, limit: 'address' });
-      refuse(socket, `too many connections from ${address}: the ${role} accepts at most ${limits.maxConnectionsPerAddress} at once from one address; try again later`);
+      refuse(socket, addressCapMessage(role, address, limits.maxConnectionsPerAddress));
       return;
     }
     open += 1;
@@ -187,8 +187,14 @@ function capConnections(server: Server, role: string, limits: ConnectionLimits):
  * reads and drops what it sends until it closes or the grace ends: closing with unread data would
  * reset the connection before the client read the answer.
  */
+/** What a connection over a cap is told (the gateway's HAProxy plane says the same: haproxy-config.ts). */
+export const totalCapMessage = (role: string, max: number): string => `too many connections: the ${role} accepts at most ${max} at once; try again later`;
+export const addressCapMessage = (role: string, address: string, max: number): string =>
+  `too many connections from ${address}: the ${role} accepts at most ${max} at once from one address; try again later`;
+export const refusalBody = (message: string): string => JSON.stringify({ statusCode: 503, error: 'Service Unavailable', message });
+
 function refuse(socket: Socket, message: string): void {
-  const body = JSON.stringify({ statusCode: 503, error: 'Service Unavailable', message });
+  const body = refusalBody(message);
   const answer = [
     'HTTP/1.1 503 Service Unavailable',
     'content-type: application/json; charset=utf-8',

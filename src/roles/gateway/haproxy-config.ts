@@ -2,6 +2,7 @@ import { STATUS_CODES } from 'node:http';
 import { renderError, type GatewayError } from './gateway-error.js';
 import { RETRY_AFTER_SECONDS } from './proxy.js';
 import { LISTENER_HEADER } from './listener-policy.js';
+import { REFUSED_RETRY_AFTER_SECONDS, addressCapMessage, refusalBody, totalCapMessage } from '../../http/connection-limits.js';
 
 // The HAProxy data plane's configuration, written from what the gateway knows: pure, so every
 // line can be read and tested without HAProxy. Its backends are a pool that names no route: the
@@ -185,7 +186,8 @@ function globalSection({ settings, files }: HaproxyConfigInput): string[] {
   return [
     'global',
     `  nbthread ${settings.threads}`,
-    `  maxconn ${settings.maxConnections}`,
+    // Room above the cap for connections to be accepted and told they are over it (capRules).
+    `  maxconn ${settings.maxConnections + CAP_HEADROOM}`,
     `  tune.bufsize ${bufsize}`,
     `  stats socket ${files.runtimeSocket} mode 600 level admin expose-fd listeners`,
     `  pidfile ${files.pidFile}`,
@@ -250,6 +252,26 @@ function listenerRules(input: HaproxyConfigInput): string[] {
   ];
 }
 
+/**
+ * Connections beyond this many over `--max-connections` wait in the kernel's queue instead of
+ * being answered 503: each answered one holds a connection's memory until it closes.
+ */
+const CAP_HEADROOM = 256;
+
+/**
+ * The connection caps, answered as the Node plane answers them (connection-limits.ts): 503, JSON
+ * naming the cap, Retry-After, and the connection closed. HAProxy sees a connection's request
+ * before it answers, where the Node plane answers at the connection.
+ */
+function capRules(settings: HaproxySettings): string[] {
+  const refusal = (message: string, condition: string): string =>
+    `  http-request return status 503 content-type "application/json; charset=utf-8" hdr retry-after ${REFUSED_RETRY_AFTER_SECONDS} hdr connection close lf-string "${refusalBody(message).replace(/"/g, '\\"')}" if ${condition}`;
+  return [
+    refusal(totalCapMessage('gateway', settings.maxConnections), `{ fe_conn gt ${settings.maxConnections} }`),
+    refusal(addressCapMessage('gateway', '%[src]', settings.maxConnectionsPerAddress), `{ sc0_conn_cur gt ${settings.maxConnectionsPerAddress} }`),
+  ];
+}
+
 function frontendSection(input: HaproxyConfigInput): string[] {
   const { settings, files } = input;
   return [
@@ -257,7 +279,7 @@ function frontendSection(input: HaproxyConfigInput): string[] {
     ...bindLines(input),
     `  stick-table type ipv6 size 100k expire ${settings.idleTimeoutSeconds}s store conn_cur`,
     '  tcp-request connection track-sc0 src',
-    `  http-request return status 503 content-type "text/plain; charset=utf-8" hdr retry-after 1 string "too many connections from one address\\n" if { sc0_conn_cur gt ${settings.maxConnectionsPerAddress} }`,
+    ...capRules(settings),
     `  http-request return status 431 content-type "text/plain; charset=utf-8" string "request head too large\\n" if { req.hdrs,length gt ${settings.maxHeaderSize} }`,
     // The Host without :port or a trailing dot, in lower case: the key of the hosts map. The regsub
     // runs only for the rare Host that ends in a dot.
