@@ -207,6 +207,17 @@ t.test('the HAProxy data plane answers the connection caps as the Node plane doe
   const haproxy = await startGateway('haproxy', [...flags, ...caps]);
   t.teardown(() => haproxy.stop());
   await capsAnswered(t, haproxy.url);
+
+  // Requests HAProxy passes to the gateway's own server all come from 127.0.0.1: six clients (each
+  // under its cap) holding such a request open must not be refused as one address over its cap.
+  const port = portOf(haproxy.url);
+  const clients = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5', '127.0.0.6', '127.0.0.7'].map((address) => openRaw(port, address));
+  await Promise.all(clients.map((client) => client.opened));
+  for (const client of clients) client.socket.write('POST /nothing HTTP/1.1\r\nHost: nobody.example.test\r\nContent-Length: 10\r\n\r\n');
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  for (const client of clients) client.socket.end('0123456789');
+  const answers = await Promise.all(clients.map((client) => client.closed));
+  t.same(answers.map((answer) => statusOf(answer.received)), [404, 404, 404, 404, 404, 404], 'each unknown host is answered 404');
 });
 
 t.test('with the defaults, a head that never finishes is answered 408 at 10 s', async (t) => {

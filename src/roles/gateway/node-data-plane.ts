@@ -116,7 +116,11 @@ export class NodeDataPlane implements DataPlane {
     const settings = this.config.gateway;
     const policyOf = (req: IncomingMessage): ListenerPolicy =>
       policy !== 'behind-haproxy' ? policy : headerValue(req.rawHeaders, LISTENER_HEADER) === 'public' ? this.publicPolicy : openPolicy;
-    const limits = gatewayConnectionLimits(this.config.http, settings.idleTimeoutSeconds * 1000);
+    const clientLimits = gatewayConnectionLimits(this.config.http, settings.idleTimeoutSeconds * 1000);
+    // Behind HAProxy every connection comes from 127.0.0.1: the per-address cap is HAProxy's, on
+    // the clients' own addresses; here it would refuse HAProxy itself once that many requests for
+    // the gateway's own answers (404s, /metrics, …) were under way at once.
+    const limits = policy === 'behind-haproxy' ? { ...clientLimits, maxConnectionsPerAddress: clientLimits.maxConnections } : clientLimits;
     const server = createLimitedServer('gateway', limits, (req, res) => {
       if (this.plainFirst(req, res)) return;
       if (!this.proxy.handle(req, res, policyOf(req))) this.own(req, res);
