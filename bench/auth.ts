@@ -3,7 +3,7 @@ import autocannon from 'autocannon';
 import { startEtcd } from '../test/harness/etcd.js';
 import { freePort } from '../test/harness/free-port.js';
 import { http, serveRole } from '../test/harness/platform.js';
-import { median, printTable } from './table.js';
+import { median, pairedRatio, printTable } from './table.js';
 
 // Issue 13's benchmark: the directory's GET /services/:name with a token checked on every call,
 // against the same route of a directory under --auth none on the same etcd, in the same run.
@@ -87,32 +87,29 @@ for (let block = 0; block < BLOCKS; block++) {
 const { guarded: guardedRuns, open: openRuns, bare: bareRuns } = measured;
 const rps = (runs: Run[]) => median(runs.map((run) => run.rps));
 const cpu = (runs: Run[]) => median(runs.map((run) => run.cpuMicros));
-/** The median of the rounds' own ratios (each round runs the two back to back), and their range. */
-const pairedRatio = (value: (run: Run) => number, over: Run[]) => {
-  const ratios = guardedRuns.map((run, round) => value(run) / value(over[round]!));
-  return `${median(ratios).toFixed(2)}x (rounds ${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)})`;
-};
+/** The median of the rounds' own ratios of the checked directory over `over` (each round runs the two back to back), and their range. */
+const ratioTo = (value: (run: Run) => number, over: Run[]) => pairedRatio(guardedRuns.map(value), over.map(value));
 
 printTable([
   {
     benchmark: `directory GET /services/:name with a read token checked, req/s: median of ${ROUNDS} rounds' ratios (${BLOCKS} sets of processes)`,
     platform: rps(guardedRuns).toFixed(0),
     reference: `${rps(openRuns).toFixed(0)} (same route and request, --auth none)`,
-    ratio: pairedRatio((run) => run.rps, openRuns),
+    ratio: ratioTo((run) => run.rps, openRuns),
     target: '>= 0.95x',
   },
   {
     benchmark: `the same, directory CPU time per request: median of ${ROUNDS} rounds' ratios (${BLOCKS} sets of processes)`,
     platform: `${cpu(guardedRuns).toFixed(1)} µs`,
     reference: `${cpu(openRuns).toFixed(1)} µs`,
-    ratio: pairedRatio((run) => run.cpuMicros, openRuns),
+    ratio: ratioTo((run) => run.cpuMicros, openRuns),
     target: '-',
   },
   {
     benchmark: 'the same against a reference sent no Authorization header (the earlier method), req/s',
     platform: rps(guardedRuns).toFixed(0),
     reference: `${rps(bareRuns).toFixed(0)} (CPU ${cpu(bareRuns).toFixed(1)} µs)`,
-    ratio: `${pairedRatio((run) => run.rps, bareRuns)}, CPU ${pairedRatio((run) => run.cpuMicros, bareRuns)}`,
+    ratio: `${ratioTo((run) => run.rps, bareRuns)}, CPU ${ratioTo((run) => run.cpuMicros, bareRuns)}`,
     target: '-',
   },
 ]);

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Gateway } from '../test/harness/gateway-cluster.js';
 
@@ -20,3 +20,7 @@ export const cpuTicks = (pids: number[]): number =>
 
 /** Microseconds of CPU per request from a cpuTicks difference. */
 export const cpuUsPerRequest = (ticks: number, requests: number): number => (requests > 0 ? (ticks * 10_000) / requests : 0);
+
+/** CPU time of processes and all their threads, in nanoseconds (/proc/<pid>/task/<tid>/schedstat): finer than cpuTicks' 10 ms. */
+export const cpuNanoseconds = (pids: number[]): number =>
+  pids.reduce((sum, pid) => sum + readdirSync(`/proc/${pid}/task`).reduce((threads, tid) => threads + Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]), 0), 0);

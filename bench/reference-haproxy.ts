@@ -50,16 +50,9 @@ export function printConfigurations(configs: Record<string, string>): void {
 /** The configuration the gateway's HAProxy data plane runs, from its state directory (haproxy-data-plane.ts). */
 export const dataPlaneConfig = (dataDir: string, gatewayPort: number): string => readFileSync(join(dataDir, `gateway-${gatewayPort}`, 'haproxy.cfg'), 'utf8');
 
-/** `bindOptions` follow the bind address (`ssl crt …` for TLS); `ready` says when it answers on `port`. */
-export async function startReferenceHaproxy(
-  addresses: string[],
-  bindOptions: string,
-  ready: (port: number) => Promise<boolean>,
-  backend: readonly string[] = ['balance roundrobin'],
-): Promise<ReferenceHaproxy> {
-  const dir = mkdtempSync(join(tmpdir(), 'platform-haproxy-'));
-  const port = await freePort();
-  const config = [
+/** The hand-written configuration: `bindOptions` follow the bind address (`ssl crt …` for TLS), `backend` the balancing lines. */
+export const referenceConfig = (port: number, addresses: readonly string[], bindOptions: string, backend: readonly string[] = ['balance roundrobin']): string =>
+  [
     'global',
     '  maxconn 4096',
     'defaults',
@@ -76,6 +69,17 @@ export async function startReferenceHaproxy(
     ...addresses.map((address, i) => `  server unit${i + 1} ${address}`),
     '',
   ].join('\n');
+
+/** `bindOptions` follow the bind address (`ssl crt …` for TLS); `ready` says when it answers on `port`. */
+export async function startReferenceHaproxy(
+  addresses: string[],
+  bindOptions: string,
+  ready: (port: number) => Promise<boolean>,
+  backend: readonly string[] = ['balance roundrobin'],
+): Promise<ReferenceHaproxy> {
+  const dir = mkdtempSync(join(tmpdir(), 'platform-haproxy-'));
+  const port = await freePort();
+  const config = referenceConfig(port, addresses, bindOptions, backend);
   writeFileSync(join(dir, 'haproxy.cfg'), config);
   const child = spawn(HAPROXY, ['-f', join(dir, 'haproxy.cfg'), '-db'], { stdio: ['ignore', 'ignore', 'inherit'] });
   const kill = () => child.kill('SIGKILL');

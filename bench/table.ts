@@ -24,3 +24,12 @@ export const median = (values: number[]): number => {
 };
 
 export const ms = (value: number): string => `${value.toFixed(0)} ms`;
+
+/**
+ * The median of rounds' own ratios (platform / reference, measured back to back in each round) and
+ * their range: a burst of load elsewhere falls on one round's pair, not on one series.
+ */
+export function pairedRatio(platform: number[], reference: number[]): string {
+  const ratios = platform.map((value, round) => value / reference[round]!);
+  return `${median(ratios).toFixed(2)}x (rounds ${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)})`;
+}
