@@ -1,11 +1,16 @@
 import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
 import autocannon from 'autocannon';
+import { request } from 'undici';
 import { buildTestImage } from '../test/harness/test-image.js';
 import { http } from '../test/harness/platform.js';
 import { waitFor } from '../test/harness/wait.js';
 import { median, printTable, type BenchRow } from './table.js';
 import { startBenchPlatform } from './bench-platform.js';
-import { pacedLoad } from './paced-load.js';
+import { pacedLoad, type PacedResult } from './paced-load.js';
+import { startGeneratedHaproxy } from './generated-haproxy.js';
+import { serverCounts, sessionsBetween } from './unit-spread.js';
+import { countersBetween, tcpCounters, type TcpCounters } from './tcp-counters.js';
 import { dataPlaneConfig, printConfigurations, startReferenceHaproxy } from './reference-haproxy.js';
 import { cpuTicks, cpuUsPerRequest, haproxyWorkers } from './proxy-cpu.js';
 import { measureConvergence } from './route-convergence.js';
@@ -29,9 +34,12 @@ const UNITS = 3;
 const CONNECTIONS = 32;
 const DURATION_S = 8;
 const ROUNDS = 3;
-/** Offered load for the latency comparison: well below every target's capacity, so no queueing. */
+/** Offered load per target for the latency comparison: well below every target's capacity, so no queueing. */
 const FIXED_RATE = 200;
 const PACED_CONNECTIONS = 8;
+/** Paced rounds, all paced targets in each (paced-load.ts): a p99 difference per round, and their spread. */
+const PACED_ROUNDS = 5;
+const PACED_S = 10;
 
 type UnitKind = 'keep-alive' | 'busybox';
 const unitKinds: UnitKind[] = ['keep-alive', 'busybox'];
@@ -60,34 +68,57 @@ interface Measure {
   rps: number;
   p50: number;
   p99: number;
+  p99_9: number;
+  max: number;
   errors: number;
   /** CPU time of the proxy process per request, in microseconds (0 for direct). */
   cpuUs: number;
+  /** Requests each unit got, from HAProxy's counters (HAProxy targets only). */
+  perUnit?: number[];
+  /** Handshakes dropped on a full accept queue, and SYNs sent again, during the round (the whole machine's). */
+  tcp: TcpCounters;
 }
 
-type Target = 'haproxyPlane' | 'nodePlane' | 'haproxy' | 'haproxyPolicy' | 'direct';
-type Targets = Record<Target, { url: string; host?: string; pids?: number[] }>;
+/**
+ * What is measured: the two planes; the hand-written reference (round robin) and the same with
+ * the gateway's policy; the gateway's generated configuration run by hand, as the plane writes it
+ * (a backend copy per thread) and with one backend shared by the threads; one unit directly.
+ */
+type Target = 'haproxyPlane' | 'nodePlane' | 'haproxy' | 'haproxyPolicy' | 'generated' | 'generatedShared' | 'direct';
+type Targets = Record<Target, { url: string; host?: string; pids?: number[]; socket?: string }>;
+const targetLabels: Record<Target, string> = {
+  haproxyPlane: 'HAProxy plane',
+  nodePlane: 'Node plane',
+  haproxy: 'hand-written, round robin (reference)',
+  haproxyPolicy: 'hand-written, gateway policy, one backend',
+  generated: 'generated config by hand, a copy per thread',
+  generatedShared: 'generated config by hand, one shared backend',
+  direct: 'direct to one unit',
+};
+const haproxyTargets: Target[] = ['haproxyPlane', 'generated', 'generatedShared', 'haproxyPolicy', 'haproxy'];
+/** Paced in one window; the first is compared with the reference, the Node plane's row too. */
+const pacedTargets: Target[] = ['haproxyPlane', 'haproxy', 'nodePlane', 'direct'];
 
 /** Full load: as many requests as `CONNECTIONS` keep-alive connections carry, with autocannon. */
-async function load(target: Targets[Target], duration = DURATION_S): Promise<Measure> {
-  const { url, host, pids } = target;
+async function load(target: Targets[Target], addresses: string[], duration = DURATION_S): Promise<Measure> {
+  const { url, host, pids, socket } = target;
   const before = pids === undefined ? 0 : cpuTicks(pids);
+  const countsBefore = socket === undefined ? [] : await serverCounts(socket, addresses);
+  const tcpBefore = tcpCounters();
   const result = await autocannon({ url, duration, connections: CONNECTIONS, ...(host ? { headers: { host } } : {}) });
   const ticks = pids === undefined ? 0 : cpuTicks(pids) - before;
+  const tcp = countersBetween(tcpBefore, tcpCounters());
   return {
+    tcp,
     rps: result.requests.average,
     p50: result.latency.p50,
     p99: result.latency.p99,
+    p99_9: result.latency.p99_9,
+    max: result.latency.max,
     errors: result.errors + result.timeouts + result.non2xx,
     cpuUs: cpuUsPerRequest(ticks, result.requests.total),
+    ...(socket === undefined ? {} : { perUnit: sessionsBetween(countsBefore, await serverCounts(socket, addresses), addresses) }),
   };
-}
-
-/** A fixed low rate, timed open loop with a sub-millisecond clock (see paced-load.ts). */
-async function paced(target: Targets[Target]): Promise<Measure> {
-  const { url, host } = target;
-  const result = await pacedLoad({ url, ...(host ? { host } : {}), rate: FIXED_RATE, durationMs: DURATION_S * 1000, connections: PACED_CONNECTIONS });
-  return { rps: FIXED_RATE, p50: result.p50, p99: result.p99, errors: result.errors, cpuUs: 0 };
 }
 
 /** Deploys `UNITS` units of the kind and waits until both gateways route to all of them. */
@@ -113,47 +144,96 @@ const summarise = (runs: Measure[]) => ({
   rps: median(runs.map((m) => m.rps)),
   p50: median(runs.map((m) => m.p50)),
   p99: median(runs.map((m) => m.p99)),
+  p99_9: median(runs.map((m) => m.p99_9)),
+  max: Math.max(...runs.map((m) => m.max)),
   cpuUs: median(runs.map((m) => m.cpuUs)),
   errors: runs.reduce((sum, m) => sum + m.errors, 0),
+  perUnit: runs.reduce<number[]>((sum, m) => (m.perUnit ?? []).map((n, i) => n + (sum[i] ?? 0)), []),
+  listenOverflows: runs.reduce((sum, m) => sum + m.tcp.listenOverflows, 0),
+  synRetransmits: runs.reduce((sum, m) => sum + m.tcp.synRetransmits, 0),
 });
 const ms = (value: number) => `${value.toFixed(2)} ms`;
 const signed = (value: number) => `${value >= 0 ? '+' : ''}${value.toFixed(2)} ms`;
+const shares = (perUnit: number[]): string => {
+  const total = perUnit.reduce((sum, n) => sum + n, 0);
+  return perUnit.map((n) => `${total > 0 ? ((100 * n) / total).toFixed(0) : '-'} %`).join(' / ');
+};
+const fullLoadLine = (m: Measure): string =>
+  `p99 ${m.p99} / p99.9 ${m.p99_9} / max ${m.max} ms, ${m.rps.toFixed(0)} req/s${m.perUnit ? `, units ${shares(m.perUnit)}` : ''}, ${m.tcp.listenOverflows} listen overflows, ${m.tcp.synRetransmits} SYN retransmits`;
+
+/** Paced rounds, every paced target in each: per target its results, round by round. */
+async function pacedRounds(targets: Targets): Promise<Record<Target, PacedResult[]>> {
+  const runs = Object.fromEntries(pacedTargets.map((name) => [name, [] as PacedResult[]])) as Record<Target, PacedResult[]>;
+  for (let round = 0; round < PACED_ROUNDS; round++) {
+    const results = await pacedLoad(
+      pacedTargets.map((name) => targets[name]),
+      { rate: FIXED_RATE, durationMs: PACED_S * 1000, connections: PACED_CONNECTIONS },
+    );
+    results.forEach((result, i) => runs[pacedTargets[i]!].push(result));
+    console.log(`paced round ${round + 1}: ${pacedTargets.map((name, i) => `${targetLabels[name]} p99 ${ms(results[i]!.p99)}`).join(', ')}`);
+  }
+  return runs;
+}
+
+/** A paced row's comparison: the p99 difference to the reference in each round, their median and range. */
+function pacedDifference(runs: PacedResult[], reference: PacedResult[]): string {
+  const differences = runs.map((run, i) => run.p99 - reference[i]!.p99);
+  return `${signed(median(differences))} p99 (median of ${differences.length} rounds, ${signed(Math.min(...differences))} to ${signed(Math.max(...differences))})`;
+}
 
 async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
   const { service, addresses } = await deployUnits(kind);
-  const ready = async (port: number) => (await fetch(`http://127.0.0.1:${port}/`)).ok;
+  const host = `${service}.platform.internal`;
+  // undici's request, not fetch: fetch sends its own Host.
+  const ready = async (port: number) => {
+    const { statusCode, body } = await request(`http://127.0.0.1:${port}/`, { headers: { host } });
+    await body.dump();
+    return statusCode === 200;
+  };
   const haproxy = await startReferenceHaproxy(addresses, '', ready);
   const haproxyPolicy = await startReferenceHaproxy(addresses, '', ready, GATEWAY_POLICY);
-  const host = `${service}.platform.internal`;
+  const generated = await startGeneratedHaproxy(service, host, addresses, 'per-thread', ready);
+  const generatedShared = await startGeneratedHaproxy(service, host, addresses, 'shared', ready);
+  const handWritten = { haproxy, haproxyPolicy, generated, generatedShared };
+  const byHand = (name: keyof typeof handWritten) => ({ url: `http://127.0.0.1:${handWritten[name].port}/`, host, pids: [handWritten[name].pid], socket: handWritten[name].socket });
   const targets: Targets = {
-    haproxyPlane: { url: `${planes.haproxy.url}/`, host, pids: haproxyWorkers(planes.haproxy) },
+    haproxyPlane: { url: `${planes.haproxy.url}/`, host, pids: haproxyWorkers(planes.haproxy), socket: join(planes.haproxy.dataDir, `gateway-${planes.haproxy.port}`, 'runtime.sock') },
     nodePlane: { url: `${planes.node.url}/`, host, pids: [planes.node.child.pid!] },
-    haproxy: { url: `http://127.0.0.1:${haproxy.port}/`, pids: [haproxy.pid] },
-    haproxyPolicy: { url: `http://127.0.0.1:${haproxyPolicy.port}/`, pids: [haproxyPolicy.pid] },
+    haproxy: byHand('haproxy'),
+    haproxyPolicy: byHand('haproxyPolicy'),
+    generated: byHand('generated'),
+    generatedShared: byHand('generatedShared'),
     direct: { url: `http://${addresses[0]}/` },
   };
   const names = Object.keys(targets) as Target[];
-  for (const name of names) await load(targets[name], 2); // warm-up: JIT, pools, page cache
-  const measured: Record<Target, Measure[]> = { haproxyPlane: [], nodePlane: [], haproxy: [], haproxyPolicy: [], direct: [] };
-  const pacedRuns: Record<Target, Measure[]> = { haproxyPlane: [], nodePlane: [], haproxy: [], haproxyPolicy: [], direct: [] };
+  for (const name of names) await load(targets[name], addresses, 2); // warm-up: JIT, pools, page cache
+  const measured = Object.fromEntries(names.map((name) => [name, [] as Measure[]])) as Record<Target, Measure[]>;
   for (let round = 0; round < ROUNDS; round++) {
-    for (const name of names) measured[name].push(await load(targets[name]));
-    for (const name of names) if (name !== 'haproxyPolicy') pacedRuns[name].push(await paced(targets[name]));
+    // Each round starts one target later, so none is always measured right after the same one.
+    for (const name of names.map((_, i) => names[(i + round) % names.length]!)) {
+      const measure = await load(targets[name], addresses);
+      measured[name].push(measure);
+      console.log(`${kind}, full-load round ${round + 1}, ${targetLabels[name]}: ${fullLoadLine(measure)}`);
+    }
   }
+  const pacedRuns = await pacedRounds(targets);
+  const queued = await Promise.all(haproxyTargets.map(async (name) => Math.max(0, ...(await serverCounts(targets[name].socket!, addresses)).map((count) => count.queuedMax))));
   printConfigurations({
     [`HAProxy data plane (${kind} units)`]: dataPlaneConfig(planes.haproxy.dataDir, planes.haproxy.port),
     'hand-written haproxy.cfg (the target\'s reference)': haproxy.config,
     'hand-written, gateway policy (for comparison)': haproxyPolicy.config,
+    'generated config run by hand': generated.config,
+    'generated config run by hand, one shared backend': generatedShared.config,
   });
-  haproxy.stop();
-  haproxyPolicy.stop();
+  for (const reference of Object.values(handWritten)) reference.stop();
   await http('DELETE', `${platform.url('directory')}/services/${service}`);
 
   const ha = summarise(measured.haproxy);
   const policy = summarise(measured.haproxyPolicy);
   const direct = summarise(measured.direct);
-  const haPaced = summarise(pacedRuns.haproxy);
-  const directPaced = summarise(pacedRuns.direct);
+  const pacedMedian = (name: Target) => ({ p50: median(pacedRuns[name].map((r) => r.p50)), p99: median(pacedRuns[name].map((r) => r.p99)), errors: pacedRuns[name].reduce((sum, r) => sum + r.errors, 0) });
+  const haPaced = pacedMedian('haproxy');
+  const directPaced = pacedMedian('direct');
   const units = describeUnits[kind];
   const rows: BenchRow[] = [];
   for (const [plane, target, label] of [
@@ -161,7 +241,7 @@ async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
     ['node', 'nodePlane', 'gateway, Node data plane'],
   ] as const) {
     const gw = summarise(measured[target]);
-    const gwPaced = summarise(pacedRuns[target]);
+    const gwPaced = pacedMedian(target);
     const haproxyPlane = plane === 'haproxy';
     rows.push(
       {
@@ -173,10 +253,10 @@ async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
       },
       { benchmark: `p50 / p99 latency at full load, ${label}, ${units}`, platform: `${ms(gw.p50)} / ${ms(gw.p99)}`, reference: `${ms(ha.p50)} / ${ms(ha.p99)} hand-written`, ratio: `${signed(gw.p99 - ha.p99)} p99`, target: haproxyPlane ? '<= +0.2 ms p99' : '-' },
       {
-        benchmark: `p50 / p99 latency at ${FIXED_RATE} req/s, ${label}, ${units}`,
+        benchmark: `p50 / p99 latency at ${FIXED_RATE} req/s each, same window, ${label}, ${units} (median of ${PACED_ROUNDS} x ${PACED_S} s)`,
         platform: `${ms(gwPaced.p50)} / ${ms(gwPaced.p99)}`,
         reference: `${ms(haPaced.p50)} / ${ms(haPaced.p99)} hand-written, ${ms(directPaced.p99)} p99 direct`,
-        ratio: `${signed(gwPaced.p99 - haPaced.p99)} p99 vs hand-written`,
+        ratio: pacedDifference(pacedRuns[target], pacedRuns.haproxy),
         target: haproxyPlane ? '<= +0.2 ms p99' : '-',
       },
       { benchmark: `proxy CPU time per request, ${label}, ${units}`, platform: `${gw.cpuUs.toFixed(0)} us`, reference: `${ha.cpuUs.toFixed(0)} us (hand-written)`, ratio: `${(gw.cpuUs / ha.cpuUs).toFixed(2)}x`, target: '-' },
@@ -194,6 +274,17 @@ async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
       { benchmark: `failed requests (errors, timeouts, non-2xx), ${label}, ${units}`, platform: String(gw.errors + gwPaced.errors), reference: `${ha.errors + haPaced.errors} hand-written, ${policy.errors} with the gateway policy, ${direct.errors + directPaced.errors} direct`, ratio: '-', target: '0' },
     );
   }
+  // The full-load tail, configuration by configuration (docs/benchmarks.md, issue 16): where a p99 comes from.
+  haproxyTargets.forEach((name, i) => {
+    const m = summarise(measured[name]);
+    rows.push({
+      benchmark: `full-load tail, ${targetLabels[name]}, ${units}: p99 / p99.9 (median) / max (of ${ROUNDS} x ${DURATION_S} s); requests per unit; most queued; listen overflows / SYN retransmits`,
+      platform: `${m.p99} / ${m.p99_9} / ${m.max} ms; ${shares(m.perUnit)}; ${queued[i]}; ${m.listenOverflows} / ${m.synRetransmits}`,
+      reference: '-',
+      ratio: '-',
+      target: 'for diagnosis',
+    });
+  });
   return rows;
 }
 

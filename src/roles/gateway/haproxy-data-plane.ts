@@ -266,16 +266,20 @@ export class HaproxyDataPlane implements DataPlane {
   }
 
   private settings(): HaproxySettings {
-    const { gateway, http } = this.config;
-    return {
-      threads: availableParallelism(),
-      requestTimeoutSeconds: gateway.requestTimeoutSeconds,
-      idleTimeoutSeconds: gateway.idleTimeoutSeconds,
-      headersTimeoutSeconds: http.headersTimeoutSeconds,
-      maxHeaderSize: gateway.maxHeaderSize,
-      maxConnections: http.maxConnections,
-      maxConnectionsPerAddress: http.maxConnectionsPerAddress,
-      upstreamConnections: gateway.upstreamConnections,
-    };
+    return haproxySettings(this.config);
   }
+}
+
+/** HAProxy's settings for a gateway's configuration (exported for bench/generated-haproxy.ts, which runs the same). */
+export function haproxySettings({ gateway, http }: PlatformConfig): HaproxySettings {
+  return {
+    threads: availableParallelism(),
+    requestTimeoutSeconds: gateway.requestTimeoutSeconds,
+    idleTimeoutSeconds: gateway.idleTimeoutSeconds,
+    headersTimeoutSeconds: http.headersTimeoutSeconds,
+    maxHeaderSize: gateway.maxHeaderSize,
+    maxConnections: http.maxConnections,
+    maxConnectionsPerAddress: http.maxConnectionsPerAddress,
+    upstreamConnections: gateway.upstreamConnections,
+  };
 }
