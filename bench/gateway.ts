@@ -11,7 +11,7 @@ import { pacedLoad, type PacedResult } from './paced-load.js';
 import { startGeneratedHaproxy } from './generated-haproxy.js';
 import { serverCounts, sessionsBetween } from './unit-spread.js';
 import { countersBetween, tcpCounters, type TcpCounters } from './tcp-counters.js';
-import { dataPlaneConfig, printConfigurations, startReferenceHaproxy } from './reference-haproxy.js';
+import { dataPlaneConfig, printConfigurations, startReferenceHaproxy, type ReferenceHaproxy } from './reference-haproxy.js';
 import { cpuTicks, cpuUsPerRequest, haproxyWorkers } from './proxy-cpu.js';
 import { measureConvergence } from './route-convergence.js';
 import { startGateway, type DataPlaneName, type Gateway } from '../test/harness/gateway-cluster.js';
@@ -29,6 +29,11 @@ import { openStore } from '../src/store/open-store.js';
 // Also, for throughput and CPU only, a hand-written haproxy.cfg with the gateway's balancing and
 // retry policy (GATEWAY_POLICY): what those two behaviours cost HAProxy itself, apart from the
 // generated configuration's rules (docs/gateway.md, "Where the HAProxy plane's CPU time goes").
+// The latency target is compared at a fixed rate with every target paced in the same window
+// (paced-load.ts). `tail` (busybox units only) takes the full-load tail apart: the plane, its
+// generated configuration with one backend shared by the threads, and hand-written configurations
+// adding the gateway's balancing and retry one at a time, with how requests spread over the units
+// and how often a unit's accept queue overflowed (docs/benchmarks.md, issue 16).
 
 const UNITS = 3;
 const CONNECTIONS = 32;
@@ -51,11 +56,27 @@ const describeUnits: Record<UnitKind, string> = {
 const CONVERGENCE_CHANGES = 200;
 
 /**
- * The gateway's backend policy (haproxy-config.ts backendSection), hand-written: least outstanding
- * requests, and one retry of an idempotent request whose reused connection the unit closed (an
- * L7 retry, for which HAProxy copies every request into a buffer).
+ * The gateway's retry (haproxy-config.ts backendSection), hand-written: one retry of an idempotent
+ * request whose reused connection the unit closed (an L7 retry, for which HAProxy copies every
+ * request into a buffer).
  */
-const GATEWAY_POLICY = ['balance leastconn', 'retries 1', 'option redispatch 1', 'retry-on conn-failure empty-response', 'http-request disable-l7-retry unless { method GET HEAD OPTIONS PUT DELETE }'];
+const L7_RETRY = ['retries 1', 'option redispatch 1', 'retry-on conn-failure empty-response', 'http-request disable-l7-retry unless { method GET HEAD OPTIONS PUT DELETE }'];
+/** The gateway's backend policy, hand-written: least outstanding requests and the retry. */
+const GATEWAY_POLICY = ['balance leastconn', ...L7_RETRY];
+/** The hand-written configurations' backend lines: the reference, the gateway's policy, and each half of it. */
+const HAND_WRITTEN = {
+  haproxy: ['balance roundrobin'],
+  haproxyPolicy: GATEWAY_POLICY,
+  haproxyRetry: ['balance roundrobin', ...L7_RETRY],
+  haproxyLeastconn: ['balance leastconn'],
+} as const;
+type HandWritten = keyof typeof HAND_WRITTEN;
+
+// Sections: `keep-alive`, `busybox`, `tail`, `convergence`; none named: keep-alive, busybox and convergence.
+const args = process.argv.slice(2);
+const unknown = args.filter((arg) => ![...unitKinds, 'tail', 'convergence'].includes(arg));
+if (unknown.length > 0) throw new Error(`unknown section ${unknown.join(', ')}: keep-alive, busybox, tail or convergence`);
+const kinds = args.length === 0 ? unitKinds : unitKinds.filter((kind) => args.includes(kind));
 
 const platform = await startBenchPlatform(['directory', 'scheduler', 'agent'], 'bench-gateway');
 const { engine, registry } = platform;
@@ -66,6 +87,7 @@ const planes: Record<DataPlaneName, Gateway> = {
 
 interface Measure {
   rps: number;
+  mean: number;
   p50: number;
   p99: number;
   p99_9: number;
@@ -80,27 +102,33 @@ interface Measure {
 }
 
 /**
- * What is measured: the two planes; the hand-written reference (round robin) and the same with
- * the gateway's policy; the gateway's generated configuration run by hand, as the plane writes it
- * (a backend copy per thread) and with one backend shared by the threads; one unit directly.
+ * What is measured: the two planes; the hand-written configurations (HAND_WRITTEN); the gateway's
+ * generated configuration run by hand with one backend shared by the threads; one unit directly.
  */
-type Target = 'haproxyPlane' | 'nodePlane' | 'haproxy' | 'haproxyPolicy' | 'generated' | 'generatedShared' | 'direct';
-type Targets = Record<Target, { url: string; host?: string; pids?: number[]; socket?: string }>;
+type Target = 'haproxyPlane' | 'nodePlane' | HandWritten | 'generatedShared' | 'direct';
+type Targets = Partial<Record<Target, { url: string; host?: string; pids?: number[]; socket?: string }>>;
 const targetLabels: Record<Target, string> = {
   haproxyPlane: 'HAProxy plane',
   nodePlane: 'Node plane',
   haproxy: 'hand-written, round robin (reference)',
-  haproxyPolicy: 'hand-written, gateway policy, one backend',
-  generated: 'generated config by hand, a copy per thread',
-  generatedShared: 'generated config by hand, one shared backend',
+  haproxyPolicy: 'hand-written, gateway policy (leastconn, L7 retry), one backend',
+  haproxyRetry: 'hand-written, round robin, L7 retry',
+  haproxyLeastconn: 'hand-written, leastconn, no L7 retry',
+  generatedShared: 'generated config by hand, one backend shared by the threads',
   direct: 'direct to one unit',
 };
-const haproxyTargets: Target[] = ['haproxyPlane', 'generated', 'generatedShared', 'haproxyPolicy', 'haproxy'];
-/** Paced in one window; the first is compared with the reference, the Node plane's row too. */
+/** The targets of the main sections: full load, then paced (the first paced one is compared with the reference). */
+const unitTargets: Target[] = ['haproxyPlane', 'nodePlane', 'haproxy', 'haproxyPolicy', 'direct'];
 const pacedTargets: Target[] = ['haproxyPlane', 'haproxy', 'nodePlane', 'direct'];
+/** The `tail` section's targets (busybox units). */
+const tailTargets: Target[] = ['haproxyPlane', 'generatedShared', 'haproxy', 'haproxyRetry', 'haproxyLeastconn', 'haproxyPolicy'];
+const TAIL_ROUNDS = 5;
+const TAIL_DURATION_S = 6;
+
+type TargetSpec = NonNullable<Targets[Target]>;
 
 /** Full load: as many requests as `CONNECTIONS` keep-alive connections carry, with autocannon. */
-async function load(target: Targets[Target], addresses: string[], duration = DURATION_S): Promise<Measure> {
+async function load(target: TargetSpec, addresses: string[], duration = DURATION_S): Promise<Measure> {
   const { url, host, pids, socket } = target;
   const before = pids === undefined ? 0 : cpuTicks(pids);
   const countsBefore = socket === undefined ? [] : await serverCounts(socket, addresses);
@@ -111,6 +139,7 @@ async function load(target: Targets[Target], addresses: string[], duration = DUR
   return {
     tcp,
     rps: result.requests.average,
+    mean: result.latency.average,
     p50: result.latency.p50,
     p99: result.latency.p99,
     p99_9: result.latency.p99_9,
@@ -142,6 +171,7 @@ async function deployUnits(kind: UnitKind): Promise<{ service: string; addresses
 
 const summarise = (runs: Measure[]) => ({
   rps: median(runs.map((m) => m.rps)),
+  mean: median(runs.map((m) => m.mean)),
   p50: median(runs.map((m) => m.p50)),
   p99: median(runs.map((m) => m.p99)),
   p99_9: median(runs.map((m) => m.p99_9)),
@@ -166,7 +196,7 @@ async function pacedRounds(targets: Targets): Promise<Record<Target, PacedResult
   const runs = Object.fromEntries(pacedTargets.map((name) => [name, [] as PacedResult[]])) as Record<Target, PacedResult[]>;
   for (let round = 0; round < PACED_ROUNDS; round++) {
     const results = await pacedLoad(
-      pacedTargets.map((name) => targets[name]),
+      pacedTargets.map((name) => targets[name]!),
       { rate: FIXED_RATE, durationMs: PACED_S * 1000, connections: PACED_CONNECTIONS },
     );
     results.forEach((result, i) => runs[pacedTargets[i]!].push(result));
@@ -181,8 +211,8 @@ function pacedDifference(runs: PacedResult[], reference: PacedResult[]): string 
   return `${signed(median(differences))} p99 (median of ${differences.length} rounds, ${signed(Math.min(...differences))} to ${signed(Math.max(...differences))})`;
 }
 
-async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
-  const { service, addresses } = await deployUnits(kind);
+/** Starts the targets named for the service's units (the planes already run); `stop` ends those it started. */
+async function startTargets(service: string, addresses: string[], names: readonly Target[]): Promise<{ targets: Targets; configs: Record<string, string>; stop(): void }> {
   const host = `${service}.platform.internal`;
   // undici's request, not fetch: fetch sends its own Host.
   const ready = async (port: number) => {
@@ -190,42 +220,67 @@ async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
     await body.dump();
     return statusCode === 200;
   };
-  const haproxy = await startReferenceHaproxy(addresses, '', ready);
-  const haproxyPolicy = await startReferenceHaproxy(addresses, '', ready, GATEWAY_POLICY);
-  const generated = await startGeneratedHaproxy(service, host, addresses, 'per-thread', ready);
-  const generatedShared = await startGeneratedHaproxy(service, host, addresses, 'shared', ready);
-  const handWritten = { haproxy, haproxyPolicy, generated, generatedShared };
-  const byHand = (name: keyof typeof handWritten) => ({ url: `http://127.0.0.1:${handWritten[name].port}/`, host, pids: [handWritten[name].pid], socket: handWritten[name].socket });
-  const targets: Targets = {
-    haproxyPlane: { url: `${planes.haproxy.url}/`, host, pids: haproxyWorkers(planes.haproxy), socket: join(planes.haproxy.dataDir, `gateway-${planes.haproxy.port}`, 'runtime.sock') },
-    nodePlane: { url: `${planes.node.url}/`, host, pids: [planes.node.child.pid!] },
-    haproxy: byHand('haproxy'),
-    haproxyPolicy: byHand('haproxyPolicy'),
-    generated: byHand('generated'),
-    generatedShared: byHand('generatedShared'),
-    direct: { url: `http://${addresses[0]}/` },
-  };
-  const names = Object.keys(targets) as Target[];
-  for (const name of names) await load(targets[name], addresses, 2); // warm-up: JIT, pools, page cache
+  const started: ReferenceHaproxy[] = [];
+  const targets: Targets = {};
+  const configs: Record<string, string> = { 'HAProxy data plane': dataPlaneConfig(planes.haproxy.dataDir, planes.haproxy.port) };
+  for (const name of names) {
+    if (name === 'haproxyPlane') {
+      targets[name] = { url: `${planes.haproxy.url}/`, host, pids: haproxyWorkers(planes.haproxy), socket: join(planes.haproxy.dataDir, `gateway-${planes.haproxy.port}`, 'runtime.sock') };
+    } else if (name === 'nodePlane') {
+      targets[name] = { url: `${planes.node.url}/`, host, pids: [planes.node.child.pid!] };
+    } else if (name === 'direct') {
+      targets[name] = { url: `http://${addresses[0]}/` };
+    } else {
+      const haproxy = await (name === 'generatedShared' ? startGeneratedHaproxy(service, host, addresses, 'shared', ready) : startReferenceHaproxy(addresses, '', ready, HAND_WRITTEN[name]));
+      started.push(haproxy);
+      configs[targetLabels[name]] = haproxy.config;
+      targets[name] = { url: `http://127.0.0.1:${haproxy.port}/`, host, pids: [haproxy.pid], socket: haproxy.socket };
+    }
+  }
+  return { targets, configs, stop: () => started.forEach((haproxy) => haproxy.stop()) };
+}
+
+/** Full-load rounds over `names`, each round starting one target later (none always right after the same one). */
+async function fullLoadRounds(kind: UnitKind, targets: Targets, names: readonly Target[], addresses: string[], rounds: number, duration: number): Promise<Record<Target, Measure[]>> {
+  for (const name of names) await load(targets[name]!, addresses, 2); // warm-up: JIT, pools, page cache
   const measured = Object.fromEntries(names.map((name) => [name, [] as Measure[]])) as Record<Target, Measure[]>;
-  for (let round = 0; round < ROUNDS; round++) {
-    // Each round starts one target later, so none is always measured right after the same one.
+  for (let round = 0; round < rounds; round++) {
     for (const name of names.map((_, i) => names[(i + round) % names.length]!)) {
-      const measure = await load(targets[name], addresses);
+      const measure = await load(targets[name]!, addresses, duration);
       measured[name].push(measure);
       console.log(`${kind}, full-load round ${round + 1}, ${targetLabels[name]}: ${fullLoadLine(measure)}`);
     }
   }
-  const pacedRuns = await pacedRounds(targets);
-  const queued = await Promise.all(haproxyTargets.map(async (name) => Math.max(0, ...(await serverCounts(targets[name].socket!, addresses)).map((count) => count.queuedMax))));
-  printConfigurations({
-    [`HAProxy data plane (${kind} units)`]: dataPlaneConfig(planes.haproxy.dataDir, planes.haproxy.port),
-    'hand-written haproxy.cfg (the target\'s reference)': haproxy.config,
-    'hand-written, gateway policy (for comparison)': haproxyPolicy.config,
-    'generated config run by hand': generated.config,
-    'generated config run by hand, one shared backend': generatedShared.config,
+  return measured;
+}
+
+/** The most requests that ever waited in a server's queue, per HAProxy target. */
+const mostQueued = async (targets: Targets, names: readonly Target[], addresses: string[]): Promise<number[]> =>
+  Promise.all(names.map(async (name) => Math.max(0, ...(await serverCounts(targets[name]!.socket!, addresses)).map((count) => count.queuedMax))));
+
+/** A full-load tail row per HAProxy target: where a p99 comes from (docs/benchmarks.md, issue 16). */
+function tailRows(measured: Record<Target, Measure[]>, names: readonly Target[], queued: number[], units: string, rounds: number, duration: number): BenchRow[] {
+  return names.map((name, i) => {
+    const m = summarise(measured[name]);
+    return {
+      benchmark: `full-load tail, ${targetLabels[name]}, ${units}: req/s; mean / p50 / p99 / p99.9 (medians) / max of ${rounds} x ${duration} s; requests per unit; most queued; listen overflows / SYN retransmits a second`,
+      platform: `${m.rps.toFixed(0)}; ${m.mean.toFixed(1)} / ${m.p50} / ${m.p99} / ${m.p99_9} / ${m.max} ms; ${shares(m.perUnit)}; ${queued[i]}; ${(m.listenOverflows / (rounds * duration)).toFixed(1)} / ${(m.synRetransmits / (rounds * duration)).toFixed(1)}`,
+      reference: '-',
+      ratio: '-',
+      target: 'for diagnosis',
+    };
   });
-  for (const reference of Object.values(handWritten)) reference.stop();
+}
+
+async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
+  const { service, addresses } = await deployUnits(kind);
+  const { targets, configs, stop } = await startTargets(service, addresses, unitTargets);
+  const measured = await fullLoadRounds(kind, targets, unitTargets, addresses, ROUNDS, DURATION_S);
+  const pacedRuns = await pacedRounds(targets);
+  const haproxyNames = unitTargets.filter((name) => targets[name]!.socket !== undefined);
+  const queued = await mostQueued(targets, haproxyNames, addresses);
+  printConfigurations(configs);
+  stop();
   await http('DELETE', `${platform.url('directory')}/services/${service}`);
 
   const ha = summarise(measured.haproxy);
@@ -274,18 +329,20 @@ async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
       { benchmark: `failed requests (errors, timeouts, non-2xx), ${label}, ${units}`, platform: String(gw.errors + gwPaced.errors), reference: `${ha.errors + haPaced.errors} hand-written, ${policy.errors} with the gateway policy, ${direct.errors + directPaced.errors} direct`, ratio: '-', target: '0' },
     );
   }
-  // The full-load tail, configuration by configuration (docs/benchmarks.md, issue 16): where a p99 comes from.
-  haproxyTargets.forEach((name, i) => {
-    const m = summarise(measured[name]);
-    rows.push({
-      benchmark: `full-load tail, ${targetLabels[name]}, ${units}: p99 / p99.9 (median) / max (of ${ROUNDS} x ${DURATION_S} s); requests per unit; most queued; listen overflows / SYN retransmits`,
-      platform: `${m.p99} / ${m.p99_9} / ${m.max} ms; ${shares(m.perUnit)}; ${queued[i]}; ${m.listenOverflows} / ${m.synRetransmits}`,
-      reference: '-',
-      ratio: '-',
-      target: 'for diagnosis',
-    });
-  });
+  rows.push(...tailRows(measured, haproxyNames, queued, units, ROUNDS, DURATION_S));
   return rows;
+}
+
+/** The `tail` section: the busybox full-load tail, configuration by configuration. */
+async function measureTail(): Promise<BenchRow[]> {
+  const { service, addresses } = await deployUnits('busybox');
+  const { targets, configs, stop } = await startTargets(service, addresses, tailTargets);
+  const measured = await fullLoadRounds('busybox', targets, tailTargets, addresses, TAIL_ROUNDS, TAIL_DURATION_S);
+  const queued = await mostQueued(targets, tailTargets, addresses);
+  printConfigurations(configs);
+  stop();
+  await http('DELETE', `${platform.url('directory')}/services/${service}`);
+  return tailRows(measured, tailTargets, queued, describeUnits.busybox, TAIL_ROUNDS, TAIL_DURATION_S);
 }
 
 const percentile = (values: number[], p: number): number => {
@@ -318,10 +375,9 @@ async function measureConvergenceRows(): Promise<BenchRow[]> {
   return rows;
 }
 
-const args = process.argv.slice(2);
-const kinds = args.filter((arg): arg is UnitKind => (unitKinds as string[]).includes(arg));
 const rows: BenchRow[] = [];
-if (!args.includes('convergence') || kinds.length > 0) for (const kind of kinds.length > 0 ? kinds : unitKinds) rows.push(...(await measureUnits(kind)));
+for (const kind of kinds) rows.push(...(await measureUnits(kind)));
+if (args.includes('tail')) rows.push(...(await measureTail()));
 if (args.includes('convergence') || args.length === 0) rows.push(...(await measureConvergenceRows()));
 printTable(rows);
 await Promise.all(Object.values(planes).map((gateway) => gateway.stop()));
