@@ -124,6 +124,15 @@ const pacedTargets: Target[] = ['haproxyPlane', 'haproxy', 'nodePlane', 'direct'
 const tailTargets: Target[] = ['haproxyPlane', 'generatedShared', 'haproxy', 'haproxyRetry', 'haproxyLeastconn', 'haproxyPolicy'];
 const TAIL_ROUNDS = 5;
 const TAIL_DURATION_S = 6;
+/**
+ * The tail at a fixed rate instead (open loop: a request stuck in a unit's full accept queue does
+ * not hold back the next), all in one window: each target's share is well within what three
+ * busybox units serve on this machine.
+ */
+const tailPacedTargets: Target[] = ['haproxyPlane', 'generatedShared', 'haproxy', 'haproxyPolicy'];
+const TAIL_RATE = 300;
+const TAIL_PACED_CONNECTIONS = 16;
+const TAIL_PACED_ROUNDS = 3;
 
 type TargetSpec = NonNullable<Targets[Target]>;
 
@@ -191,16 +200,17 @@ const shares = (perUnit: number[]): string => {
 const fullLoadLine = (m: Measure): string =>
   `p99 ${m.p99} / p99.9 ${m.p99_9} / max ${m.max} ms, ${m.rps.toFixed(0)} req/s${m.perUnit ? `, units ${shares(m.perUnit)}` : ''}, ${m.tcp.listenOverflows} listen overflows, ${m.tcp.synRetransmits} SYN retransmits`;
 
-/** Paced rounds, every paced target in each: per target its results, round by round. */
-async function pacedRounds(targets: Targets): Promise<Record<Target, PacedResult[]>> {
-  const runs = Object.fromEntries(pacedTargets.map((name) => [name, [] as PacedResult[]])) as Record<Target, PacedResult[]>;
-  for (let round = 0; round < PACED_ROUNDS; round++) {
+/** Paced rounds, every one of `names` in each: per target its results, round by round. */
+async function pacedRounds(targets: Targets, names = pacedTargets, rate = FIXED_RATE, connections = PACED_CONNECTIONS, rounds = PACED_ROUNDS): Promise<Record<Target, PacedResult[]>> {
+  const runs = Object.fromEntries(names.map((name) => [name, [] as PacedResult[]])) as Record<Target, PacedResult[]>;
+  for (let round = 0; round < rounds; round++) {
     const results = await pacedLoad(
-      pacedTargets.map((name) => targets[name]!),
-      { rate: FIXED_RATE, durationMs: PACED_S * 1000, connections: PACED_CONNECTIONS },
+      names.map((name) => targets[name]!),
+      { rate, durationMs: PACED_S * 1000, connections },
     );
-    results.forEach((result, i) => runs[pacedTargets[i]!].push(result));
-    console.log(`paced round ${round + 1}: ${pacedTargets.map((name, i) => `${targetLabels[name]} p99 ${ms(results[i]!.p99)}`).join(', ')}`);
+    results.forEach((result, i) => runs[names[i]!].push(result));
+    const line = (result: PacedResult) => `p99 ${ms(result.p99)}, p99.9 ${ms(result.p99_9)}, max ${ms(result.max)}`;
+    console.log(`paced round ${round + 1} at ${rate} req/s each: ${names.map((name, i) => `${targetLabels[name]} ${line(results[i]!)}`).join('; ')}`);
   }
   return runs;
 }
@@ -338,11 +348,25 @@ async function measureTail(): Promise<BenchRow[]> {
   const { service, addresses } = await deployUnits('busybox');
   const { targets, configs, stop } = await startTargets(service, addresses, tailTargets);
   const measured = await fullLoadRounds('busybox', targets, tailTargets, addresses, TAIL_ROUNDS, TAIL_DURATION_S);
+  const tcpBefore = tcpCounters();
+  const paced = await pacedRounds(targets, tailPacedTargets, TAIL_RATE, TAIL_PACED_CONNECTIONS, TAIL_PACED_ROUNDS);
+  const pacedTcp = countersBetween(tcpBefore, tcpCounters());
   const queued = await mostQueued(targets, tailTargets, addresses);
   printConfigurations(configs);
   stop();
   await http('DELETE', `${platform.url('directory')}/services/${service}`);
-  return tailRows(measured, tailTargets, queued, describeUnits.busybox, TAIL_ROUNDS, TAIL_DURATION_S);
+  const rows = tailRows(measured, tailTargets, queued, describeUnits.busybox, TAIL_ROUNDS, TAIL_DURATION_S);
+  const pacedMedian = (name: Target, key: 'p50' | 'p99' | 'p99_9') => median(paced[name].map((run) => run[key]));
+  for (const name of tailPacedTargets) {
+    rows.push({
+      benchmark: `tail at ${TAIL_RATE} req/s each, same window (open loop), ${targetLabels[name]}, ${describeUnits.busybox}: p50 / p99 / p99.9 (medians of ${TAIL_PACED_ROUNDS} x ${PACED_S} s) / max`,
+      platform: `${ms(pacedMedian(name, 'p50'))} / ${ms(pacedMedian(name, 'p99'))} / ${ms(pacedMedian(name, 'p99_9'))} / ${ms(Math.max(...paced[name].map((run) => run.max)))}`,
+      reference: name === 'haproxy' ? '-' : pacedDifference(paced[name], paced.haproxy),
+      ratio: '-',
+      target: `for diagnosis (all paced rounds: ${pacedTcp.listenOverflows} listen overflows, ${pacedTcp.synRetransmits} SYN retransmits)`,
+    });
+  }
+  return rows;
 }
 
 const percentile = (values: number[], p: number): number => {

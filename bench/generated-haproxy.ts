@@ -2,9 +2,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { resolveConfig } from '../src/config.js';
-import { haproxySettings } from '../src/roles/gateway/haproxy-data-plane.js';
-import { connectionHeadersLua, haproxyConfig, hostsMapFile, poolBackendName, routeLabel, routesMapFile, unitsMapFile, type BackendConfig } from '../src/roles/gateway/haproxy-config.js';
-import { slotsFor } from '../src/roles/gateway/haproxy-config.js';
+import { haproxyFiles, haproxySettings } from '../src/roles/gateway/haproxy-data-plane.js';
+import { connectionHeadersLua, haproxyConfig, hostsMapFile, poolBackendName, routeLabel, routesMapFile, slotsFor, unitsMapFile, type BackendConfig } from '../src/roles/gateway/haproxy-config.js';
 import { freePort } from '../test/harness/free-port.js';
 import { runHaproxy, type ReferenceHaproxy } from './reference-haproxy.js';
 
@@ -32,14 +31,7 @@ export async function startGeneratedHaproxy(service: string, host: string, addre
   const [port, ownPort] = [await freePort(), await freePort()];
   const gateway = resolveConfig({ role: 'gateway' }, {});
   const settings = haproxySettings(gateway);
-  const files = {
-    runtimeSocket: join(dir, 'runtime.sock'),
-    pidFile: join(dir, 'haproxy.pid'),
-    hostsMap: join(dir, 'hosts.map'),
-    unitsMap: join(dir, 'units.map'),
-    routesMap: join(dir, 'routes.map'),
-    lua: join(dir, 'connection-headers.lua'),
-  };
+  const files = haproxyFiles(dir);
   const backend: BackendConfig = {
     name: poolBackendName(0),
     label: routeLabel({ kind: 'service', name: service }),

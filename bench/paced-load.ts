@@ -33,6 +33,8 @@ export interface PacedOptions {
 export interface PacedResult {
   p50: number;
   p99: number;
+  p99_9: number;
+  max: number;
   /** Requests that failed or answered other than 2xx. */
   errors: number;
   count: number;
@@ -63,7 +65,7 @@ function targetSender(target: PacedTarget, connections: number) {
   const result = async (): Promise<PacedResult> => {
     await pool.close();
     latencies.sort((a, b) => a - b);
-    return { p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), errors, count: latencies.length + errors };
+    return { p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), p99_9: quantile(latencies, 0.999), max: latencies.at(-1) ?? Number.NaN, errors, count: latencies.length + errors };
   };
   return { send, result };
 }

@@ -1,5 +1,4 @@
-import { parseStat } from '../src/roles/gateway/haproxy-runtime.js';
-import { runtimeCommand } from '../src/roles/gateway/haproxy-runtime.js';
+import { parseStat, runtimeCommand } from '../src/roles/gateway/haproxy-runtime.js';
 
 // How an HAProxy spread requests over the units, from its own counters (`show stat` on its stats
 // or runtime socket): for the gateway's plane, per thread's copy of the backend too.
