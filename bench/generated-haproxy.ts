@@ -19,7 +19,7 @@ export type BackendLayout = 'per-thread' | 'shared';
  * The generated configuration with one backend for all threads: written for one thread (one copy,
  * a unit's whole connection cap), then given the machine's threads, all routed to that copy.
  */
-function sharedBackend(config: string, threads: number): string {
+export function sharedBackend(config: string, threads: number): string {
   const shared = config.replace(/^ {2}nbthread 1$/m, `  nbthread ${threads}`).replace('use_backend %[var(txn.backend)].%[thread]', 'use_backend %[var(txn.backend)].0');
   if (!shared.includes(`nbthread ${threads}`) || shared.includes('%[thread]')) throw new Error('the generated configuration changed shape: update sharedBackend');
   return shared;

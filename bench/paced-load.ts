@@ -70,21 +70,27 @@ function targetSender(target: PacedTarget, connections: number) {
   return { send, result };
 }
 
+/** When each request goes out (ms from the start) and to which target (its index): see above. */
+export function pacedSchedule(targets: number, rate: number, durationMs: number): { at: number; target: number }[] {
+  const interval = 1000 / rate;
+  const slot = interval / targets;
+  const ticks = Math.floor(durationMs / interval);
+  return Array.from({ length: ticks * targets }, (_, i) => {
+    const [tick, place] = [Math.floor(i / targets), i % targets];
+    return { at: tick * interval + place * slot, target: (tick + place) % targets };
+  });
+}
+
 /** Paces all `targets` in one window (see above); one result per target, in their order. */
 export async function pacedLoad(targets: readonly PacedTarget[], options: PacedOptions): Promise<PacedResult[]> {
   const senders = targets.map((target) => targetSender(target, options.connections));
   const inFlight: Promise<void>[] = [];
-  const interval = 1000 / options.rate;
-  const slot = interval / senders.length;
-  const ticks = Math.floor(options.durationMs / interval);
   const begin = performance.now();
-  for (let tick = 0; tick < ticks; tick++) {
-    for (let place = 0; place < senders.length; place++) {
-      // Wait for this request's place on the schedule (timers are late, never early).
-      const wait = begin + tick * interval + place * slot - performance.now();
-      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-      inFlight.push(senders[(tick + place) % senders.length]!.send());
-    }
+  for (const { at, target } of pacedSchedule(senders.length, options.rate, options.durationMs)) {
+    // Wait for this request's place on the schedule (timers are late, never early).
+    const wait = begin + at - performance.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    inFlight.push(senders[target]!.send());
   }
   await Promise.all(inFlight);
   return Promise.all(senders.map((sender) => sender.result()));
