@@ -105,7 +105,7 @@ interface Measure {
  * What is measured: the two planes; the hand-written configurations (HAND_WRITTEN); the gateway's
  * generated configuration run by hand with one backend shared by the threads; one unit directly.
  */
-type Target = 'haproxyPlane' | 'nodePlane' | HandWritten | 'generatedShared' | 'direct';
+type Target = 'haproxyPlane' | 'nodePlane' | HandWritten | 'generated' | 'generatedShared' | 'direct';
 type Targets = Partial<Record<Target, { url: string; host?: string; pids?: number[]; socket?: string }>>;
 const targetLabels: Record<Target, string> = {
   haproxyPlane: 'HAProxy plane',
@@ -114,6 +114,7 @@ const targetLabels: Record<Target, string> = {
   haproxyPolicy: 'hand-written, gateway policy (leastconn, L7 retry), one backend',
   haproxyRetry: 'hand-written, round robin, L7 retry',
   haproxyLeastconn: 'hand-written, leastconn, no L7 retry',
+  generated: 'generated config by hand, a backend copy per thread (as the plane)',
   generatedShared: 'generated config by hand, one backend shared by the threads',
   direct: 'direct to one unit',
 };
@@ -133,6 +134,12 @@ const tailPacedTargets: Target[] = ['haproxyPlane', 'generatedShared', 'haproxy'
 const TAIL_RATE = 300;
 const TAIL_PACED_CONNECTIONS = 16;
 const TAIL_PACED_ROUNDS = 3;
+/**
+ * Then keep-alive units at the target's 200 req/s, in one window: the plane against the same
+ * generated configuration run by hand (what the gateway's driving adds), with one shared backend
+ * (what the copies add), the gateway's policy hand-written and the reference.
+ */
+const lowRateTargets: Target[] = ['haproxyPlane', 'generated', 'generatedShared', 'haproxyPolicy', 'haproxy'];
 
 type TargetSpec = NonNullable<Targets[Target]>;
 
@@ -241,7 +248,9 @@ async function startTargets(service: string, addresses: string[], names: readonl
     } else if (name === 'direct') {
       targets[name] = { url: `http://${addresses[0]}/` };
     } else {
-      const haproxy = await (name === 'generatedShared' ? startGeneratedHaproxy(service, host, addresses, 'shared', ready) : startReferenceHaproxy(addresses, '', ready, HAND_WRITTEN[name]));
+      const haproxy = await (name === 'generated' || name === 'generatedShared'
+        ? startGeneratedHaproxy(service, host, addresses, name === 'generated' ? 'per-thread' : 'shared', ready)
+        : startReferenceHaproxy(addresses, '', ready, HAND_WRITTEN[name]));
       started.push(haproxy);
       configs[targetLabels[name]] = haproxy.config;
       targets[name] = { url: `http://127.0.0.1:${haproxy.port}/`, host, pids: [haproxy.pid], socket: haproxy.socket };
@@ -356,14 +365,34 @@ async function measureTail(): Promise<BenchRow[]> {
   stop();
   await http('DELETE', `${platform.url('directory')}/services/${service}`);
   const rows = tailRows(measured, tailTargets, queued, describeUnits.busybox, TAIL_ROUNDS, TAIL_DURATION_S);
+  rows.push(...pacedTailRows(paced, tailPacedTargets, TAIL_RATE, TAIL_PACED_ROUNDS, describeUnits.busybox, pacedTcp));
+  rows.push(...(await lowRateRows()));
+  return rows;
+}
+
+/** The `tail` section's last part: keep-alive units at 200 req/s, lowRateTargets in one window. */
+async function lowRateRows(): Promise<BenchRow[]> {
+  const { service, addresses } = await deployUnits('keep-alive');
+  const { targets, stop } = await startTargets(service, addresses, lowRateTargets);
+  const tcpBefore = tcpCounters();
+  const paced = await pacedRounds(targets, lowRateTargets);
+  const tcp = countersBetween(tcpBefore, tcpCounters());
+  stop();
+  await http('DELETE', `${platform.url('directory')}/services/${service}`);
+  return pacedTailRows(paced, lowRateTargets, FIXED_RATE, PACED_ROUNDS, describeUnits['keep-alive'], tcp);
+}
+
+/** Paced rows of the `tail` section, each configuration against the reference in the same window. */
+function pacedTailRows(paced: Record<Target, PacedResult[]>, names: readonly Target[], rate: number, rounds: number, units: string, tcp: TcpCounters): BenchRow[] {
+  const rows: BenchRow[] = [];
   const pacedMedian = (name: Target, key: 'p50' | 'p99' | 'p99_9') => median(paced[name].map((run) => run[key]));
-  for (const name of tailPacedTargets) {
+  for (const name of names) {
     rows.push({
-      benchmark: `tail at ${TAIL_RATE} req/s each, same window (open loop), ${targetLabels[name]}, ${describeUnits.busybox}: p50 / p99 / p99.9 (medians of ${TAIL_PACED_ROUNDS} x ${PACED_S} s) / max`,
+      benchmark: `at ${rate} req/s each, same window (open loop), ${targetLabels[name]}, ${units}: p50 / p99 / p99.9 (medians of ${rounds} x ${PACED_S} s) / max`,
       platform: `${ms(pacedMedian(name, 'p50'))} / ${ms(pacedMedian(name, 'p99'))} / ${ms(pacedMedian(name, 'p99_9'))} / ${ms(Math.max(...paced[name].map((run) => run.max)))}`,
       reference: name === 'haproxy' ? '-' : pacedDifference(paced[name], paced.haproxy),
-      ratio: '-',
-      target: `for diagnosis (all paced rounds: ${pacedTcp.listenOverflows} listen overflows, ${pacedTcp.synRetransmits} SYN retransmits)`,
+      ratio: name === 'haproxy' ? '-' : `${signed(median(paced[name].map((run, i) => run.p50 - paced.haproxy[i]!.p50)))} p50 (median)`,
+      target: `for diagnosis (all paced rounds: ${tcp.listenOverflows} listen overflows, ${tcp.synRetransmits} SYN retransmits)`,
     });
   }
   return rows;
