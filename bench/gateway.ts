@@ -130,7 +130,7 @@ const TAIL_DURATION_S = 6;
  * not hold back the next), all in one window: each target's share is well within what three
  * busybox units serve on this machine.
  */
-const tailPacedTargets: Target[] = ['haproxyPlane', 'generatedShared', 'haproxy', 'haproxyPolicy'];
+const tailPacedTargets: Target[] = ['haproxyPlane', 'generated', 'generatedShared', 'haproxy', 'haproxyPolicy'];
 const TAIL_RATE = 300;
 const TAIL_PACED_CONNECTIONS = 16;
 const TAIL_PACED_ROUNDS = 3;
@@ -355,7 +355,7 @@ async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
 /** The `tail` section: the busybox full-load tail, configuration by configuration. */
 async function measureTail(): Promise<BenchRow[]> {
   const { service, addresses } = await deployUnits('busybox');
-  const { targets, configs, stop } = await startTargets(service, addresses, tailTargets);
+  const { targets, configs, stop } = await startTargets(service, addresses, [...new Set([...tailTargets, ...tailPacedTargets])]);
   const measured = await fullLoadRounds('busybox', targets, tailTargets, addresses, TAIL_ROUNDS, TAIL_DURATION_S);
   const tcpBefore = tcpCounters();
   const paced = await pacedRounds(targets, tailPacedTargets, TAIL_RATE, TAIL_PACED_CONNECTIONS, TAIL_PACED_ROUNDS);
