@@ -78,6 +78,9 @@ const unknown = args.filter((arg) => ![...unitKinds, 'tail', 'convergence'].incl
 if (unknown.length > 0) throw new Error(`unknown section ${unknown.join(', ')}: keep-alive, busybox, tail or convergence`);
 const kinds = args.length === 0 ? unitKinds : unitKinds.filter((kind) => args.includes(kind));
 
+// Every HAProxy the bench starts kills itself on exit (reference-haproxy.ts): the tail section runs seven.
+process.setMaxListeners(20);
+
 const platform = await startBenchPlatform(['directory', 'scheduler', 'agent'], 'bench-gateway');
 const { engine, registry } = platform;
 const planes: Record<DataPlaneName, Gateway> = {
