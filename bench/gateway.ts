@@ -1,12 +1,17 @@
 import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
 import autocannon from 'autocannon';
+import { request } from 'undici';
 import { buildTestImage } from '../test/harness/test-image.js';
 import { http } from '../test/harness/platform.js';
 import { waitFor } from '../test/harness/wait.js';
 import { median, printTable, type BenchRow } from './table.js';
 import { startBenchPlatform } from './bench-platform.js';
-import { pacedLoad } from './paced-load.js';
-import { dataPlaneConfig, printConfigurations, startReferenceHaproxy } from './reference-haproxy.js';
+import { pacedLoad, type PacedResult } from './paced-load.js';
+import { startGeneratedHaproxy } from './generated-haproxy.js';
+import { serverCounts, sessionsBetween } from './unit-spread.js';
+import { countersBetween, tcpCounters, type TcpCounters } from './tcp-counters.js';
+import { dataPlaneConfig, printConfigurations, startReferenceHaproxy, type ReferenceHaproxy } from './reference-haproxy.js';
 import { cpuTicks, cpuUsPerRequest, haproxyWorkers } from './proxy-cpu.js';
 import { measureConvergence } from './route-convergence.js';
 import { startGateway, type DataPlaneName, type Gateway } from '../test/harness/gateway-cluster.js';
@@ -24,14 +29,22 @@ import { openStore } from '../src/store/open-store.js';
 // Also, for throughput and CPU only, a hand-written haproxy.cfg with the gateway's balancing and
 // retry policy (GATEWAY_POLICY): what those two behaviours cost HAProxy itself, apart from the
 // generated configuration's rules (docs/gateway.md, "Where the HAProxy plane's CPU time goes").
+// The latency target is compared at a fixed rate with every target paced in the same window
+// (paced-load.ts). `tail` (busybox units only) takes the full-load tail apart: the plane, its
+// generated configuration with one backend shared by the threads, and hand-written configurations
+// adding the gateway's balancing and retry one at a time, with how requests spread over the units
+// and how often a unit's accept queue overflowed (docs/benchmarks.md, issue 16).
 
 const UNITS = 3;
 const CONNECTIONS = 32;
 const DURATION_S = 8;
 const ROUNDS = 3;
-/** Offered load for the latency comparison: well below every target's capacity, so no queueing. */
+/** Offered load per target for the latency comparison: well below every target's capacity, so no queueing. */
 const FIXED_RATE = 200;
 const PACED_CONNECTIONS = 8;
+/** Paced rounds, all paced targets in each (paced-load.ts): a p99 difference per round, and their spread. */
+const PACED_ROUNDS = 5;
+const PACED_S = 10;
 
 type UnitKind = 'keep-alive' | 'busybox';
 const unitKinds: UnitKind[] = ['keep-alive', 'busybox'];
@@ -43,11 +56,30 @@ const describeUnits: Record<UnitKind, string> = {
 const CONVERGENCE_CHANGES = 200;
 
 /**
- * The gateway's backend policy (haproxy-config.ts backendSection), hand-written: least outstanding
- * requests, and one retry of an idempotent request whose reused connection the unit closed (an
- * L7 retry, for which HAProxy copies every request into a buffer).
+ * The gateway's retry (haproxy-config.ts backendSection), hand-written: one retry of an idempotent
+ * request whose reused connection the unit closed (an L7 retry, for which HAProxy copies every
+ * request into a buffer).
  */
-const GATEWAY_POLICY = ['balance leastconn', 'retries 1', 'option redispatch 1', 'retry-on conn-failure empty-response', 'http-request disable-l7-retry unless { method GET HEAD OPTIONS PUT DELETE }'];
+const L7_RETRY = ['retries 1', 'option redispatch 1', 'retry-on conn-failure empty-response', 'http-request disable-l7-retry unless { method GET HEAD OPTIONS PUT DELETE }'];
+/** The gateway's backend policy, hand-written: least outstanding requests and the retry. */
+const GATEWAY_POLICY = ['balance leastconn', ...L7_RETRY];
+/** The hand-written configurations' backend lines: the reference, the gateway's policy, and each half of it. */
+const HAND_WRITTEN = {
+  haproxy: ['balance roundrobin'],
+  haproxyPolicy: GATEWAY_POLICY,
+  haproxyRetry: ['balance roundrobin', ...L7_RETRY],
+  haproxyLeastconn: ['balance leastconn'],
+} as const;
+type HandWritten = keyof typeof HAND_WRITTEN;
+
+// Sections: `keep-alive`, `busybox`, `tail`, `convergence`; none named: keep-alive, busybox and convergence.
+const args = process.argv.slice(2);
+const unknown = args.filter((arg) => ![...unitKinds, 'tail', 'convergence'].includes(arg));
+if (unknown.length > 0) throw new Error(`unknown section ${unknown.join(', ')}: keep-alive, busybox, tail or convergence`);
+const kinds = args.length === 0 ? unitKinds : unitKinds.filter((kind) => args.includes(kind));
+
+// Every HAProxy the bench starts kills itself on exit (reference-haproxy.ts): the tail section runs seven.
+process.setMaxListeners(20);
 
 const platform = await startBenchPlatform(['directory', 'scheduler', 'agent'], 'bench-gateway');
 const { engine, registry } = platform;
@@ -58,36 +90,83 @@ const planes: Record<DataPlaneName, Gateway> = {
 
 interface Measure {
   rps: number;
+  mean: number;
   p50: number;
   p99: number;
+  p99_9: number;
+  max: number;
   errors: number;
   /** CPU time of the proxy process per request, in microseconds (0 for direct). */
   cpuUs: number;
+  /** Requests each unit got, from HAProxy's counters (HAProxy targets only). */
+  perUnit?: number[];
+  /** Handshakes dropped on a full accept queue, and SYNs sent again, during the round (the whole machine's). */
+  tcp: TcpCounters;
 }
 
-type Target = 'haproxyPlane' | 'nodePlane' | 'haproxy' | 'haproxyPolicy' | 'direct';
-type Targets = Record<Target, { url: string; host?: string; pids?: number[] }>;
+/**
+ * What is measured: the two planes; the hand-written configurations (HAND_WRITTEN); the gateway's
+ * generated configuration run by hand with one backend shared by the threads; one unit directly.
+ */
+type Target = 'haproxyPlane' | 'nodePlane' | HandWritten | 'generated' | 'generatedShared' | 'direct';
+type Targets = Partial<Record<Target, { url: string; host?: string; pids?: number[]; socket?: string }>>;
+const targetLabels: Record<Target, string> = {
+  haproxyPlane: 'HAProxy plane',
+  nodePlane: 'Node plane',
+  haproxy: 'hand-written, round robin (reference)',
+  haproxyPolicy: 'hand-written, gateway policy (leastconn, L7 retry), one backend',
+  haproxyRetry: 'hand-written, round robin, L7 retry',
+  haproxyLeastconn: 'hand-written, leastconn, no L7 retry',
+  generated: 'generated config by hand, a backend copy per thread (as the plane)',
+  generatedShared: 'generated config by hand, one backend shared by the threads',
+  direct: 'direct to one unit',
+};
+/** The targets of the main sections: full load, then paced (the first paced one is compared with the reference). */
+const unitTargets: Target[] = ['haproxyPlane', 'nodePlane', 'haproxy', 'haproxyPolicy', 'direct'];
+const pacedTargets: Target[] = ['haproxyPlane', 'haproxy', 'nodePlane', 'direct'];
+/** The `tail` section's targets (busybox units). */
+const tailTargets: Target[] = ['haproxyPlane', 'generatedShared', 'haproxy', 'haproxyRetry', 'haproxyLeastconn', 'haproxyPolicy'];
+const TAIL_ROUNDS = 5;
+const TAIL_DURATION_S = 6;
+/**
+ * The tail at a fixed rate instead (open loop: a request stuck in a unit's full accept queue does
+ * not hold back the next), all in one window: each target's share is well within what three
+ * busybox units serve on this machine.
+ */
+const tailPacedTargets: Target[] = ['haproxyPlane', 'generated', 'generatedShared', 'haproxy', 'haproxyPolicy'];
+const TAIL_RATE = 300;
+const TAIL_PACED_CONNECTIONS = 16;
+const TAIL_PACED_ROUNDS = 3;
+/**
+ * Then keep-alive units at the target's 200 req/s, in one window: the plane against the same
+ * generated configuration run by hand (what the gateway's driving adds), with one shared backend
+ * (what the copies add), the gateway's policy hand-written and the reference.
+ */
+const lowRateTargets: Target[] = ['haproxyPlane', 'generated', 'generatedShared', 'haproxyPolicy', 'haproxy'];
+
+type TargetSpec = NonNullable<Targets[Target]>;
 
 /** Full load: as many requests as `CONNECTIONS` keep-alive connections carry, with autocannon. */
-async function load(target: Targets[Target], duration = DURATION_S): Promise<Measure> {
-  const { url, host, pids } = target;
+async function load(target: TargetSpec, addresses: string[], duration = DURATION_S): Promise<Measure> {
+  const { url, host, pids, socket } = target;
   const before = pids === undefined ? 0 : cpuTicks(pids);
+  const countsBefore = socket === undefined ? [] : await serverCounts(socket, addresses);
+  const tcpBefore = tcpCounters();
   const result = await autocannon({ url, duration, connections: CONNECTIONS, ...(host ? { headers: { host } } : {}) });
   const ticks = pids === undefined ? 0 : cpuTicks(pids) - before;
+  const tcp = countersBetween(tcpBefore, tcpCounters());
   return {
+    tcp,
     rps: result.requests.average,
+    mean: result.latency.average,
     p50: result.latency.p50,
     p99: result.latency.p99,
+    p99_9: result.latency.p99_9,
+    max: result.latency.max,
     errors: result.errors + result.timeouts + result.non2xx,
     cpuUs: cpuUsPerRequest(ticks, result.requests.total),
+    ...(socket === undefined ? {} : { perUnit: sessionsBetween(countsBefore, await serverCounts(socket, addresses), addresses) }),
   };
-}
-
-/** A fixed low rate, timed open loop with a sub-millisecond clock (see paced-load.ts). */
-async function paced(target: Targets[Target]): Promise<Measure> {
-  const { url, host } = target;
-  const result = await pacedLoad({ url, ...(host ? { host } : {}), rate: FIXED_RATE, durationMs: DURATION_S * 1000, connections: PACED_CONNECTIONS });
-  return { rps: FIXED_RATE, p50: result.p50, p99: result.p99, errors: result.errors, cpuUs: 0 };
 }
 
 /** Deploys `UNITS` units of the kind and waits until both gateways route to all of them. */
@@ -111,49 +190,127 @@ async function deployUnits(kind: UnitKind): Promise<{ service: string; addresses
 
 const summarise = (runs: Measure[]) => ({
   rps: median(runs.map((m) => m.rps)),
+  mean: median(runs.map((m) => m.mean)),
   p50: median(runs.map((m) => m.p50)),
   p99: median(runs.map((m) => m.p99)),
+  p99_9: median(runs.map((m) => m.p99_9)),
+  max: Math.max(...runs.map((m) => m.max)),
   cpuUs: median(runs.map((m) => m.cpuUs)),
   errors: runs.reduce((sum, m) => sum + m.errors, 0),
+  perUnit: runs.reduce<number[]>((sum, m) => (m.perUnit ?? []).map((n, i) => n + (sum[i] ?? 0)), []),
+  listenOverflows: runs.reduce((sum, m) => sum + m.tcp.listenOverflows, 0),
+  synRetransmits: runs.reduce((sum, m) => sum + m.tcp.synRetransmits, 0),
 });
 const ms = (value: number) => `${value.toFixed(2)} ms`;
 const signed = (value: number) => `${value >= 0 ? '+' : ''}${value.toFixed(2)} ms`;
+const shares = (perUnit: number[]): string => {
+  const total = perUnit.reduce((sum, n) => sum + n, 0);
+  return perUnit.map((n) => `${total > 0 ? ((100 * n) / total).toFixed(0) : '-'} %`).join(' / ');
+};
+const fullLoadLine = (m: Measure): string =>
+  `p99 ${m.p99} / p99.9 ${m.p99_9} / max ${m.max} ms, ${m.rps.toFixed(0)} req/s${m.perUnit ? `, units ${shares(m.perUnit)}` : ''}, ${m.tcp.listenOverflows} listen overflows, ${m.tcp.synRetransmits} SYN retransmits`;
+
+/** Paced rounds, every one of `names` in each: per target its results, round by round. */
+async function pacedRounds(targets: Targets, names = pacedTargets, rate = FIXED_RATE, connections = PACED_CONNECTIONS, rounds = PACED_ROUNDS): Promise<Record<Target, PacedResult[]>> {
+  const runs = Object.fromEntries(names.map((name) => [name, [] as PacedResult[]])) as Record<Target, PacedResult[]>;
+  for (let round = 0; round < rounds; round++) {
+    const results = await pacedLoad(
+      names.map((name) => targets[name]!),
+      { rate, durationMs: PACED_S * 1000, connections },
+    );
+    results.forEach((result, i) => runs[names[i]!].push(result));
+    const line = (result: PacedResult) => `p99 ${ms(result.p99)}, p99.9 ${ms(result.p99_9)}, max ${ms(result.max)}`;
+    console.log(`paced round ${round + 1} at ${rate} req/s each: ${names.map((name, i) => `${targetLabels[name]} ${line(results[i]!)}`).join('; ')}`);
+  }
+  return runs;
+}
+
+/** A paced row's comparison: the p99 difference to the reference in each round, their median and range. */
+function pacedDifference(runs: PacedResult[], reference: PacedResult[]): string {
+  const differences = runs.map((run, i) => run.p99 - reference[i]!.p99);
+  return `${signed(median(differences))} p99 (median of ${differences.length} rounds, ${signed(Math.min(...differences))} to ${signed(Math.max(...differences))})`;
+}
+
+/** Starts the targets named for the service's units (the planes already run); `stop` ends those it started. */
+async function startTargets(service: string, addresses: string[], names: readonly Target[]): Promise<{ targets: Targets; configs: Record<string, string>; stop(): void }> {
+  const host = `${service}.platform.internal`;
+  // undici's request, not fetch: fetch sends its own Host.
+  const ready = async (port: number) => {
+    const { statusCode, body } = await request(`http://127.0.0.1:${port}/`, { headers: { host } });
+    await body.dump();
+    return statusCode === 200;
+  };
+  const started: ReferenceHaproxy[] = [];
+  const targets: Targets = {};
+  const configs: Record<string, string> = { 'HAProxy data plane': dataPlaneConfig(planes.haproxy.dataDir, planes.haproxy.port) };
+  for (const name of names) {
+    if (name === 'haproxyPlane') {
+      targets[name] = { url: `${planes.haproxy.url}/`, host, pids: haproxyWorkers(planes.haproxy), socket: join(planes.haproxy.dataDir, `gateway-${planes.haproxy.port}`, 'runtime.sock') };
+    } else if (name === 'nodePlane') {
+      targets[name] = { url: `${planes.node.url}/`, host, pids: [planes.node.child.pid!] };
+    } else if (name === 'direct') {
+      targets[name] = { url: `http://${addresses[0]}/` };
+    } else {
+      const haproxy = await (name === 'generated' || name === 'generatedShared'
+        ? startGeneratedHaproxy(service, host, addresses, name === 'generated' ? 'per-thread' : 'shared', ready)
+        : startReferenceHaproxy(addresses, '', ready, HAND_WRITTEN[name]));
+      started.push(haproxy);
+      configs[targetLabels[name]] = haproxy.config;
+      targets[name] = { url: `http://127.0.0.1:${haproxy.port}/`, host, pids: [haproxy.pid], socket: haproxy.socket };
+    }
+  }
+  return { targets, configs, stop: () => started.forEach((haproxy) => haproxy.stop()) };
+}
+
+/** Full-load rounds over `names`, each round starting one target later (none always right after the same one). */
+async function fullLoadRounds(kind: UnitKind, targets: Targets, names: readonly Target[], addresses: string[], rounds: number, duration: number): Promise<Record<Target, Measure[]>> {
+  for (const name of names) await load(targets[name]!, addresses, 2); // warm-up: JIT, pools, page cache
+  const measured = Object.fromEntries(names.map((name) => [name, [] as Measure[]])) as Record<Target, Measure[]>;
+  for (let round = 0; round < rounds; round++) {
+    for (const name of names.map((_, i) => names[(i + round) % names.length]!)) {
+      const measure = await load(targets[name]!, addresses, duration);
+      measured[name].push(measure);
+      console.log(`${kind}, full-load round ${round + 1}, ${targetLabels[name]}: ${fullLoadLine(measure)}`);
+    }
+  }
+  return measured;
+}
+
+/** The most requests that ever waited in a server's queue, per HAProxy target. */
+const mostQueued = async (targets: Targets, names: readonly Target[], addresses: string[]): Promise<number[]> =>
+  Promise.all(names.map(async (name) => Math.max(0, ...(await serverCounts(targets[name]!.socket!, addresses)).map((count) => count.queuedMax))));
+
+/** A full-load tail row per HAProxy target: where a p99 comes from (docs/benchmarks.md, issue 16). */
+function tailRows(measured: Record<Target, Measure[]>, names: readonly Target[], queued: number[], units: string, rounds: number, duration: number): BenchRow[] {
+  return names.map((name, i) => {
+    const m = summarise(measured[name]);
+    return {
+      benchmark: `full-load tail, ${targetLabels[name]}, ${units}: req/s; mean / p50 / p99 / p99.9 (medians) / max of ${rounds} x ${duration} s; requests per unit; most queued; listen overflows / SYN retransmits a second`,
+      platform: `${m.rps.toFixed(0)}; ${m.mean.toFixed(1)} / ${m.p50} / ${m.p99} / ${m.p99_9} / ${m.max} ms; ${shares(m.perUnit)}; ${queued[i]}; ${(m.listenOverflows / (rounds * duration)).toFixed(1)} / ${(m.synRetransmits / (rounds * duration)).toFixed(1)}`,
+      reference: '-',
+      ratio: '-',
+      target: 'for diagnosis',
+    };
+  });
+}
 
 async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
   const { service, addresses } = await deployUnits(kind);
-  const ready = async (port: number) => (await fetch(`http://127.0.0.1:${port}/`)).ok;
-  const haproxy = await startReferenceHaproxy(addresses, '', ready);
-  const haproxyPolicy = await startReferenceHaproxy(addresses, '', ready, GATEWAY_POLICY);
-  const host = `${service}.platform.internal`;
-  const targets: Targets = {
-    haproxyPlane: { url: `${planes.haproxy.url}/`, host, pids: haproxyWorkers(planes.haproxy) },
-    nodePlane: { url: `${planes.node.url}/`, host, pids: [planes.node.child.pid!] },
-    haproxy: { url: `http://127.0.0.1:${haproxy.port}/`, pids: [haproxy.pid] },
-    haproxyPolicy: { url: `http://127.0.0.1:${haproxyPolicy.port}/`, pids: [haproxyPolicy.pid] },
-    direct: { url: `http://${addresses[0]}/` },
-  };
-  const names = Object.keys(targets) as Target[];
-  for (const name of names) await load(targets[name], 2); // warm-up: JIT, pools, page cache
-  const measured: Record<Target, Measure[]> = { haproxyPlane: [], nodePlane: [], haproxy: [], haproxyPolicy: [], direct: [] };
-  const pacedRuns: Record<Target, Measure[]> = { haproxyPlane: [], nodePlane: [], haproxy: [], haproxyPolicy: [], direct: [] };
-  for (let round = 0; round < ROUNDS; round++) {
-    for (const name of names) measured[name].push(await load(targets[name]));
-    for (const name of names) if (name !== 'haproxyPolicy') pacedRuns[name].push(await paced(targets[name]));
-  }
-  printConfigurations({
-    [`HAProxy data plane (${kind} units)`]: dataPlaneConfig(planes.haproxy.dataDir, planes.haproxy.port),
-    'hand-written haproxy.cfg (the target\'s reference)': haproxy.config,
-    'hand-written, gateway policy (for comparison)': haproxyPolicy.config,
-  });
-  haproxy.stop();
-  haproxyPolicy.stop();
+  const { targets, configs, stop } = await startTargets(service, addresses, unitTargets);
+  const measured = await fullLoadRounds(kind, targets, unitTargets, addresses, ROUNDS, DURATION_S);
+  const pacedRuns = await pacedRounds(targets);
+  const haproxyNames = unitTargets.filter((name) => targets[name]!.socket !== undefined);
+  const queued = await mostQueued(targets, haproxyNames, addresses);
+  printConfigurations(configs);
+  stop();
   await http('DELETE', `${platform.url('directory')}/services/${service}`);
 
   const ha = summarise(measured.haproxy);
   const policy = summarise(measured.haproxyPolicy);
   const direct = summarise(measured.direct);
-  const haPaced = summarise(pacedRuns.haproxy);
-  const directPaced = summarise(pacedRuns.direct);
+  const pacedMedian = (name: Target) => ({ p50: median(pacedRuns[name].map((r) => r.p50)), p99: median(pacedRuns[name].map((r) => r.p99)), errors: pacedRuns[name].reduce((sum, r) => sum + r.errors, 0) });
+  const haPaced = pacedMedian('haproxy');
+  const directPaced = pacedMedian('direct');
   const units = describeUnits[kind];
   const rows: BenchRow[] = [];
   for (const [plane, target, label] of [
@@ -161,7 +318,7 @@ async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
     ['node', 'nodePlane', 'gateway, Node data plane'],
   ] as const) {
     const gw = summarise(measured[target]);
-    const gwPaced = summarise(pacedRuns[target]);
+    const gwPaced = pacedMedian(target);
     const haproxyPlane = plane === 'haproxy';
     rows.push(
       {
@@ -173,10 +330,10 @@ async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
       },
       { benchmark: `p50 / p99 latency at full load, ${label}, ${units}`, platform: `${ms(gw.p50)} / ${ms(gw.p99)}`, reference: `${ms(ha.p50)} / ${ms(ha.p99)} hand-written`, ratio: `${signed(gw.p99 - ha.p99)} p99`, target: haproxyPlane ? '<= +0.2 ms p99' : '-' },
       {
-        benchmark: `p50 / p99 latency at ${FIXED_RATE} req/s, ${label}, ${units}`,
+        benchmark: `p50 / p99 latency at ${FIXED_RATE} req/s each, same window, ${label}, ${units} (median of ${PACED_ROUNDS} x ${PACED_S} s)`,
         platform: `${ms(gwPaced.p50)} / ${ms(gwPaced.p99)}`,
         reference: `${ms(haPaced.p50)} / ${ms(haPaced.p99)} hand-written, ${ms(directPaced.p99)} p99 direct`,
-        ratio: `${signed(gwPaced.p99 - haPaced.p99)} p99 vs hand-written`,
+        ratio: pacedDifference(pacedRuns[target], pacedRuns.haproxy),
         target: haproxyPlane ? '<= +0.2 ms p99' : '-',
       },
       { benchmark: `proxy CPU time per request, ${label}, ${units}`, platform: `${gw.cpuUs.toFixed(0)} us`, reference: `${ha.cpuUs.toFixed(0)} us (hand-written)`, ratio: `${(gw.cpuUs / ha.cpuUs).toFixed(2)}x`, target: '-' },
@@ -193,6 +350,53 @@ async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
         : []),
       { benchmark: `failed requests (errors, timeouts, non-2xx), ${label}, ${units}`, platform: String(gw.errors + gwPaced.errors), reference: `${ha.errors + haPaced.errors} hand-written, ${policy.errors} with the gateway policy, ${direct.errors + directPaced.errors} direct`, ratio: '-', target: '0' },
     );
+  }
+  rows.push(...tailRows(measured, haproxyNames, queued, units, ROUNDS, DURATION_S));
+  return rows;
+}
+
+/** The `tail` section: the busybox full-load tail, configuration by configuration. */
+async function measureTail(): Promise<BenchRow[]> {
+  const { service, addresses } = await deployUnits('busybox');
+  const { targets, configs, stop } = await startTargets(service, addresses, [...new Set([...tailTargets, ...tailPacedTargets])]);
+  const measured = await fullLoadRounds('busybox', targets, tailTargets, addresses, TAIL_ROUNDS, TAIL_DURATION_S);
+  const tcpBefore = tcpCounters();
+  const paced = await pacedRounds(targets, tailPacedTargets, TAIL_RATE, TAIL_PACED_CONNECTIONS, TAIL_PACED_ROUNDS);
+  const pacedTcp = countersBetween(tcpBefore, tcpCounters());
+  const queued = await mostQueued(targets, tailTargets, addresses);
+  printConfigurations(configs);
+  stop();
+  await http('DELETE', `${platform.url('directory')}/services/${service}`);
+  const rows = tailRows(measured, tailTargets, queued, describeUnits.busybox, TAIL_ROUNDS, TAIL_DURATION_S);
+  rows.push(...pacedTailRows(paced, tailPacedTargets, TAIL_RATE, TAIL_PACED_ROUNDS, describeUnits.busybox, pacedTcp));
+  rows.push(...(await lowRateRows()));
+  return rows;
+}
+
+/** The `tail` section's last part: keep-alive units at 200 req/s, lowRateTargets in one window. */
+async function lowRateRows(): Promise<BenchRow[]> {
+  const { service, addresses } = await deployUnits('keep-alive');
+  const { targets, stop } = await startTargets(service, addresses, lowRateTargets);
+  const tcpBefore = tcpCounters();
+  const paced = await pacedRounds(targets, lowRateTargets);
+  const tcp = countersBetween(tcpBefore, tcpCounters());
+  stop();
+  await http('DELETE', `${platform.url('directory')}/services/${service}`);
+  return pacedTailRows(paced, lowRateTargets, FIXED_RATE, PACED_ROUNDS, describeUnits['keep-alive'], tcp);
+}
+
+/** Paced rows of the `tail` section, each configuration against the reference in the same window. */
+function pacedTailRows(paced: Record<Target, PacedResult[]>, names: readonly Target[], rate: number, rounds: number, units: string, tcp: TcpCounters): BenchRow[] {
+  const rows: BenchRow[] = [];
+  const pacedMedian = (name: Target, key: 'p50' | 'p99' | 'p99_9') => median(paced[name].map((run) => run[key]));
+  for (const name of names) {
+    rows.push({
+      benchmark: `at ${rate} req/s each, same window (open loop), ${targetLabels[name]}, ${units}: p50 / p99 / p99.9 (medians of ${rounds} x ${PACED_S} s) / max`,
+      platform: `${ms(pacedMedian(name, 'p50'))} / ${ms(pacedMedian(name, 'p99'))} / ${ms(pacedMedian(name, 'p99_9'))} / ${ms(Math.max(...paced[name].map((run) => run.max)))}`,
+      reference: name === 'haproxy' ? '-' : pacedDifference(paced[name], paced.haproxy),
+      ratio: name === 'haproxy' ? '-' : `${signed(median(paced[name].map((run, i) => run.p50 - paced.haproxy[i]!.p50)))} p50 (median)`,
+      target: `for diagnosis (all paced rounds: ${tcp.listenOverflows} listen overflows, ${tcp.synRetransmits} SYN retransmits)`,
+    });
   }
   return rows;
 }
@@ -227,10 +431,9 @@ async function measureConvergenceRows(): Promise<BenchRow[]> {
   return rows;
 }
 
-const args = process.argv.slice(2);
-const kinds = args.filter((arg): arg is UnitKind => (unitKinds as string[]).includes(arg));
 const rows: BenchRow[] = [];
-if (!args.includes('convergence') || kinds.length > 0) for (const kind of kinds.length > 0 ? kinds : unitKinds) rows.push(...(await measureUnits(kind)));
+for (const kind of kinds) rows.push(...(await measureUnits(kind)));
+if (args.includes('tail')) rows.push(...(await measureTail()));
 if (args.includes('convergence') || args.length === 0) rows.push(...(await measureConvergenceRows()));
 printTable(rows);
 await Promise.all(Object.values(planes).map((gateway) => gateway.stop()));

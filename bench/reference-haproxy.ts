@@ -8,6 +8,7 @@ import { waitFor } from '../test/harness/wait.js';
 // The benchmarks' reference: Debian's HAProxy 2.6 with a hand-written config balancing the same
 // units round robin, keep-alive on both sides, on loopback only. `backend` replaces the balancing
 // line, for a hand-written config with the gateway's own balancing and retry policy.
+// bench/generated-haproxy.ts runs the gateway's own generated configuration the same way.
 
 const HAPROXY = '/usr/sbin/haproxy';
 
@@ -16,6 +17,8 @@ export interface ReferenceHaproxy {
   pid: number;
   /** The configuration it runs, for configurationSummary. */
   config: string;
+  /** Its stats socket (`show stat`: how requests spread over the units). */
+  socket: string;
   stop(): void;
 }
 
@@ -50,11 +53,16 @@ export function printConfigurations(configs: Record<string, string>): void {
 /** The configuration the gateway's HAProxy data plane runs, from its state directory (haproxy-data-plane.ts). */
 export const dataPlaneConfig = (dataDir: string, gatewayPort: number): string => readFileSync(join(dataDir, `gateway-${gatewayPort}`, 'haproxy.cfg'), 'utf8');
 
-/** The hand-written configuration: `bindOptions` follow the bind address (`ssl crt …` for TLS), `backend` the balancing lines. */
-export const referenceConfig = (port: number, addresses: readonly string[], bindOptions: string, backend: readonly string[] = ['balance roundrobin']): string =>
+/**
+ * The hand-written configuration: `bindOptions` follow the bind address (`ssl crt …` for TLS),
+ * `backend` the balancing lines; `socket`, if given, a stats socket the benchmarks read (how
+ * requests spread over the units), which costs nothing per request.
+ */
+export const referenceConfig = (port: number, addresses: readonly string[], bindOptions: string, backend: readonly string[] = ['balance roundrobin'], socket?: string): string =>
   [
     'global',
     '  maxconn 4096',
+    ...(socket === undefined ? [] : [`  stats socket ${socket} mode 600 level admin`]),
     'defaults',
     '  mode http',
     '  option http-keep-alive',
@@ -79,20 +87,26 @@ export async function startReferenceHaproxy(
 ): Promise<ReferenceHaproxy> {
   const dir = mkdtempSync(join(tmpdir(), 'platform-haproxy-'));
   const port = await freePort();
-  const config = referenceConfig(port, addresses, bindOptions, backend);
+  const socket = join(dir, 'stats.sock');
+  return runHaproxy(dir, port, socket, referenceConfig(port, addresses, bindOptions, backend, socket), ready);
+}
+
+/** Runs HAProxy on `config` (written into `dir`, which `stop` removes) until it answers on `port`. */
+export async function runHaproxy(dir: string, port: number, socket: string, config: string, ready: (port: number) => Promise<boolean>): Promise<ReferenceHaproxy> {
   writeFileSync(join(dir, 'haproxy.cfg'), config);
   const child = spawn(HAPROXY, ['-f', join(dir, 'haproxy.cfg'), '-db'], { stdio: ['ignore', 'ignore', 'inherit'] });
   const kill = () => child.kill('SIGKILL');
-  process.once('exit', kill);
-  await waitFor(() => ready(port), 10_000, { what: 'HAProxy' });
-  return {
-    port,
-    pid: child.pid!,
-    config,
-    stop: () => {
-      child.kill('SIGTERM');
-      process.removeListener('exit', kill);
-      rmSync(dir, { recursive: true, force: true });
-    },
+  const stop = () => {
+    child.kill('SIGTERM');
+    process.removeListener('exit', kill);
+    rmSync(dir, { recursive: true, force: true });
   };
+  process.once('exit', kill);
+  try {
+    await waitFor(() => ready(port), 10_000, { what: 'HAProxy' });
+  } catch (error) {
+    stop();
+    throw error;
+  }
+  return { port, pid: child.pid!, config, socket, stop };
 }

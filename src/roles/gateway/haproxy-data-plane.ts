@@ -102,14 +102,7 @@ export class HaproxyDataPlane implements DataPlane {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     // Per-route 503 files of earlier versions: the answers now read the route from the routes map.
     rmSync(join(dir, 'errors'), { recursive: true, force: true });
-    const files: HaproxyFiles = {
-      runtimeSocket: join(dir, 'runtime.sock'),
-      pidFile: join(dir, 'haproxy.pid'),
-      hostsMap: join(dir, 'hosts.map'),
-      unitsMap: join(dir, 'units.map'),
-      routesMap: join(dir, 'routes.map'),
-      lua: join(dir, 'connection-headers.lua'),
-    };
+    const files = haproxyFiles(dir);
     const masterSocket = join(dir, 'master.sock');
     if (masterSocket.length > MAX_SOCKET_PATH) throw new Error(`--data-dir is too long for HAProxy's sockets: ${masterSocket} has more than ${MAX_SOCKET_PATH} bytes`);
     this.files = files;
@@ -266,16 +259,30 @@ export class HaproxyDataPlane implements DataPlane {
   }
 
   private settings(): HaproxySettings {
-    const { gateway, http } = this.config;
-    return {
-      threads: availableParallelism(),
-      requestTimeoutSeconds: gateway.requestTimeoutSeconds,
-      idleTimeoutSeconds: gateway.idleTimeoutSeconds,
-      headersTimeoutSeconds: http.headersTimeoutSeconds,
-      maxHeaderSize: gateway.maxHeaderSize,
-      maxConnections: http.maxConnections,
-      maxConnectionsPerAddress: http.maxConnectionsPerAddress,
-      upstreamConnections: gateway.upstreamConnections,
-    };
+    return haproxySettings(this.config);
   }
+}
+
+/** The files HAProxy runs from, in its state directory (exported for bench/generated-haproxy.ts, like haproxySettings). */
+export const haproxyFiles = (dir: string): HaproxyFiles => ({
+  runtimeSocket: join(dir, 'runtime.sock'),
+  pidFile: join(dir, 'haproxy.pid'),
+  hostsMap: join(dir, 'hosts.map'),
+  unitsMap: join(dir, 'units.map'),
+  routesMap: join(dir, 'routes.map'),
+  lua: join(dir, 'connection-headers.lua'),
+});
+
+/** HAProxy's settings for a gateway's configuration (exported for bench/generated-haproxy.ts, which runs the same). */
+export function haproxySettings({ gateway, http }: PlatformConfig): HaproxySettings {
+  return {
+    threads: availableParallelism(),
+    requestTimeoutSeconds: gateway.requestTimeoutSeconds,
+    idleTimeoutSeconds: gateway.idleTimeoutSeconds,
+    headersTimeoutSeconds: http.headersTimeoutSeconds,
+    maxHeaderSize: gateway.maxHeaderSize,
+    maxConnections: http.maxConnections,
+    maxConnectionsPerAddress: http.maxConnectionsPerAddress,
+    upstreamConnections: gateway.upstreamConnections,
+  };
 }

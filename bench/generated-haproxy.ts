@@ -1,0 +1,48 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { resolveConfig } from '../src/config.js';
+import { haproxyFiles, haproxySettings } from '../src/roles/gateway/haproxy-data-plane.js';
+import { connectionHeadersLua, haproxyConfig, hostsMapFile, poolBackendName, routeLabel, routesMapFile, slotsFor, unitsMapFile, type BackendConfig } from '../src/roles/gateway/haproxy-config.js';
+import { freePort } from '../test/harness/free-port.js';
+import { runHaproxy, type ReferenceHaproxy } from './reference-haproxy.js';
+
+// The gateway's generated haproxy.cfg (haproxyConfig with the gateway's default settings) for one
+// service's units, run by hand beside the data plane: what the plane's configuration costs apart
+// from the gateway driving it (its servers come through the Runtime API, this one's from the
+// file). `shared` runs it with one backend shared by HAProxy's threads instead of a copy per
+// thread (the plane before 2026-11-24), so a difference between the two is the copies' own.
+
+export type BackendLayout = 'per-thread' | 'shared';
+
+/**
+ * The generated configuration with one backend for all threads: written for one thread (one copy,
+ * a unit's whole connection cap), then given the machine's threads, all routed to that copy.
+ */
+export function sharedBackend(config: string, threads: number): string {
+  const shared = config.replace(/^ {2}nbthread 1$/m, `  nbthread ${threads}`).replace('use_backend %[var(txn.backend)].%[thread]', 'use_backend %[var(txn.backend)].0');
+  if (!shared.includes(`nbthread ${threads}`) || shared.includes('%[thread]')) throw new Error('the generated configuration changed shape: update sharedBackend');
+  return shared;
+}
+
+/** Runs the generated configuration routing `service` (`host`) to `addresses`, slots as the plane gives them. */
+export async function startGeneratedHaproxy(service: string, host: string, addresses: string[], layout: BackendLayout, ready: (port: number) => Promise<boolean>): Promise<ReferenceHaproxy> {
+  const dir = mkdtempSync(join(tmpdir(), 'platform-generated-haproxy-'));
+  const [port, ownPort] = [await freePort(), await freePort()];
+  const gateway = resolveConfig({ role: 'gateway' }, {});
+  const settings = haproxySettings(gateway);
+  const files = haproxyFiles(dir);
+  const backend: BackendConfig = {
+    name: poolBackendName(0),
+    label: routeLabel({ kind: 'service', name: service }),
+    slots: Array.from({ length: slotsFor(addresses.length) }, (_, i) => (i < addresses.length ? { address: addresses[i]!, unit: `${service}.${i + 1}` } : {})),
+  };
+  writeFileSync(files.lua, connectionHeadersLua);
+  writeFileSync(files.hostsMap, hostsMapFile(new Map([[host, backend.name]])));
+  writeFileSync(files.unitsMap, unitsMapFile([backend]));
+  writeFileSync(files.routesMap, routesMapFile([backend]));
+  // Nothing listens on ownPort: every request the bench sends is routed.
+  const input = { listeners: [{ host: '127.0.0.1', port, name: 'public' as const }], internalDomain: gateway.gateway.internalDomain, ownPort, files, backends: [backend] };
+  const config = layout === 'shared' ? sharedBackend(haproxyConfig({ ...input, settings: { ...settings, threads: 1 } }), settings.threads) : haproxyConfig({ ...input, settings });
+  return runHaproxy(dir, port, files.runtimeSocket, config, ready);
+}
