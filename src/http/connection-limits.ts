@@ -182,17 +182,17 @@ function capConnections(server: Server, role: string, limits: ConnectionLimits):
   });
 }
 
-/**
- * Answers 503 once the client starts its request (or after a moment, if it sends nothing), then
- * reads and drops what it sends until it closes or the grace ends: closing with unread data would
- * reset the connection before the client read the answer.
- */
 /** What a connection over a cap is told (the gateway's HAProxy plane says the same: haproxy-config.ts). */
 export const totalCapMessage = (role: string, max: number): string => `too many connections: the ${role} accepts at most ${max} at once; try again later`;
 export const addressCapMessage = (role: string, address: string, max: number): string =>
   `too many connections from ${address}: the ${role} accepts at most ${max} at once from one address; try again later`;
 export const refusalBody = (message: string): string => JSON.stringify({ statusCode: 503, error: 'Service Unavailable', message });
 
+/**
+ * Answers 503 once the client starts its request (or after a moment, if it sends nothing), then
+ * reads and drops what it sends until it closes or the grace ends: closing with unread data would
+ * reset the connection before the client read the answer.
+ */
 function refuse(socket: Socket, message: string): void {
   const body = refusalBody(message);
   const answer = [
