@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { resolveConfig } from '../src/config.js';
 import { haproxyFiles, haproxySettings } from '../src/roles/gateway/haproxy-data-plane.js';
-import { connectionHeadersLua, haproxyConfig, hostsMapFile, poolBackendName, routeLabel, routesMapFile, slotsFor, unitsMapFile, type BackendConfig } from '../src/roles/gateway/haproxy-config.js';
+import { connectionHeadersLua, haproxyConfig, hostsMapFile, poolBackendName, routeLabel, routesMapFile, slotsFor, unitsMapFile, type BackendConfig, type HaproxyFiles, type TlsBind } from '../src/roles/gateway/haproxy-config.js';
 import { freePort } from '../test/harness/free-port.js';
 import { runHaproxy, type ReferenceHaproxy } from './reference-haproxy.js';
 
@@ -25,24 +25,50 @@ export function sharedBackend(config: string, threads: number): string {
   return shared;
 }
 
-/** Runs the generated configuration routing `service` (`host`) to `addresses`, slots as the plane gives them. */
-export async function startGeneratedHaproxy(service: string, host: string, addresses: string[], layout: BackendLayout, ready: (port: number) => Promise<boolean>): Promise<ReferenceHaproxy> {
-  const dir = mkdtempSync(join(tmpdir(), 'platform-generated-haproxy-'));
-  const [port, ownPort] = [await freePort(), await freePort()];
+/** What the generated configuration routes: `service` as `host`, to `addresses`, heard on `port` (and `tls`, if given). */
+export interface GeneratedRoute {
+  service: string;
+  host: string;
+  addresses: readonly string[];
+  port: number;
+  /** The gateway's own server; nothing needs to listen there when every request is routed. */
+  ownPort: number;
+  tls?: TlsBind;
+}
+
+/**
+ * Writes the files the generated configuration reads (maps, Lua) into `dir`, slots as the plane
+ * gives them, and returns the configuration with the gateway's default settings and `layout`.
+ */
+export function writeGeneratedConfig(dir: string, route: GeneratedRoute, layout: BackendLayout = 'per-thread'): { config: string; files: HaproxyFiles } {
   const gateway = resolveConfig({ role: 'gateway' }, {});
   const settings = haproxySettings(gateway);
   const files = haproxyFiles(dir);
   const backend: BackendConfig = {
     name: poolBackendName(0),
-    label: routeLabel({ kind: 'service', name: service }),
-    slots: Array.from({ length: slotsFor(addresses.length) }, (_, i) => (i < addresses.length ? { address: addresses[i]!, unit: `${service}.${i + 1}` } : {})),
+    label: routeLabel({ kind: 'service', name: route.service }),
+    slots: Array.from({ length: slotsFor(route.addresses.length) }, (_, i) => (i < route.addresses.length ? { address: route.addresses[i]!, unit: `${route.service}.${i + 1}` } : {})),
   };
   writeFileSync(files.lua, connectionHeadersLua);
-  writeFileSync(files.hostsMap, hostsMapFile(new Map([[host, backend.name]])));
+  writeFileSync(files.hostsMap, hostsMapFile(new Map([[route.host, backend.name]])));
   writeFileSync(files.unitsMap, unitsMapFile([backend]));
   writeFileSync(files.routesMap, routesMapFile([backend]));
-  // Nothing listens on ownPort: every request the bench sends is routed.
-  const input = { listeners: [{ host: '127.0.0.1', port, name: 'public' as const }], internalDomain: gateway.gateway.internalDomain, ownPort, files, backends: [backend] };
+  const input = {
+    listeners: [{ host: '127.0.0.1', port: route.port, name: 'public' as const }],
+    internalDomain: gateway.gateway.internalDomain,
+    ownPort: route.ownPort,
+    files,
+    backends: [backend],
+    ...(route.tls === undefined ? {} : { tls: route.tls }),
+  };
   const config = layout === 'shared' ? sharedBackend(haproxyConfig({ ...input, settings: { ...settings, threads: 1 } }), settings.threads) : haproxyConfig({ ...input, settings });
+  return { config, files };
+}
+
+/** Runs the generated configuration routing `service` (`host`) to `addresses`, slots as the plane gives them. */
+export async function startGeneratedHaproxy(service: string, host: string, addresses: string[], layout: BackendLayout, ready: (port: number) => Promise<boolean>): Promise<ReferenceHaproxy> {
+  const dir = mkdtempSync(join(tmpdir(), 'platform-generated-haproxy-'));
+  const [port, ownPort] = [await freePort(), await freePort()];
+  const { config, files } = writeGeneratedConfig(dir, { service, host, addresses, port, ownPort }, layout);
   return runHaproxy(dir, port, files.runtimeSocket, config, ready);
 }

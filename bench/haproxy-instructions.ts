@@ -1,13 +1,13 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { availableParallelism, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-import { connectionHeadersLua, haproxyConfig, slotsFor, slotName } from '../src/roles/gateway/haproxy-config.js';
 import { freePort } from '../test/harness/free-port.js';
 import { ensureCommand } from '../test/harness/system-packages.js';
 import { makeServerCertificate } from '../test/harness/tls-certificates.js';
 import { referenceConfig } from './reference-haproxy.js';
+import { writeGeneratedConfig } from './generated-haproxy.js';
 
 // Where the HAProxy data plane's CPU per keep-alive request over TLS goes, counted in instructions
 // rather than timed: HAProxy runs under valgrind's callgrind, which counts every instruction it
@@ -60,24 +60,11 @@ function pemFor(name: string, names: string[]): string {
 /** The gateway's configuration for one public service on three units, with its default settings and its TLS bind. */
 function planeConfig(addresses: string[], hostPem: string, placeholderPem: string): Variant {
   return (root, ports) => {
-    const files = { runtimeSocket: join(root, 'runtime.sock'), pidFile: join(root, 'haproxy.pid'), hostsMap: join(root, 'hosts.map'), unitsMap: join(root, 'units.map'), routesMap: join(root, 'routes.map'), lua: join(root, 'connection.lua') };
-    const slots = Array.from({ length: slotsFor(addresses.length) }, (_, i) => (i < addresses.length ? { address: addresses[i]!, unit: `svc-${i}` } : {}));
     const crtList = join(root, 'certs.list');
-    writeFileSync(files.hostsMap, `${HOST} b_0\n`);
-    writeFileSync(files.routesMap, 'b_0 service:svc\n');
-    writeFileSync(files.unitsMap, slots.map((slot, i) => `${slotName('b_0', i)} ${slot.unit ?? '-'}\n`).join(''));
-    writeFileSync(files.lua, connectionHeadersLua);
     writeFileSync(crtList, `${placeholderPem} placeholder.invalid\n${hostPem} ${HOST}\n`);
-    return haproxyConfig({
-      listeners: [{ host: '127.0.0.1', port: ports.plain, name: 'public' }],
-      internalDomain: 'internal',
-      // Nothing here asks for the gateway's own endpoints.
-      ownPort: 1,
-      files,
-      settings: { threads: availableParallelism(), requestTimeoutSeconds: 60, idleTimeoutSeconds: 60, headersTimeoutSeconds: 10, maxHeaderSize: 16_384, maxConnections: 2048, maxConnectionsPerAddress: 256, upstreamConnections: 128 },
-      backends: [{ name: 'b_0', label: 'service:svc', slots }],
-      tls: { host: '127.0.0.1', port: ports.tls, crtList, domain: 'platform.local' },
-    });
+    // Nothing here asks for the gateway's own endpoints (ownPort).
+    const route = { service: 'svc', host: HOST, addresses, port: ports.plain, ownPort: 1, tls: { host: '127.0.0.1', port: ports.tls, crtList, domain: 'platform.local' } };
+    return writeGeneratedConfig(root, route).config;
   };
 }
 
