@@ -11,7 +11,7 @@ import { pacedLoad, type PacedResult } from './paced-load.js';
 import { startGeneratedHaproxy } from './generated-haproxy.js';
 import { serverCounts, sessionsBetween } from './unit-spread.js';
 import { countersBetween, tcpCounters, type TcpCounters } from './tcp-counters.js';
-import { dataPlaneConfig, printConfigurations, startReferenceHaproxy, type ReferenceHaproxy } from './reference-haproxy.js';
+import { GATEWAY_POLICY, L7_RETRY, dataPlaneConfig, printConfigurations, startReferenceHaproxy, type ReferenceHaproxy } from './reference-haproxy.js';
 import { cpuTicks, cpuUsPerRequest, haproxyWorkers } from './proxy-cpu.js';
 import { measureConvergence } from './route-convergence.js';
 import { startGateway, type DataPlaneName, type Gateway } from '../test/harness/gateway-cluster.js';
@@ -55,14 +55,6 @@ const describeUnits: Record<UnitKind, string> = {
 
 const CONVERGENCE_CHANGES = 200;
 
-/**
- * The gateway's retry (haproxy-config.ts backendSection), hand-written: one retry of an idempotent
- * request whose reused connection the unit closed (an L7 retry, for which HAProxy copies every
- * request into a buffer).
- */
-const L7_RETRY = ['retries 1', 'option redispatch 1', 'retry-on conn-failure empty-response', 'http-request disable-l7-retry unless { method GET HEAD OPTIONS PUT DELETE }'];
-/** The gateway's backend policy, hand-written: least outstanding requests and the retry. */
-const GATEWAY_POLICY = ['balance leastconn', ...L7_RETRY];
 /** The hand-written configurations' backend lines: the reference, the gateway's policy, and each half of it. */
 const HAND_WRITTEN = {
   haproxy: ['balance roundrobin'],

@@ -1,49 +1,76 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { freePort } from '../test/harness/free-port.js';
 import { ensureCommand } from '../test/harness/system-packages.js';
 import { makeServerCertificate } from '../test/harness/tls-certificates.js';
-import { referenceConfig } from './reference-haproxy.js';
-import { writeGeneratedConfig } from './generated-haproxy.js';
+import { median } from './table.js';
+import { cpuNanoseconds } from './proxy-cpu.js';
+import { GATEWAY_POLICY, referenceConfig } from './reference-haproxy.js';
+import { writeGeneratedConfig, type BackendLayout } from './generated-haproxy.js';
 
-// Where the HAProxy data plane's CPU per keep-alive request over TLS goes, counted in instructions
-// rather than timed: HAProxy runs under valgrind's callgrind, which counts every instruction it
-// executes, so a configuration's cost per request is the same whatever else the machine runs (two
-// runs of one configuration differ by about 0.1 %, where CPU time per request on the shared
-// machine moved ±5 % between rounds). The generated configuration (haproxyConfig, as the gateway
-// writes it, in front of three local Node keep-alive servers) is measured as it is and with one
-// thing taken out or changed at a time, beside the hand-written reference of bench/tls.ts.
+// Where the HAProxy data plane's CPU per request goes, counted in instructions rather than timed:
+// HAProxy runs under valgrind's callgrind, which counts every instruction it executes, so a
+// configuration's cost per request is the same whatever else the machine runs (two runs of one
+// configuration differ by about 0.1 %, where CPU time per request on the shared machine moved ±5 %
+// between rounds). The generated configuration (haproxyConfig, as the gateway writes it) is
+// measured as it is and with one thing taken out or changed at a time, beside hand-written ones.
+// Two kinds of traffic:
+// - `tls` (the default): keep-alive requests over TLS to three local Node keep-alive servers.
+// - `close`: plain HTTP to three busybox httpd units, which close the connection after every
+//   response as the busybox units of bench/gateway.ts do, so HAProxy opens a server connection per
+//   request; the client keeps its connections alive, as autocannon does there.
 // Instructions are not time: callgrind's own memcpy counts about 2 instructions per byte, where
 // the CPU's copies 64 bytes at a time, so a copy weighs more here than on the CPU (perf on the
-// running proxies, docs/gateway.md, gives its share of the time). Kernel work is not counted.
-// `node dist/bench/haproxy-instructions.js [REQUESTS]`: about 2 minutes.
+// running proxies, docs/gateway.md, gives its share of the time). Kernel work is not counted, and
+// a connection per request is mostly kernel work: `cpu` instead runs every configuration at once,
+// natively, loads them in alternating rounds and reads each one's CPU time per request, user and
+// kernel, from /proc (load-dependent: compare the rows of one run, not runs).
+// `node dist/bench/haproxy-instructions.js [tls|close] [cpu] [REQUESTS]`: about 2 minutes a kind.
 
-const REQUESTS = Number(process.argv[2] ?? 1000);
+const args = process.argv.slice(2);
+const unknown = args.filter((arg) => !['tls', 'close', 'cpu'].includes(arg) && !/^\d+$/.test(arg));
+if (unknown.length > 0) throw new Error(`unknown argument ${unknown.join(', ')}: tls or close, cpu, a number of requests`);
+const KIND: Kind = args.includes('close') ? 'close' : 'tls';
+const CPU = args.includes('cpu');
+const REQUESTS = Number(args.find((arg) => /^\d+$/.test(arg)) ?? 1000);
 const HOST = 'svc.platform.local';
 const dir = mkdtempSync(join(tmpdir(), 'platform-bench-instructions-'));
 const children: ChildProcess[] = [];
 const killAll = () => children.forEach((child) => child.kill('SIGKILL'));
 process.once('exit', killAll);
 
-/** Free ports for a configuration's binds: the TLS one (the one measured) and the gateway's plain one. */
+type Kind = 'tls' | 'close';
+
+/** Free ports for a configuration's binds: the TLS one and the gateway's plain one. */
 interface Ports {
   tls: number;
   plain: number;
 }
+
+/** The port a kind's requests go to. */
+const measuredPort = (ports: Ports): number => (KIND === 'tls' ? ports.tls : ports.plain);
 
 /** A configuration, written into its own directory. */
 type Variant = (root: string, ports: Ports) => string;
 
 const unitScript = "require('node:http').createServer((req, res) => { res.setHeader('content-type', 'text/html'); res.end('unit ' + process.env.PORT + '\\n'); }).listen(Number(process.env.PORT), '127.0.0.1');";
 
+/** Three units on loopback: Node keep-alive servers (`tls`), or busybox httpd, a fork per connection, as the test image's (`close`). */
 async function startUnits(): Promise<string[]> {
   const addresses: string[] = [];
   for (let i = 0; i < 3; i++) {
     const port = await freePort();
-    children.push(spawn(process.execPath, ['-e', unitScript], { env: { PORT: String(port) }, stdio: 'ignore' }));
+    if (KIND === 'tls') {
+      children.push(spawn(process.execPath, ['-e', unitScript], { env: { PORT: String(port) }, stdio: 'ignore' }));
+    } else {
+      const home = join(dir, `unit-${i}`);
+      mkdirSync(home);
+      writeFileSync(join(home, 'index.html'), `unit ${port}\n`);
+      children.push(spawn('busybox', ['httpd', '-f', '-p', `127.0.0.1:${port}`, '-h', home], { stdio: 'ignore' }));
+    }
     addresses.push(`127.0.0.1:${port}`);
   }
   return addresses;
@@ -57,25 +84,33 @@ function pemFor(name: string, names: string[]): string {
   return pem;
 }
 
-/** The gateway's configuration for one public service on three units, with its default settings and its TLS bind. */
-function planeConfig(addresses: string[], hostPem: string, placeholderPem: string): Variant {
+/** The gateway's configuration for one public service on three units, with its default settings, and its TLS bind for `tls`. */
+function planeConfig(addresses: string[], layout: BackendLayout = 'per-thread'): Variant {
+  const pems = KIND === 'tls' ? { host: pemFor('host', [`*.platform.local`]), placeholder: pemFor('placeholder', ['placeholder.invalid']) } : undefined;
   return (root, ports) => {
     const crtList = join(root, 'certs.list');
-    writeFileSync(crtList, `${placeholderPem} placeholder.invalid\n${hostPem} ${HOST}\n`);
+    if (pems !== undefined) writeFileSync(crtList, `${pems.placeholder} placeholder.invalid\n${pems.host} ${HOST}\n`);
     // Nothing here asks for the gateway's own endpoints (ownPort).
-    const route = { service: 'svc', host: HOST, addresses, port: ports.plain, ownPort: 1, tls: { host: '127.0.0.1', port: ports.tls, crtList, domain: 'platform.local' } };
-    return writeGeneratedConfig(root, route).config;
+    const route = { service: 'svc', host: HOST, addresses, port: ports.plain, ownPort: 1, ...(pems === undefined ? {} : { tls: { host: '127.0.0.1', port: ports.tls, crtList, domain: 'platform.local' } }) };
+    return writeGeneratedConfig(root, route, layout).config;
   };
 }
 
-/** The variant without the lines `pattern` matches. */
+/** A hand-written configuration with `backend`'s balancing lines, on the measured port. */
+const handWritten =
+  (addresses: string[], backend?: readonly string[]): Variant =>
+  (_root, ports) =>
+    referenceConfig(measuredPort(ports), addresses, KIND === 'tls' ? `ssl crt ${join(dir, 'host.pem')} ssl-min-ver TLSv1.2 ssl-max-ver TLSv1.3` : '', backend);
+
+/** The variant without the lines `pattern` matches (some must). */
 const without =
   (variant: Variant, pattern: RegExp): Variant =>
-  (root, ports) =>
-    variant(root, ports)
-      .split('\n')
-      .filter((line) => !pattern.test(line))
-      .join('\n');
+  (root, ports) => {
+    const lines = variant(root, ports).split('\n');
+    const kept = lines.filter((line) => !pattern.test(line));
+    if (kept.length === lines.length) throw new Error(`no line matches ${pattern} in the generated configuration`);
+    return kept.join('\n');
+  };
 
 /** The variant with `pattern` replaced (it must occur). */
 const changed =
@@ -100,69 +135,160 @@ const frontendRulesOnly =
       .join('\n');
   };
 
+/** The variants both kinds measure, after the generated configuration itself. */
+const commonVariants = (plane: Variant): [string, Variant][] => [
+  ['  without the L7 retry (retry-on conn-failure only)', changed(plane, /retry-on conn-failure empty-response/g, 'retry-on conn-failure')],
+  ['  with 16 KiB buffers (no room for the 431 answer)', without(plane, /tune\.bufsize/)],
+  ['  without the frontend rules (routing kept)', frontendRulesOnly(plane, /set-var\(txn\.(host|backend)\)/)],
+  ['  without the per-address cap and the 431 check', without(plane, /stick-table|track-sc0|sc0_conn_cur|req\.hdrs,length/)],
+  ['  with balance roundrobin', changed(plane, /balance leastconn/g, 'balance roundrobin')],
+];
+
+const tlsVariants = (plane: Variant): [string, Variant][] => [
+  ...commonVariants(plane),
+  ['  without X-Forwarded-For', without(plane, /x-forwarded-for|xff_count/)],
+  ['  without X-Forwarded-Proto', without(plane, /x-forwarded-proto/)],
+  ['  without X-Forwarded-Host', without(plane, /x-forwarded-host/)],
+  ['  without the hop-by-hop header removals', without(plane, /-m reg( if routed)?$/)],
+  ['  without the Connection-named header check', without(plane, /names_headers/)],
+];
+
+/** What a new server connection per request could meet: per-connection options, the backend's servers and answers. */
+const closeVariants = (plane: Variant, shared: Variant, addresses: string[]): [string, Variant][] => [
+  ['  one backend shared by the threads (no per-thread copies)', shared],
+  ...commonVariants(plane),
+  ['  without option srvtcpka', without(plane, /option srvtcpka/)],
+  ['  without option clitcpka', without(plane, /option clitcpka/)],
+  ['  without the per-server maxconn', changed(plane, / maxconn \d+$/gm, '')],
+  ['  without the disabled spare servers', without(plane, /^\s+server \S+ 127\.0\.0\.1:1 disabled/)],
+  ['  without the stick table (per-address cap)', without(plane, /stick-table|track-sc0|sc0_conn_cur/)],
+  ['  without Lua (lua-load and its actions)', without(plane, /lua/)],
+  ['  without the backend 503 answers (http-request return)', without(plane, /^\s+http-request return status 503 .*nbsrv/)],
+  ['  without the http-error answers (502, 504)', without(plane, /^\s+http-error /)],
+  ['  without option redispatch', without(plane, /option redispatch/)],
+  ['  without the extra timeouts (queue, http-request, keep-alive, tunnel)', without(plane, /timeout (queue|http-request|http-keep-alive|tunnel)/)],
+  ['hand-written, gateway policy (leastconn, L7 retry)', handWritten(addresses, GATEWAY_POLICY)],
+];
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Keep-alive requests over TLS on 4 connections; throws unless all `amount` answered 2xx. */
-async function requests(port: number, amount: number): Promise<void> {
-  const result = await autocannon({ url: `https://127.0.0.1:${port}/`, amount, connections: 4, timeout: 60, headers: { host: HOST }, servername: HOST } as autocannon.Options);
-  if (result['2xx'] !== amount) throw new Error(`port ${port}: ${result['2xx']} of ${amount} answered 2xx (${result.errors} errors, ${result.non2xx} non-2xx)`);
+/** `amount` requests (or `duration` seconds of them) on `connections` keep-alive connections; throws unless all answered 2xx. */
+async function requests(port: number, load: { amount: number } | { duration: number }, connections = 4): Promise<number> {
+  const url = `${KIND === 'tls' ? 'https' : 'http'}://127.0.0.1:${port}/`;
+  const result = await autocannon({ url, ...load, connections, timeout: 60, headers: { host: HOST }, ...(KIND === 'tls' ? { servername: HOST } : {}) } as autocannon.Options);
+  const total = result['2xx'] + result.non2xx + result.errors + result.timeouts;
+  if (result['2xx'] !== total || ('amount' in load && total !== load.amount)) throw new Error(`port ${port}: ${result['2xx']} of ${total} answered 2xx (${result.errors} errors, ${result.non2xx} non-2xx)`);
+  return result['2xx'];
 }
 
-/** Instructions HAProxy executes per keep-alive request over TLS with `config`, counted by callgrind after a warm-up. */
-async function instructionsPerRequest(name: string, variant: Variant): Promise<number> {
+/** Waits until HAProxy answers on `port`. */
+async function answering(name: string, port: number, stderr: () => string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    if (await requests(port, { amount: 8 }).then(() => true, () => false)) return;
+    if (attempt === 60) throw new Error(`${name}: HAProxy did not answer within a minute: ${stderr().slice(-2000)}`);
+    await sleep(1000);
+  }
+}
+
+/** HAProxy on `variant`'s configuration in its own directory, under `wrapper`'s command if given; resolves once it answers. */
+async function startHaproxy(name: string, variant: Variant, wrapper: (root: string) => string[] = () => []): Promise<{ child: ChildProcess; root: string; port: number }> {
   const root = mkdtempSync(join(dir, 'haproxy-'));
   const ports = { tls: await freePort(), plain: await freePort() };
-  const port = ports.tls;
   writeFileSync(join(root, 'haproxy.cfg'), variant(root, ports));
-  const out = join(root, 'callgrind.out');
-  const child = spawn('valgrind', ['--tool=callgrind', `--callgrind-out-file=${out}`, '/usr/sbin/haproxy', '-f', join(root, 'haproxy.cfg'), '-db'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const command = [...wrapper(root), '/usr/sbin/haproxy', '-f', join(root, 'haproxy.cfg'), '-db'];
+  const child = spawn(command[0]!, command.slice(1), { stdio: ['ignore', 'ignore', 'pipe'] });
   children.push(child);
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  await answering(name, measuredPort(ports), () => stderr);
+  return { child, root, port: measuredPort(ports) };
+}
+
+/** Instructions HAProxy executes per request with `variant`, counted by callgrind after a warm-up. */
+async function instructionsPerRequest(name: string, variant: Variant): Promise<number> {
+  const { child, root, port } = await startHaproxy(name, variant, (root) => ['valgrind', '--tool=callgrind', `--callgrind-out-file=${join(root, 'callgrind.out')}`]);
   try {
-    for (let attempt = 0; ; attempt++) {
-      if (await requests(port, 8).then(() => true, () => false)) break;
-      if (attempt === 60) throw new Error(`${name}: HAProxy under callgrind did not answer within a minute: ${stderr.slice(-2000)}`);
-      await sleep(1000);
-    }
-    await requests(port, 400);
+    await requests(port, { amount: 400 });
     execFileSync('callgrind_control', ['--zero', String(child.pid)], { stdio: 'ignore' });
-    await requests(port, REQUESTS);
+    await requests(port, { amount: REQUESTS });
     execFileSync('callgrind_control', ['--dump', String(child.pid)], { stdio: 'ignore' });
     const dumps = readdirSync(root).filter((file) => file.startsWith('callgrind.out.'));
     const instructions = dumps.reduce((sum, file) => sum + Number(/^summary: (\d+)/m.exec(readFileSync(join(root, file), 'utf8'))?.[1] ?? NaN), 0);
-    if (dumps.length === 0 || !Number.isFinite(instructions)) throw new Error(`${name}: no callgrind dump in ${root}`);
+    if (dumps.length === 0 || !Number.isFinite(instructions)) throw new Error(`${name}: no callgrind dump`);
     return instructions / REQUESTS;
   } finally {
     child.kill('SIGKILL');
   }
 }
 
+/** utime and stime of a process's threads, in clock ticks (/proc/<pid>/task/<tid>/stat). */
+const userSystemTicks = (pid: number): [number, number] =>
+  readdirSync(`/proc/${pid}/task`).reduce<[number, number]>(
+    ([user, system], tid) => {
+      const fields = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      return [user + Number(fields[11]), system + Number(fields[12])];
+    },
+    [0, 0],
+  );
+
+const CPU_ROUNDS = 5;
+const CPU_ROUND_S = 3;
+const CPU_CONNECTIONS = 8;
+
+/**
+ * CPU time per request of every variant, run natively side by side, each loaded in turn for
+ * CPU_ROUND_S in CPU_ROUNDS rounds (each round starting one variant later): the median of its
+ * rounds, and the share of its time spent in the kernel over all rounds.
+ */
+async function cpuPerRequest(variants: [string, Variant][]): Promise<{ us: number; kernel: number }[]> {
+  const running = [];
+  for (const [name, variant] of variants) running.push(await startHaproxy(name.trim(), variant));
+  const perRound: number[][] = variants.map(() => []);
+  const ticks = variants.map(() => [0, 0]);
+  for (const { port } of running) await requests(port, { duration: 1 }, CPU_CONNECTIONS);
+  for (let round = 0; round < CPU_ROUNDS; round++) {
+    for (let turn = 0; turn < variants.length; turn++) {
+      const i = (turn + round) % variants.length;
+      const pid = running[i]!.child.pid!;
+      const [nanoseconds, [user, system]] = [cpuNanoseconds([pid]), userSystemTicks(pid)];
+      const answered = await requests(running[i]!.port, { duration: CPU_ROUND_S }, CPU_CONNECTIONS);
+      const [userAfter, systemAfter] = userSystemTicks(pid);
+      perRound[i]!.push((cpuNanoseconds([pid]) - nanoseconds) / 1000 / answered);
+      ticks[i] = [ticks[i]![0]! + userAfter - user, ticks[i]![1]! + systemAfter - system];
+    }
+  }
+  running.forEach(({ child }) => child.kill('SIGKILL'));
+  return perRound.map((rounds, i) => ({ us: median(rounds), kernel: ticks[i]![1]! / Math.max(1, ticks[i]![0]! + ticks[i]![1]!) }));
+}
+
 try {
-  ensureCommand('valgrind', 'valgrind');
+  if (KIND === 'close') ensureCommand('busybox', 'busybox-static');
+  if (!CPU) ensureCommand('valgrind', 'valgrind');
   const addresses = await startUnits();
-  const plane = planeConfig(addresses, pemFor('host', [`*.platform.local`]), pemFor('placeholder', ['placeholder.invalid']));
-  const hostPem = join(dir, 'host.pem');
+  const plane = planeConfig(addresses);
   const variants: [string, Variant][] = [
     ['the HAProxy data plane (generated)', plane],
-    ['  without the L7 retry (retry-on conn-failure only)', changed(plane, /retry-on conn-failure empty-response/g, 'retry-on conn-failure')],
-    ['  with 16 KiB buffers (no room for the 431 answer)', without(plane, /tune\.bufsize/)],
-    ['  without the frontend rules (routing kept)', frontendRulesOnly(plane, /set-var\(txn\.(host|backend)\)/)],
-    ['  without X-Forwarded-For', without(plane, /x-forwarded-for|xff_count/)],
-    ['  without X-Forwarded-Proto', without(plane, /x-forwarded-proto/)],
-    ['  without X-Forwarded-Host', without(plane, /x-forwarded-host/)],
-    ['  without the hop-by-hop header removals', without(plane, /-m reg( if routed)?$/)],
-    ['  without the Connection-named header check', without(plane, /names_headers/)],
-    ['  without the per-address cap and the 431 check', without(plane, /stick-table|track-sc0|sc0_conn_cur|req\.hdrs,length/)],
-    ['  with balance roundrobin', changed(plane, /balance leastconn/g, 'balance roundrobin')],
-    ['hand-written haproxy.cfg (the reference)', (_root, ports) => referenceConfig(ports.tls, addresses, `ssl crt ${hostPem} ssl-min-ver TLSv1.2 ssl-max-ver TLSv1.3`)],
+    ...(KIND === 'tls' ? tlsVariants(plane) : closeVariants(plane, planeConfig(addresses, 'shared'), addresses)),
+    ['hand-written haproxy.cfg (the reference)', handWritten(addresses)],
   ];
-  console.log(`HAProxy instructions per keep-alive request over TLS (callgrind, ${REQUESTS} requests on 4 connections after 400 to warm up; ${execFileSync('/usr/sbin/haproxy', ['-v'], { encoding: 'utf8' }).split('\n')[0]}):`);
-  let base = 0;
-  for (const [name, variant] of variants) {
-    const count = await instructionsPerRequest(name.trim(), variant);
-    base ||= count;
-    console.log(`${name.padEnd(56)} ${count.toFixed(0).padStart(7)}  ${count === base ? '' : `${count > base ? '+' : ''}${(count - base).toFixed(0)}`}`);
+  const version = execFileSync('/usr/sbin/haproxy', ['-v'], { encoding: 'utf8' }).split('\n')[0];
+  const traffic = KIND === 'tls' ? 'keep-alive request over TLS' : 'request, plain HTTP, busybox units closing every connection';
+  if (CPU) {
+    console.log(`HAProxy CPU time per ${traffic} (all configurations running at once, ${CPU_ROUNDS} alternating rounds of ${CPU_ROUND_S} s on ${CPU_CONNECTIONS} connections; ${version}):`);
+    const measured = await cpuPerRequest(variants);
+    variants.forEach(([name], i) => {
+      const { us, kernel } = measured[i]!;
+      const difference = us - measured[0]!.us;
+      console.log(`${name.padEnd(72)} ${us.toFixed(1).padStart(6)} µs  ${i === 0 ? '      ' : `${difference >= 0 ? '+' : ''}${difference.toFixed(1)}`.padStart(6)}  kernel ${(100 * kernel).toFixed(0)} %`);
+    });
+  } else {
+    console.log(`HAProxy instructions per ${traffic} (callgrind, ${REQUESTS} requests on 4 connections after 400 to warm up; ${version}):`);
+    let base = 0;
+    for (const [name, variant] of variants) {
+      const count = await instructionsPerRequest(name.trim(), variant);
+      base ||= count;
+      console.log(`${name.padEnd(72)} ${count.toFixed(0).padStart(7)}  ${count === base ? '' : `${count > base ? '+' : ''}${(count - base).toFixed(0)}`}`);
+    }
   }
 } finally {
   killAll();
