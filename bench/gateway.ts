@@ -200,7 +200,7 @@ const shares = (perUnit: number[]): string => {
   return perUnit.map((n) => `${total > 0 ? ((100 * n) / total).toFixed(0) : '-'} %`).join(' / ');
 };
 const fullLoadLine = (m: Measure): string =>
-  `p99 ${m.p99} / p99.9 ${m.p99_9} / max ${m.max} ms, ${m.rps.toFixed(0)} req/s${m.perUnit ? `, units ${shares(m.perUnit)}` : ''}, ${m.tcp.listenOverflows} listen overflows, ${m.tcp.synRetransmits} SYN retransmits`;
+  `p99 ${m.p99} / p99.9 ${m.p99_9} / max ${m.max} ms, ${m.rps.toFixed(0)} req/s${m.cpuUs > 0 ? `, CPU ${m.cpuUs.toFixed(0)} us a request` : ''}${m.perUnit ? `, units ${shares(m.perUnit)}` : ''}, ${m.tcp.listenOverflows} listen overflows, ${m.tcp.synRetransmits} SYN retransmits`;
 
 /** Paced rounds, every one of `names` in each: per target its results, round by round. */
 async function pacedRounds(targets: Targets, names = pacedTargets, rate = FIXED_RATE, connections = PACED_CONNECTIONS, rounds = PACED_ROUNDS): Promise<Record<Target, PacedResult[]>> {

@@ -28,14 +28,20 @@ import { writeGeneratedConfig, type BackendLayout } from './generated-haproxy.js
 // a connection per request is mostly kernel work: `cpu` instead runs every configuration at once,
 // natively, loads them in alternating rounds and reads each one's CPU time per request, user and
 // kernel, from /proc (load-dependent: compare the rows of one run, not runs).
-// `node dist/bench/haproxy-instructions.js [tls|close] [cpu] [REQUESTS]`: about 2 minutes a kind.
+// `node dist/bench/haproxy-instructions.js [tls|close] [cpu|syscalls] [REQUESTS] [only=REGEX] [rounds=N]`: about 2 minutes a
+// kind (cpu: 5 minutes under load); `only` keeps the variants whose name matches, `rounds` and
+// `connections` set cpu's rounds and client connections (bench/gateway.ts loads 32).
 
 const args = process.argv.slice(2);
-const unknown = args.filter((arg) => !['tls', 'close', 'cpu'].includes(arg) && !/^\d+$/.test(arg));
-if (unknown.length > 0) throw new Error(`unknown argument ${unknown.join(', ')}: tls or close, cpu, a number of requests`);
+const unknown = args.filter((arg) => !['tls', 'close', 'cpu', 'syscalls'].includes(arg) && !/^\d+$/.test(arg) && !/^(only|rounds|connections)=./.test(arg));
+if (unknown.length > 0) throw new Error(`unknown argument ${unknown.join(', ')}: tls or close, cpu or syscalls, a number of requests, only=REGEX, rounds=N, connections=N`);
 const KIND: Kind = args.includes('close') ? 'close' : 'tls';
 const CPU = args.includes('cpu');
+const SYSCALLS = args.includes('syscalls');
 const REQUESTS = Number(args.find((arg) => /^\d+$/.test(arg)) ?? 1000);
+const option = (name: string): string | undefined => args.find((arg) => arg.startsWith(`${name}=`))?.slice(name.length + 1);
+/** Only the variants whose name matches (the generated configuration, the first, always runs: the others are compared with it). */
+const ONLY = new RegExp(option('only') ?? '');
 const HOST = 'svc.platform.local';
 const dir = mkdtempSync(join(tmpdir(), 'platform-bench-instructions-'));
 const children: ChildProcess[] = [];
@@ -231,9 +237,9 @@ const userSystemTicks = (pid: number): [number, number] =>
     [0, 0],
   );
 
-const CPU_ROUNDS = 5;
+const CPU_ROUNDS = Number(option('rounds') ?? 5);
 const CPU_ROUND_S = 3;
-const CPU_CONNECTIONS = 8;
+const CPU_CONNECTIONS = Number(option('connections') ?? 8);
 
 /**
  * CPU time per request of every variant, run natively side by side, each loaded in turn for
@@ -261,16 +267,54 @@ async function cpuPerRequest(variants: [string, Variant][]): Promise<{ us: numbe
   return perRound.map((rounds, i) => ({ us: median(rounds), kernel: ticks[i]![1]! / Math.max(1, ticks[i]![0]! + ticks[i]![1]!) }));
 }
 
+/** Per request, each system call HAProxy makes with `variant` (perf's syscall tracepoints on the native process, after a warm-up). */
+async function syscallsPerRequest(name: string, variant: Variant): Promise<Map<string, number>> {
+  const { child, root, port } = await startHaproxy(name, variant);
+  const out = join(root, 'perf.csv');
+  try {
+    await requests(port, { amount: 400 });
+    const perf = spawn('perf', ['stat', '-x', ',', '-o', out, '-e', 'syscalls:sys_enter_*', '-p', String(child.pid)], { stdio: 'ignore' });
+    children.push(perf);
+    // perf attaches to every tracepoint before it counts: a moment before the requests start.
+    await sleep(2000);
+    await requests(port, { amount: REQUESTS });
+    const exited = new Promise((resolve) => perf.once('exit', resolve));
+    perf.kill('SIGINT');
+    await exited;
+    const counts = new Map<string, number>();
+    for (const line of readFileSync(out, 'utf8').split('\n')) {
+      const [count, , event] = line.split(',');
+      const syscall = /^syscalls:sys_enter_(\w+)$/.exec(event ?? '')?.[1];
+      if (syscall !== undefined && Number(count) > 0) counts.set(syscall, Number(count) / REQUESTS);
+    }
+    return counts;
+  } finally {
+    child.kill('SIGKILL');
+  }
+}
+
+/** One line of syscallsPerRequest: the total and each call made at least once in 20 requests, beside the first variant's. */
+function syscallLine(counts: Map<string, number>, base: Map<string, number>): string {
+  const total = (map: Map<string, number>) => [...map.values()].reduce((sum, n) => sum + n, 0);
+  const calls = [...new Set([...counts.keys(), ...base.keys()])].filter((call) => (counts.get(call) ?? 0) >= 0.05 || (base.get(call) ?? 0) >= 0.05).sort();
+  const differences = calls.filter((call) => Math.abs((counts.get(call) ?? 0) - (base.get(call) ?? 0)) >= 0.05);
+  const detail = counts === base ? calls.map((call) => `${call} ${counts.get(call)!.toFixed(2)}`) : differences.map((call) => `${call} ${((counts.get(call) ?? 0) - (base.get(call) ?? 0) >= 0 ? '+' : '')}${((counts.get(call) ?? 0) - (base.get(call) ?? 0)).toFixed(2)}`);
+  return `${total(counts).toFixed(2).padStart(6)}  ${detail.join(', ') || 'the same calls'}`;
+}
+
 try {
   if (KIND === 'close') ensureCommand('busybox', 'busybox-static');
-  if (!CPU) ensureCommand('valgrind', 'valgrind');
+  if (SYSCALLS) ensureCommand('perf', 'linux-perf');
+  else if (!CPU) ensureCommand('valgrind', 'valgrind');
   const addresses = await startUnits();
   const plane = planeConfig(addresses);
-  const variants: [string, Variant][] = [
-    ['the HAProxy data plane (generated)', plane],
-    ...(KIND === 'tls' ? tlsVariants(plane) : closeVariants(plane, planeConfig(addresses, 'shared'), addresses)),
-    ['hand-written haproxy.cfg (the reference)', handWritten(addresses)],
-  ];
+  const variants = (
+    [
+      ['the HAProxy data plane (generated)', plane],
+      ...(KIND === 'tls' ? tlsVariants(plane) : closeVariants(plane, planeConfig(addresses, 'shared'), addresses)),
+      ['hand-written haproxy.cfg (the reference)', handWritten(addresses)],
+    ] as [string, Variant][]
+  ).filter(([name], i) => i === 0 || ONLY.test(name));
   const version = execFileSync('/usr/sbin/haproxy', ['-v'], { encoding: 'utf8' }).split('\n')[0];
   const traffic = KIND === 'tls' ? 'keep-alive request over TLS' : 'request, plain HTTP, busybox units closing every connection';
   if (CPU) {
@@ -281,6 +325,14 @@ try {
       const difference = us - measured[0]!.us;
       console.log(`${name.padEnd(72)} ${us.toFixed(1).padStart(6)} µs  ${i === 0 ? '      ' : `${difference >= 0 ? '+' : ''}${difference.toFixed(1)}`.padStart(6)}  kernel ${(100 * kernel).toFixed(0)} %`);
     });
+  } else if (SYSCALLS) {
+    console.log(`HAProxy system calls per ${traffic} (perf stat on its syscall tracepoints, ${REQUESTS} requests on 4 connections after 400 to warm up; ${version}):`);
+    let base: Map<string, number> | undefined;
+    for (const [name, variant] of variants) {
+      const counts = await syscallsPerRequest(name.trim(), variant);
+      base ??= counts;
+      console.log(`${name.padEnd(72)} ${syscallLine(counts, base)}`);
+    }
   } else {
     console.log(`HAProxy instructions per ${traffic} (callgrind, ${REQUESTS} requests on 4 connections after 400 to warm up; ${version}):`);
     let base = 0;
