@@ -31,7 +31,8 @@ import { openStore } from '../src/store/open-store.js';
 // generated configuration's rules (docs/gateway.md, "Where the HAProxy plane's CPU time goes").
 // The latency target is compared at a fixed rate with every target paced in the same window
 // (paced-load.ts). `tail` (busybox units only) takes the full-load tail apart: the plane, its
-// generated configuration with one backend shared by the threads, and hand-written configurations
+// generated configuration run by hand (a backend copy per thread, as the plane, and one backend
+// shared by the threads: what the plane's process adds, and what the copies add), and hand-written configurations
 // adding the gateway's balancing and retry one at a time, with how requests spread over the units
 // and how often a unit's accept queue overflowed (docs/benchmarks.md, issue 16).
 
@@ -117,7 +118,7 @@ const targetLabels: Record<Target, string> = {
 const unitTargets: Target[] = ['haproxyPlane', 'nodePlane', 'haproxy', 'haproxyPolicy', 'direct'];
 const pacedTargets: Target[] = ['haproxyPlane', 'haproxy', 'nodePlane', 'direct'];
 /** The `tail` section's targets (busybox units). */
-const tailTargets: Target[] = ['haproxyPlane', 'generatedShared', 'haproxy', 'haproxyRetry', 'haproxyLeastconn', 'haproxyPolicy'];
+const tailTargets: Target[] = ['haproxyPlane', 'generated', 'generatedShared', 'haproxy', 'haproxyRetry', 'haproxyLeastconn', 'haproxyPolicy'];
 const TAIL_ROUNDS = 5;
 const TAIL_DURATION_S = 6;
 /**

@@ -10,6 +10,10 @@ import { median } from './table.js';
 import { cpuNanoseconds } from './proxy-cpu.js';
 import { GATEWAY_POLICY, referenceConfig } from './reference-haproxy.js';
 import { writeGeneratedConfig, type BackendLayout } from './generated-haproxy.js';
+import { haproxyFiles } from '../src/roles/gateway/haproxy-data-plane.js';
+import { threadCommands } from '../src/roles/gateway/haproxy-config.js';
+import { runtimeCommands } from '../src/roles/gateway/haproxy-runtime.js';
+import { waitFor } from '../test/harness/wait.js';
 
 // Where the HAProxy data plane's CPU per request goes, counted in instructions rather than timed:
 // HAProxy runs under valgrind's callgrind, which counts every instruction it executes, so a
@@ -90,9 +94,9 @@ function pemFor(name: string, names: string[]): string {
   return pem;
 }
 
-/** The gateway's configuration for one public service on three units, with its default settings, and its TLS bind for `tls`. */
-function planeConfig(addresses: string[], layout: BackendLayout = 'per-thread'): Variant {
-  const pems = KIND === 'tls' ? { host: pemFor('host', [`*.platform.local`]), placeholder: pemFor('placeholder', ['placeholder.invalid']) } : undefined;
+/** The gateway's configuration for one public service on three units, with its default settings, and its TLS bind with `tls` (the `tls` kind's). */
+function planeConfig(addresses: string[], layout: BackendLayout = 'per-thread', tls = KIND === 'tls'): Variant {
+  const pems = tls ? { host: pemFor('host', [`*.platform.local`]), placeholder: pemFor('placeholder', ['placeholder.invalid']) } : undefined;
   return (root, ports) => {
     const crtList = join(root, 'certs.list');
     if (pems !== undefined) writeFileSync(crtList, `${pems.placeholder} placeholder.invalid\n${pems.host} ${HOST}\n`);
@@ -141,6 +145,33 @@ const frontendRulesOnly =
       .join('\n');
   };
 
+/** Runtime API commands a variant's HAProxy gets once it runs, before it is measured. */
+const runtimeSetup = new WeakMap<Variant, string[]>();
+
+/**
+ * The variant with its units' slots written free (disabled, as the plane starts them) and given
+ * their units through the Runtime API as the gateway does (haproxy-slots.ts: `set server … addr`,
+ * `state ready`, for each thread's copy), so a server set at runtime can be compared with one read
+ * from the file.
+ */
+function throughRuntimeApi(variant: Variant, addresses: string[]): Variant {
+  const runtime: Variant = (root, ports) => {
+    const config = variant(root, ports);
+    const threads = Number(/^\s+nbthread (\d+)$/m.exec(config)?.[1] ?? 1);
+    const commands = addresses.flatMap((address, i) => [`set server b_0/b_0-${i + 1} addr 127.0.0.1 port ${address.split(':')[1]}`, `set server b_0/b_0-${i + 1} state ready`]);
+    runtimeSetup.set(runtime, threadCommands(commands, threads));
+    return addresses.reduce((freed, address) => freed.replace(new RegExp(` ${address.replace(/\./g, '\\.')} maxconn`, 'g'), ' 127.0.0.1:1 disabled maxconn'), config);
+  };
+  return runtime;
+}
+
+/** The variant run as the gateway runs it (asTheGatewayRunsIt). */
+function masterWorker(variant: Variant): Variant {
+  const wrapped: Variant = (root, ports) => variant(root, ports);
+  asTheGatewayRunsIt.add(wrapped);
+  return wrapped;
+}
+
 /** The variants both kinds measure, after the generated configuration itself. */
 const commonVariants = (plane: Variant): [string, Variant][] => [
   ['  without the L7 retry (retry-on conn-failure only)', changed(plane, /retry-on conn-failure empty-response/g, 'retry-on conn-failure')],
@@ -162,6 +193,10 @@ const tlsVariants = (plane: Variant): [string, Variant][] => [
 /** What a new server connection per request could meet: per-connection options, the backend's servers and answers. */
 const closeVariants = (plane: Variant, shared: Variant, addresses: string[]): [string, Variant][] => [
   ['  one backend shared by the threads (no per-thread copies)', shared],
+  ['  its units set through the Runtime API, as the gateway sets them', throughRuntimeApi(plane, addresses)],
+  ['  with the gateway\'s TLS bind beside (crt-list, strict-sni; not asked)', planeConfig(addresses, 'per-thread', true)],
+  // callgrind would follow the master, not its worker.
+  ...(CPU || SYSCALLS ? [['  run as the gateway runs it (master-worker, -W -S)', masterWorker(plane)] as [string, Variant]] : []),
   ...commonVariants(plane),
   ['  without option srvtcpka', without(plane, /option srvtcpka/)],
   ['  without option clitcpka', without(plane, /option clitcpka/)],
@@ -196,18 +231,37 @@ async function answering(name: string, port: number, stderr: () => string): Prom
   }
 }
 
-/** HAProxy on `variant`'s configuration in its own directory, under `wrapper`'s command if given; resolves once it answers. */
-async function startHaproxy(name: string, variant: Variant, wrapper: (root: string) => string[] = () => []): Promise<{ child: ChildProcess; root: string; port: number }> {
+/** Variants HAProxy runs as the gateway runs it (haproxy-process.ts): master-worker, with a master CLI socket. */
+const asTheGatewayRunsIt = new WeakSet<Variant>();
+
+/** The process that proxies: `child` itself, or the worker its master forked. */
+async function proxyingPid(child: ChildProcess, masterWorker: boolean): Promise<number> {
+  if (!masterWorker) return child.pid!;
+  return waitFor(() => Number(readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'utf8').trim().split(/\s+/)[0]) || undefined, 10_000, { what: 'the HAProxy worker' });
+}
+
+/**
+ * HAProxy on `variant`'s configuration in its own directory, under `wrapper`'s command if given;
+ * resolves once it answers, with the pid of the process that proxies.
+ */
+async function startHaproxy(name: string, variant: Variant, wrapper: (root: string) => string[] = () => []): Promise<{ child: ChildProcess; root: string; port: number; pid: number }> {
   const root = mkdtempSync(join(dir, 'haproxy-'));
   const ports = { tls: await freePort(), plain: await freePort() };
   writeFileSync(join(root, 'haproxy.cfg'), variant(root, ports));
-  const command = [...wrapper(root), '/usr/sbin/haproxy', '-f', join(root, 'haproxy.cfg'), '-db'];
+  const masterWorker = asTheGatewayRunsIt.has(variant);
+  const command = [...wrapper(root), '/usr/sbin/haproxy', ...(masterWorker ? ['-W', '-S', `${join(root, 'master.sock')},mode,600`] : []), '-f', join(root, 'haproxy.cfg'), '-db'];
   const child = spawn(command[0]!, command.slice(1), { stdio: ['ignore', 'ignore', 'pipe'] });
   children.push(child);
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const setup = runtimeSetup.get(variant);
+  if (setup !== undefined) {
+    const socket = haproxyFiles(root).runtimeSocket;
+    const failures = await waitFor(() => runtimeCommands(socket, setup).catch(() => undefined), 60_000, { what: `${name}: HAProxy's runtime socket` });
+    if (failures.length > 0) throw new Error(`${name}: HAProxy refused ${JSON.stringify(failures)}`);
+  }
   await answering(name, measuredPort(ports), () => stderr);
-  return { child, root, port: measuredPort(ports) };
+  return { child, root, port: measuredPort(ports), pid: await proxyingPid(child, masterWorker) };
 }
 
 /** Instructions HAProxy executes per request with `variant`, counted by callgrind after a warm-up. */
@@ -255,7 +309,7 @@ async function cpuPerRequest(variants: [string, Variant][]): Promise<{ us: numbe
   for (let round = 0; round < CPU_ROUNDS; round++) {
     for (let turn = 0; turn < variants.length; turn++) {
       const i = (turn + round) % variants.length;
-      const pid = running[i]!.child.pid!;
+      const pid = running[i]!.pid;
       const [nanoseconds, [user, system]] = [cpuNanoseconds([pid]), userSystemTicks(pid)];
       const answered = await requests(running[i]!.port, { duration: CPU_ROUND_S }, CPU_CONNECTIONS);
       const [userAfter, systemAfter] = userSystemTicks(pid);
@@ -269,11 +323,11 @@ async function cpuPerRequest(variants: [string, Variant][]): Promise<{ us: numbe
 
 /** Per request, each system call HAProxy makes with `variant` (perf's syscall tracepoints on the native process, after a warm-up). */
 async function syscallsPerRequest(name: string, variant: Variant): Promise<Map<string, number>> {
-  const { child, root, port } = await startHaproxy(name, variant);
+  const { child, root, port, pid } = await startHaproxy(name, variant);
   const out = join(root, 'perf.csv');
   try {
     await requests(port, { amount: 400 });
-    const perf = spawn('perf', ['stat', '-x', ',', '-o', out, '-e', 'syscalls:sys_enter_*', '-p', String(child.pid)], { stdio: 'ignore' });
+    const perf = spawn('perf', ['stat', '-x', ',', '-o', out, '-e', 'syscalls:sys_enter_*', '-p', String(pid)], { stdio: 'ignore' });
     children.push(perf);
     // perf attaches to every tracepoint before it counts: a moment before the requests start.
     await sleep(2000);
