@@ -300,7 +300,7 @@ const CPU_CONNECTIONS = Number(option('connections') ?? 8);
  * CPU_ROUND_S in CPU_ROUNDS rounds (each round starting one variant later): the median of its
  * rounds, and the share of its time spent in the kernel over all rounds.
  */
-async function cpuPerRequest(variants: [string, Variant][]): Promise<{ us: number; kernel: number }[]> {
+async function cpuPerRequest(variants: [string, Variant][]): Promise<{ us: number; low: number; high: number; kernel: number }[]> {
   const running = [];
   for (const [name, variant] of variants) running.push(await startHaproxy(name.trim(), variant));
   const perRound: number[][] = variants.map(() => []);
@@ -318,7 +318,7 @@ async function cpuPerRequest(variants: [string, Variant][]): Promise<{ us: numbe
     }
   }
   running.forEach(({ child }) => child.kill('SIGKILL'));
-  return perRound.map((rounds, i) => ({ us: median(rounds), kernel: ticks[i]![1]! / Math.max(1, ticks[i]![0]! + ticks[i]![1]!) }));
+  return perRound.map((rounds, i) => ({ us: median(rounds), low: Math.min(...rounds), high: Math.max(...rounds), kernel: ticks[i]![1]! / Math.max(1, ticks[i]![0]! + ticks[i]![1]!) }));
 }
 
 /** Per request, each system call HAProxy makes with `variant` (perf's syscall tracepoints on the native process, after a warm-up). */
@@ -372,12 +372,12 @@ try {
   const version = execFileSync('/usr/sbin/haproxy', ['-v'], { encoding: 'utf8' }).split('\n')[0];
   const traffic = KIND === 'tls' ? 'keep-alive request over TLS' : 'request, plain HTTP, busybox units closing every connection';
   if (CPU) {
-    console.log(`HAProxy CPU time per ${traffic} (all configurations running at once, ${CPU_ROUNDS} alternating rounds of ${CPU_ROUND_S} s on ${CPU_CONNECTIONS} connections; ${version}):`);
+    console.log(`HAProxy CPU time per ${traffic} (all configurations running at once, ${CPU_ROUNDS} alternating rounds of ${CPU_ROUND_S} s on ${CPU_CONNECTIONS} connections, the median and range of the rounds; ${version}):`);
     const measured = await cpuPerRequest(variants);
     variants.forEach(([name], i) => {
-      const { us, kernel } = measured[i]!;
+      const { us, low, high, kernel } = measured[i]!;
       const difference = us - measured[0]!.us;
-      console.log(`${name.padEnd(72)} ${us.toFixed(1).padStart(6)} µs  ${i === 0 ? '      ' : `${difference >= 0 ? '+' : ''}${difference.toFixed(1)}`.padStart(6)}  kernel ${(100 * kernel).toFixed(0)} %`);
+      console.log(`${name.padEnd(72)} ${us.toFixed(1).padStart(6)} µs  ${i === 0 ? '      ' : `${difference >= 0 ? '+' : ''}${difference.toFixed(1)}`.padStart(6)}  kernel ${(100 * kernel).toFixed(0)} %, rounds ${low.toFixed(1)}-${high.toFixed(1)}`);
     });
   } else if (SYSCALLS) {
     console.log(`HAProxy system calls per ${traffic} (perf stat on its syscall tracepoints, ${REQUESTS} requests on 4 connections after 400 to warm up; ${version}):`);
