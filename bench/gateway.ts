@@ -11,7 +11,7 @@ import { pacedLoad, type PacedResult } from './paced-load.js';
 import { startGeneratedHaproxy } from './generated-haproxy.js';
 import { serverCounts, sessionsBetween } from './unit-spread.js';
 import { countersBetween, tcpCounters, type TcpCounters } from './tcp-counters.js';
-import { dataPlaneConfig, printConfigurations, startReferenceHaproxy, type ReferenceHaproxy } from './reference-haproxy.js';
+import { GATEWAY_POLICY, L7_RETRY, dataPlaneConfig, printConfigurations, startReferenceHaproxy, type ReferenceHaproxy } from './reference-haproxy.js';
 import { cpuTicks, cpuUsPerRequest, haproxyWorkers } from './proxy-cpu.js';
 import { measureConvergence } from './route-convergence.js';
 import { startGateway, type DataPlaneName, type Gateway } from '../test/harness/gateway-cluster.js';
@@ -31,7 +31,8 @@ import { openStore } from '../src/store/open-store.js';
 // generated configuration's rules (docs/gateway.md, "Where the HAProxy plane's CPU time goes").
 // The latency target is compared at a fixed rate with every target paced in the same window
 // (paced-load.ts). `tail` (busybox units only) takes the full-load tail apart: the plane, its
-// generated configuration with one backend shared by the threads, and hand-written configurations
+// generated configuration run by hand (a backend copy per thread, as the plane, and one backend
+// shared by the threads: what the plane's process adds, and what the copies add), and hand-written configurations
 // adding the gateway's balancing and retry one at a time, with how requests spread over the units
 // and how often a unit's accept queue overflowed (docs/benchmarks.md, issue 16).
 
@@ -54,14 +55,6 @@ const describeUnits: Record<UnitKind, string> = {
 
 const CONVERGENCE_CHANGES = 200;
 
-/**
- * The gateway's retry (haproxy-config.ts backendSection), hand-written: one retry of an idempotent
- * request whose reused connection the unit closed (an L7 retry, for which HAProxy copies every
- * request into a buffer).
- */
-const L7_RETRY = ['retries 1', 'option redispatch 1', 'retry-on conn-failure empty-response', 'http-request disable-l7-retry unless { method GET HEAD OPTIONS PUT DELETE }'];
-/** The gateway's backend policy, hand-written: least outstanding requests and the retry. */
-const GATEWAY_POLICY = ['balance leastconn', ...L7_RETRY];
 /** The hand-written configurations' backend lines: the reference, the gateway's policy, and each half of it. */
 const HAND_WRITTEN = {
   haproxy: ['balance roundrobin'],
@@ -128,7 +121,7 @@ const targetLabels: Record<Target, string> = {
 const unitTargets: Target[] = ['haproxyPlane', 'nodePlane', 'haproxy', 'haproxyPolicy', 'direct'];
 const pacedTargets: Target[] = ['haproxyPlane', 'haproxy', 'nodePlane', 'direct'];
 /** The `tail` section's targets (busybox units). */
-const tailTargets: Target[] = ['haproxyPlane', 'generatedShared', 'haproxy', 'haproxyRetry', 'haproxyLeastconn', 'haproxyPolicy'];
+const tailTargets: Target[] = ['haproxyPlane', 'generated', 'generatedShared', 'haproxy', 'haproxyRetry', 'haproxyLeastconn', 'haproxyPolicy'];
 const TAIL_ROUNDS = 5;
 const TAIL_DURATION_S = 6;
 /**
@@ -211,7 +204,7 @@ const shares = (perUnit: number[]): string => {
   return perUnit.map((n) => `${total > 0 ? ((100 * n) / total).toFixed(0) : '-'} %`).join(' / ');
 };
 const fullLoadLine = (m: Measure): string =>
-  `p99 ${m.p99} / p99.9 ${m.p99_9} / max ${m.max} ms, ${m.rps.toFixed(0)} req/s${m.perUnit ? `, units ${shares(m.perUnit)}` : ''}, ${m.tcp.listenOverflows} listen overflows, ${m.tcp.synRetransmits} SYN retransmits`;
+  `p99 ${m.p99} / p99.9 ${m.p99_9} / max ${m.max} ms, ${m.rps.toFixed(0)} req/s${m.cpuUs > 0 ? `, CPU ${m.cpuUs.toFixed(0)} us a request` : ''}${m.perUnit ? `, units ${shares(m.perUnit)}` : ''}, ${m.tcp.listenOverflows} listen overflows, ${m.tcp.synRetransmits} SYN retransmits`;
 
 /** Paced rounds, every one of `names` in each: per target its results, round by round. */
 async function pacedRounds(targets: Targets, names = pacedTargets, rate = FIXED_RATE, connections = PACED_CONNECTIONS, rounds = PACED_ROUNDS): Promise<Record<Target, PacedResult[]>> {

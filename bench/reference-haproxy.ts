@@ -12,6 +12,15 @@ import { waitFor } from '../test/harness/wait.js';
 
 const HAPROXY = '/usr/sbin/haproxy';
 
+/**
+ * The gateway's retry (haproxy-config.ts backendSection), hand-written: one retry of an idempotent
+ * request whose reused connection the unit closed (an L7 retry, for which HAProxy copies every
+ * request into a buffer).
+ */
+export const L7_RETRY = ['retries 1', 'option redispatch 1', 'retry-on conn-failure empty-response', 'http-request disable-l7-retry unless { method GET HEAD OPTIONS PUT DELETE }'];
+/** The gateway's backend policy, hand-written: least outstanding requests and the retry. */
+export const GATEWAY_POLICY = ['balance leastconn', ...L7_RETRY];
+
 export interface ReferenceHaproxy {
   port: number;
   pid: number;
