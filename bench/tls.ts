@@ -143,13 +143,14 @@ try {
   const runs = Object.fromEntries(Object.keys(kinds).map((kind) => [kind, { haproxyPlane: [], nodePlane: [], reference: [] }])) as unknown as Record<keyof typeof kinds, Record<Series, Measure[]>>;
   for (const target of Object.values(targets)) await keepAlive(target, 1); // warm-up
   console.log(`load average at the start: ${loadAverage()}`);
+  const measures = Object.entries(kinds) as [keyof typeof kinds, (target: Target) => Promise<Measure>][];
   for (let round = 0; round < ROUNDS; round++) {
     const pair: Series[] = round % 2 === 0 ? ['haproxyPlane', 'reference'] : ['reference', 'haproxyPlane'];
-    for (const [kind, measure] of Object.entries(kinds) as [keyof typeof kinds, (target: Target) => Promise<Measure>][]) {
+    for (const [kind, measure] of measures) {
       for (const series of pair) runs[kind][series].push(await measure(targets[series]));
     }
     // The Node plane, for comparison, after the pair: its ratio is against the same round's reference.
-    for (const [kind, measure] of Object.entries(kinds) as [keyof typeof kinds, (target: Target) => Promise<Measure>][]) runs[kind].nodePlane.push(await measure(targets.nodePlane));
+    for (const [kind, measure] of measures) runs[kind].nodePlane.push(await measure(targets.nodePlane));
     const last = (kind: keyof typeof kinds, series: Series) => runs[kind][series].at(-1)!;
     console.log(
       `round ${round + 1}/${ROUNDS} (${pair[0] === 'reference' ? 'reference' : 'plane'} first; plane / reference): handshakes ${last('handshakes', 'haproxyPlane').rate.toFixed(0)} / ${last('handshakes', 'reference').rate.toFixed(0)}/s, ` +
