@@ -127,8 +127,9 @@ async function rollOutSteps(options: RolloutOptions, release: Release, deploymen
       lastProgress = Date.now();
     }
     const progress = fresh.map(unitProgress);
-    if (JSON.stringify(progress) !== lastUnits) {
-      lastUnits = JSON.stringify(progress);
+    const progressJson = JSON.stringify(progress);
+    if (progressJson !== lastUnits) {
+      lastUnits = progressJson;
       recorder.progress(progress);
     }
 
