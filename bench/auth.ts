@@ -1,9 +1,9 @@
-import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
 import { startEtcd } from '../test/harness/etcd.js';
 import { freePort } from '../test/harness/free-port.js';
 import { http, serveRole } from '../test/harness/platform.js';
-import { median, pairedRatio, printTable } from './table.js';
+import { loadAverage, median, pairedRatio, printTable } from './table.js';
+import { cpuTicks } from './proxy-cpu.js';
 
 // Issue 13's benchmark: the directory's GET /services/:name with a token checked on every call,
 // against the same route of a directory under --auth none on the same etcd, in the same run.
@@ -50,10 +50,7 @@ const assertChecked = async (guarded: Directory) => {
 };
 
 /** CPU seconds a process has used (user + system), from /proc. */
-const cpuSeconds = (pid: number): number => {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-};
+const cpuSeconds = (pid: number): number => cpuTicks([pid]) / 100;
 const load = async (role: Directory, headers: Record<string, string> = {}) => {
   const cpuBefore = cpuSeconds(role.child.pid!);
   const result = await autocannon({ url: `${role.url}/services/read-me`, headers, connections: 16, duration: SECONDS });
@@ -113,7 +110,7 @@ printTable([
     target: '-',
   },
 ]);
-console.log(`load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+console.log(`load average ${loadAverage()}`);
 
 await orchestrator.stop();
 await etcd.stop();

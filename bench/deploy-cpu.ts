@@ -6,6 +6,7 @@ import { http } from '../test/harness/platform.js';
 import { median, ms } from './table.js';
 import { dockerApiStart, pullImage, startBenchPlatform, type BenchRole } from './bench-platform.js';
 import { watchCluster } from './cluster-events.js';
+import { processCpuNanoseconds } from './proxy-cpu.js';
 
 // Where a 10-unit deploy's CPU goes: the CPU time (user + system, from /proc/<pid>/stat, reaped
 // children included) each process spends during the deploy's window (POST /hooks/deploy → the
@@ -115,15 +116,13 @@ async function etcdCounters(): Promise<Record<string, number>> {
   return counters;
 }
 
-/** CPU nanoseconds a process has run (every thread), from /proc/<pid>/task/<tid>/schedstat: finer than stat's ticks. */
+/** processCpuNanoseconds, 0 for a process gone meanwhile. */
 function runNs(pid: number): number {
-  let total = 0;
   try {
-    for (const task of readdirSync(`/proc/${pid}/task`)) total += Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]);
+    return processCpuNanoseconds(pid);
   } catch {
-    // gone meanwhile
+    return 0;
   }
-  return total;
 }
 
 const TIMELINE_MS = 50;

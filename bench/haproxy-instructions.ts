@@ -7,7 +7,7 @@ import { freePort } from '../test/harness/free-port.js';
 import { ensureCommand } from '../test/harness/system-packages.js';
 import { makeServerCertificate } from '../test/harness/tls-certificates.js';
 import { median } from './table.js';
-import { cpuNanoseconds } from './proxy-cpu.js';
+import { cpuNanoseconds, userSystemTicks } from './proxy-cpu.js';
 import { GATEWAY_POLICY, referenceConfig } from './reference-haproxy.js';
 import { writeGeneratedConfig, type BackendLayout } from './generated-haproxy.js';
 import { haproxyFiles } from '../src/roles/gateway/haproxy-data-plane.js';
@@ -280,16 +280,6 @@ async function instructionsPerRequest(name: string, variant: Variant): Promise<n
     child.kill('SIGKILL');
   }
 }
-
-/** utime and stime of a process's threads, in clock ticks (/proc/<pid>/task/<tid>/stat). */
-const userSystemTicks = (pid: number): [number, number] =>
-  readdirSync(`/proc/${pid}/task`).reduce<[number, number]>(
-    ([user, system], tid) => {
-      const fields = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      return [user + Number(fields[11]), system + Number(fields[12])];
-    },
-    [0, 0],
-  );
 
 const CPU_ROUNDS = Number(option('rounds') ?? 5);
 const CPU_ROUND_S = 3;

@@ -11,16 +11,25 @@ export function haproxyWorkers(gateway: Gateway): number[] {
   return readFileSync(`/proc/${master}/task/${master}/children`, 'utf8').trim().split(/\s+/).map(Number);
 }
 
-/** utime + stime of processes, in clock ticks (100 per second on Linux). */
+/** A process's user and system CPU time (every thread's), in clock ticks (100 per second on Linux), from /proc/<pid>/stat. */
+export function userSystemTicks(pid: number): [number, number] {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return [Number(fields[11]), Number(fields[12])];
+}
+
+/** utime + stime of processes, in clock ticks. */
 export const cpuTicks = (pids: number[]): number =>
   pids.reduce((sum, pid) => {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return sum + Number(fields[11]) + Number(fields[12]);
+    const [user, system] = userSystemTicks(pid);
+    return sum + user + system;
   }, 0);
 
 /** Microseconds of CPU per request from a cpuTicks difference. */
 export const cpuUsPerRequest = (ticks: number, requests: number): number => (requests > 0 ? (ticks * 10_000) / requests : 0);
 
-/** CPU time of processes and all their threads, in nanoseconds (/proc/<pid>/task/<tid>/schedstat): finer than cpuTicks' 10 ms. */
-export const cpuNanoseconds = (pids: number[]): number =>
-  pids.reduce((sum, pid) => sum + readdirSync(`/proc/${pid}/task`).reduce((threads, tid) => threads + Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]), 0), 0);
+/** CPU time a process has run, every thread, in nanoseconds (/proc/<pid>/task/<tid>/schedstat): finer than the ticks' 10 ms. */
+export const processCpuNanoseconds = (pid: number): number =>
+  readdirSync(`/proc/${pid}/task`).reduce((threads, tid) => threads + Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]), 0);
+
+/** processCpuNanoseconds of several processes, added up. */
+export const cpuNanoseconds = (pids: number[]): number => pids.reduce((sum, pid) => sum + processCpuNanoseconds(pid), 0);

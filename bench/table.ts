@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+
 // Prints benchmark results as one aligned table with a ratio column.
 
 export interface BenchRow {
@@ -33,3 +35,6 @@ export function pairedRatio(platform: number[], reference: number[]): string {
   const ratios = platform.map((value, round) => value / reference[round]!);
   return `${median(ratios).toFixed(2)}x (rounds ${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)})`;
 }
+
+/** The machine's load average over 1, 5 and 15 minutes, printed beside figures measured on a shared machine. */
+export const loadAverage = (): string => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');

@@ -8,7 +8,7 @@ import { buildTestImage } from '../test/harness/test-image.js';
 import { http } from '../test/harness/platform.js';
 import { waitFor } from '../test/harness/wait.js';
 import { makeServerCertificate } from '../test/harness/tls-certificates.js';
-import { median, pairedRatio, printTable, type BenchRow } from './table.js';
+import { loadAverage, median, pairedRatio, printTable, type BenchRow } from './table.js';
 import { startBenchPlatform } from './bench-platform.js';
 import { dataPlaneConfig, printConfigurations, startReferenceHaproxy } from './reference-haproxy.js';
 import { cpuNanoseconds, haproxyWorkers } from './proxy-cpu.js';
@@ -54,16 +54,16 @@ interface Measure {
   cpuUs: number;
 }
 
-/** Runs `work`, which returns how many requests it made, and the proxy's CPU time over it. */
-async function measured(target: Target, work: () => Promise<number>): Promise<Measure> {
+/** Runs `work` for `duration` seconds, which returns how many requests it made, and the proxy's CPU time over it. */
+async function measured(target: Target, duration: number, work: () => Promise<number>): Promise<Measure> {
   const before = cpuNanoseconds(target.pids ?? []);
   const requests = await work();
-  return { rate: requests / DURATION_S, cpuUs: requests > 0 ? (cpuNanoseconds(target.pids ?? []) - before) / 1000 / requests : 0 };
+  return { rate: requests / duration, cpuUs: requests > 0 ? (cpuNanoseconds(target.pids ?? []) - before) / 1000 / requests : 0 };
 }
 
 /** Keep-alive requests over TLS (autocannon, `CONNECTIONS` connections). */
 const keepAlive = (target: Target, duration = DURATION_S): Promise<Measure> =>
-  measured(target, async () => {
+  measured(target, duration, async () => {
     const result = await autocannon({
       url: `https://127.0.0.1:${target.port}/`,
       duration,
@@ -89,7 +89,7 @@ const freshRequest = (target: Target): Promise<void> =>
 
 /** Full handshakes: `HANDSHAKE_WORKERS` clients, each a new connection per request. */
 const handshakes = (target: Target): Promise<Measure> =>
-  measured(target, async () => {
+  measured(target, DURATION_S, async () => {
     const end = performance.now() + DURATION_S * 1000;
     let done = 0;
     await Promise.all(
@@ -102,8 +102,6 @@ const handshakes = (target: Target): Promise<Measure> =>
     );
     return done;
   });
-
-const loadAverage = (): string => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 
 async function deployUnits(): Promise<{ service: string; addresses: string[] }> {
   const repository = 'bench/tls-keep-alive';
