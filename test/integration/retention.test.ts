@@ -4,9 +4,13 @@ import { freePort } from '../harness/free-port.js';
 import { http, serveRole } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
 import { EtcdStore } from '../../src/store/etcd-store.js';
-import { deploymentKey, deploymentPrefix, journalPrefix } from '../../src/store/keys.js';
+import { deploymentKey, deploymentPrefix, journalPrefix, releaseKey, releasePrefix, serviceKey } from '../../src/store/keys.js';
 import { appendJournal } from '../../src/roles/scheduler/journal.js';
-import type { Deployment } from '../../src/schemas/release.js';
+import { Housekeeping } from '../../src/roles/scheduler/housekeeping.js';
+import { defaultRetention } from '../../src/config.js';
+import type { Store } from '../../src/store/store.js';
+import type { Deployment, Release } from '../../src/schemas/release.js';
+import type { Service } from '../../src/schemas/service.js';
 
 // History retention on a real etcd: a scheduler started with small limits deletes the deployment
 // records and journal entries beyond them when it takes the lead, and keeps the ones that matter.
@@ -55,4 +59,34 @@ t.test('the leader deletes history beyond --keep-deployments and --keep-journal'
 t.test('limits are validated', async (t) => {
   const port = await freePort();
   await t.rejects(serveRole('scheduler', port, ['--etcd', etcd.url, '--keep-deployments', '0']), /--keep-deployments must be an integer from 1/);
+});
+
+t.test("a service declared again while a pass runs still loses its predecessor's releases", async (t) => {
+  // The pass lists the store, finds the name undeclared, and deletes its releases only while it is
+  // still undeclared. Here the successor's declaration lands between the list and that delete, the
+  // window in which CI once saw the old releases stay until the next minute's pass.
+  const name = 'redeclared';
+  const release = (version: number): Release => ({ service: name, version, image: `127.0.0.1:5000/old@sha256:${String(version).padStart(64, '0')}`, digest: `sha256:${String(version).padStart(64, '0')}`, config: { numInstances: 1, ports: [], env: {} }, pushedAt: 0, serviceUuid: 'a2b5c6d8-0000-4000-8000-000000000001', deployment: `d${version}`, createdAt: new Date().toISOString() });
+  for (const version of [1, 2]) await store.put(releaseKey(name, version), JSON.stringify(release(version)));
+  const now = new Date().toISOString();
+  const successor: Service = { name, uuid: 'a2b5c6d8-0000-4000-8000-000000000002', description: 'successor', containerImage: '127.0.0.1:5000/new', autoDeploy: 'never', conflictsWith: '', loadBalanced: false, publicFacing: false, config: { numInstances: 1, ports: [], env: {} }, createdAt: now, updatedAt: now };
+  let declaredBeforeTxn = false;
+  const interleaved = new Proxy(store, {
+    get(target, property, receiver) {
+      if (property !== 'txn') return Reflect.get(target, property, receiver) as unknown;
+      return async (...args: Parameters<Store['txn']>) => {
+        if (!declaredBeforeTxn) {
+          declaredBeforeTxn = true;
+          await target.put(serviceKey(name), JSON.stringify(successor));
+        }
+        return target.txn(...args);
+      };
+    },
+  });
+  const log = { info() {}, warn() {} } as unknown as ConstructorParameters<typeof Housekeeping>[2];
+  await new Housekeeping(interleaved, defaultRetention, log).pruneHistory();
+  t.ok(declaredBeforeTxn, 'the successor was declared between the list and the delete');
+  t.equal((await store.list(releasePrefix(name))).length, 0, "the predecessor's releases are gone in the same pass");
+  t.ok(await store.get(serviceKey(name)), 'the successor stays declared');
+  await store.delete(serviceKey(name));
 });

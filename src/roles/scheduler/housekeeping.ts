@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Store } from '../../store/store.js';
 import { assignmentKey, journalPrefix, releaseKey, releasePrefix, releasesRoot, serviceKey, servicePrefix } from '../../store/keys.js';
-import { deleteKeys, listRecords } from '../../store/json-records.js';
+import { deleteKeys, listRecords, readRecord } from '../../store/json-records.js';
 import type { Assignment } from '../../schemas/cluster.js';
 import type { Release } from '../../schemas/release.js';
 import type { Service } from '../../schemas/service.js';
@@ -92,12 +92,18 @@ export class Housekeeping {
     for (const release of releases) byService.set(release.service, [...(byService.get(release.service) ?? []), release]);
     let deleted = 0;
     for (const [name, list] of byService) {
-      const service = declared.get(name);
+      let service = declared.get(name);
       if (!service) {
         // Only while it is still undeclared: a declaration made meanwhile keeps what it claimed.
         const result = await this.store.txn([{ key: serviceKey(name), target: 'version', equals: 0 }], [{ op: 'deletePrefix', prefix: releasePrefix(name) }]);
-        if (result.succeeded) deleted += list.length;
-        continue;
+        if (result.succeeded) {
+          deleted += list.length;
+          continue;
+        }
+        // Declared again since the list was read (nothing else triggers a pass for that): the
+        // releases listed belong to its predecessor unless they carry its uuid.
+        service = (await readRecord<Service>(this.store, serviceKey(name)))?.record;
+        if (!service) continue;
       }
       const foreign = list.filter((r) => r.serviceUuid !== undefined && r.serviceUuid !== service.uuid).map((r) => r.version);
       const own = list.filter((r) => !foreign.includes(r.version));
