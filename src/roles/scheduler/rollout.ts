@@ -56,12 +56,18 @@ interface TrackedUnit {
 
 export async function rollOut(options: RolloutOptions, release: Release, deployment: Deployment): Promise<RolloutOutcome> {
   const recorder = rolloutRecorder(options.store, deployment, options.phaseRecorded);
+  // The outcome the caller records next comes after the last progress, so progress is flushed
+  // either way; a progress write that failed earlier is reported only when the rollout itself did
+  // not fail (its own error, a lost lead say, is the one the caller acts on).
+  let outcome: RolloutOutcome;
   try {
-    return await rollOutSteps(options, release, deployment, recorder);
-  } finally {
-    // The outcome the caller records next comes after the last progress.
-    await recorder.flush();
+    outcome = await rollOutSteps(options, release, deployment, recorder);
+  } catch (error) {
+    await recorder.flush().catch(() => undefined);
+    throw error;
   }
+  await recorder.flush();
+  return outcome;
 }
 
 async function rollOutSteps(options: RolloutOptions, release: Release, deployment: Deployment, recorder: RolloutRecorder): Promise<RolloutOutcome> {
