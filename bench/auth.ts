@@ -2,7 +2,7 @@ import autocannon from 'autocannon';
 import { startEtcd } from '../test/harness/etcd.js';
 import { freePort } from '../test/harness/free-port.js';
 import { http, serveRole } from '../test/harness/platform.js';
-import { loadAverage, median, pairedRatio, printTable } from './table.js';
+import { countArgument, loadAverage, median, pairedRatio, printTable } from './table.js';
 import { cpuTicks } from './proxy-cpu.js';
 
 // Issue 13's benchmark: the directory's GET /services/:name with a token checked on every call,
@@ -22,7 +22,7 @@ import { cpuTicks } from './proxy-cpu.js';
 // directory 6 s).
 // Within a block each round runs the series back to back, and the ratio is the median of the
 // rounds' own ratios: a burst of load elsewhere falls on one round's pair, not on one series.
-const BLOCKS = Number(process.argv[2] ?? 4); // `node dist/bench/auth.js BLOCKS`
+const BLOCKS = countArgument(process.argv[2], 'BLOCKS', 4); // `node dist/bench/auth.js BLOCKS`
 const ROUNDS_PER_BLOCK = 3;
 const ROUNDS = BLOCKS * ROUNDS_PER_BLOCK;
 const SECONDS = 3;

@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { buildTestImage } from '../test/harness/test-image.js';
 import { http } from '../test/harness/platform.js';
-import { median, ms } from './table.js';
+import { countArgument, median, ms } from './table.js';
 import { dockerApiStart, pullImage, startBenchPlatform, type BenchRole } from './bench-platform.js';
 import { watchCluster } from './cluster-events.js';
 import { processCpuNanoseconds } from './proxy-cpu.js';
@@ -21,7 +21,7 @@ import { processCpuNanoseconds } from './proxy-cpu.js';
 //   node dist/bench/deploy-cpu.js [rounds] [--timeline]
 
 const UNITS = 10;
-const ROUNDS = Number(process.argv[2] ?? 6);
+const ROUNDS = countArgument(process.argv.slice(2).find((arg) => arg !== '--timeline'), 'rounds', 6);
 const TIMELINE = process.argv.includes('--timeline');
 const ROLES: BenchRole[] = ['directory', 'scheduler', 'orchestrator', 'agent'];
 const TICK_MS = 1000 / 100; // USER_HZ: 100 on Linux

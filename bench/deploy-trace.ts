@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { buildTestImage } from '../test/harness/test-image.js';
 import { http } from '../test/harness/platform.js';
-import { median, ms } from './table.js';
+import { countArgument, median, ms } from './table.js';
 import { dockerApiStart, pullImage, startBenchPlatform, type BenchRole } from './bench-platform.js';
 import { watchCluster } from './cluster-events.js';
 
@@ -14,7 +14,7 @@ import { watchCluster } from './cluster-events.js';
 //   node dist/bench/deploy-trace.js [rounds]
 
 const UNITS = 10;
-const ROUNDS = Number(process.argv[2] ?? 8);
+const ROUNDS = countArgument(process.argv[2], 'rounds', 8);
 const ROLES: BenchRole[] = ['directory', 'scheduler', 'orchestrator', 'agent'];
 
 interface TraceLine {

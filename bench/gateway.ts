@@ -5,7 +5,7 @@ import { request } from 'undici';
 import { buildTestImage } from '../test/harness/test-image.js';
 import { http } from '../test/harness/platform.js';
 import { waitFor } from '../test/harness/wait.js';
-import { median, pairedRatio, printTable, type BenchRow } from './table.js';
+import { countArgument, median, pairedRatio, printTable, type BenchRow } from './table.js';
 import { startBenchPlatform } from './bench-platform.js';
 import { pacedLoad, type PacedResult } from './paced-load.js';
 import { startGeneratedHaproxy } from './generated-haproxy.js';
@@ -67,8 +67,7 @@ type HandWritten = keyof typeof HAND_WRITTEN;
 // Sections: `keep-alive`, `busybox`, `tail`, `convergence`; none named: keep-alive, busybox and convergence.
 // `--rounds=N`: full-load rounds per unit kind (3 by default, each target 8 s a round).
 const roundsFlag = process.argv.slice(2).find((arg) => arg.startsWith('--rounds='));
-const ROUNDS = roundsFlag === undefined ? 3 : Number(roundsFlag.slice('--rounds='.length));
-if (!Number.isInteger(ROUNDS) || ROUNDS < 1) throw new Error(`--rounds wants a whole number of rounds, 1 or more: ${roundsFlag}`);
+const ROUNDS = countArgument(roundsFlag?.slice('--rounds='.length), '--rounds', 3);
 const args = process.argv.slice(2).filter((arg) => arg !== roundsFlag);
 const unknown = args.filter((arg) => ![...unitKinds, 'tail', 'convergence'].includes(arg));
 if (unknown.length > 0) throw new Error(`unknown section ${unknown.join(', ')}: keep-alive, busybox, tail or convergence`);

@@ -6,7 +6,7 @@ import autocannon from 'autocannon';
 import { freePort } from '../test/harness/free-port.js';
 import { ensureCommand } from '../test/harness/system-packages.js';
 import { makeServerCertificate } from '../test/harness/tls-certificates.js';
-import { median } from './table.js';
+import { countArgument, median } from './table.js';
 import { cpuNanoseconds, userSystemTicks } from './proxy-cpu.js';
 import { GATEWAY_POLICY, referenceConfig } from './reference-haproxy.js';
 import { writeGeneratedConfig, type BackendLayout } from './generated-haproxy.js';
@@ -42,7 +42,7 @@ if (unknown.length > 0) throw new Error(`unknown argument ${unknown.join(', ')}:
 const KIND: Kind = args.includes('close') ? 'close' : 'tls';
 const CPU = args.includes('cpu');
 const SYSCALLS = args.includes('syscalls');
-const REQUESTS = Number(args.find((arg) => /^\d+$/.test(arg)) ?? 1000);
+const REQUESTS = countArgument(args.find((arg) => /^\d+$/.test(arg)), 'REQUESTS', 1000);
 const option = (name: string): string | undefined => args.find((arg) => arg.startsWith(`${name}=`))?.slice(name.length + 1);
 /** Only the variants whose name matches (the generated configuration, the first, always runs: the others are compared with it). */
 const ONLY = new RegExp(option('only') ?? '');
@@ -281,9 +281,9 @@ async function instructionsPerRequest(name: string, variant: Variant): Promise<n
   }
 }
 
-const CPU_ROUNDS = Number(option('rounds') ?? 5);
+const CPU_ROUNDS = countArgument(option('rounds'), 'rounds', 5);
 const CPU_ROUND_S = 3;
-const CPU_CONNECTIONS = Number(option('connections') ?? 8);
+const CPU_CONNECTIONS = countArgument(option('connections'), 'connections', 8);
 
 /**
  * CPU time per request of every variant, run natively side by side, each loaded in turn for

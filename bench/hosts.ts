@@ -4,6 +4,7 @@ import { hostServices } from '../test/harness/host-services.js';
 import { freePort } from '../test/harness/free-port.js';
 import { http, serveRole, type PlatformProcess } from '../test/harness/platform.js';
 import { waitFor } from '../test/harness/wait.js';
+import { untilEngineEmpty } from '../test/harness/docker.js';
 import { median, printTable, type BenchRow } from './table.js';
 
 // Issue 15's benchmarks on test hosts (network namespaces on a test bridge, each with its own
@@ -41,7 +42,7 @@ async function platformOn(cluster: TestHosts): Promise<{ orchestrator: PlatformP
       }, 60_000, { intervalMs: 50, what: `units off ${victim.name}` });
       seconds.push((performance.now() - partitioned) / 1000);
       victim.heal();
-      await waitFor(async () => (await victim.engine.docker.listContainers({ all: true })).length === 0, 60_000, { what: `${victim.name} emptied after the heal` });
+      await untilEngineEmpty(victim.engine.docker, `${victim.name} emptied after the heal`);
       await waitFor(async () => ((await http('GET', `${platform.orchestrator.url}/cluster/machines`)).body as unknown[]).length === 3, 60_000, { what: 'three machines' });
     }
   } finally {

@@ -7,7 +7,8 @@ import { buildTestImage } from '../test/harness/test-image.js';
 import { freePort } from '../test/harness/free-port.js';
 import { http, runPlatform, waitHealthy } from '../test/harness/platform.js';
 import { waitFor } from '../test/harness/wait.js';
-import { median, ms, pairedRatio, printTable, type BenchRow } from './table.js';
+import { untilEngineEmpty } from '../test/harness/docker.js';
+import { countArgument, median, ms, pairedRatio, printTable, type BenchRow } from './table.js';
 import { dockerApiStart, pullImage, startBenchPlatform } from './bench-platform.js';
 import { watchCluster } from './cluster-events.js';
 
@@ -16,7 +17,7 @@ import { watchCluster } from './cluster-events.js';
 
 const UNITS = 10;
 /** `node dist/bench/spine.js [ROUNDS]`: 10 by default (about a minute). */
-const ROUNDS = Number(process.argv[2] ?? 10);
+const ROUNDS = countArgument(process.argv[2], 'ROUNDS', 10);
 const rows: BenchRow[] = [];
 
 const platform = await startBenchPlatform(['directory', 'scheduler', 'orchestrator', 'agent'], 'bench');
@@ -60,7 +61,7 @@ async function platformDeploy(polled = false): Promise<number> {
  * clean-up would fall into that step's window only).
  */
 async function settled(): Promise<void> {
-  await waitFor(async () => (await engine.docker.listContainers({ all: true })).length === 0, 60_000, { what: 'the engine emptied' });
+  await untilEngineEmpty(engine.docker, 'the engine emptied');
   await new Promise((resolve) => setTimeout(resolve, 250));
 }
 

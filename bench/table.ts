@@ -38,3 +38,14 @@ export function pairedRatio(platform: number[], reference: number[]): string {
 
 /** The machine's load average over 1, 5 and 15 minutes, printed beside figures measured on a shared machine. */
 export const loadAverage = (): string => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+
+/**
+ * A count given on a bench's command line (`text`, undefined when not given: `fallback`), a whole
+ * number of at least 1; anything else stops the bench before it starts anything, naming `what`.
+ */
+export function countArgument(text: string | undefined, what: string, fallback: number): number {
+  if (text === undefined) return fallback;
+  const count = Number(text);
+  if (!/^\d+$/.test(text) || count < 1) throw new Error(`${what} wants a whole number, 1 or more: ${text}`);
+  return count;
+}

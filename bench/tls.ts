@@ -8,7 +8,7 @@ import { buildTestImage } from '../test/harness/test-image.js';
 import { http } from '../test/harness/platform.js';
 import { waitFor } from '../test/harness/wait.js';
 import { makeServerCertificate } from '../test/harness/tls-certificates.js';
-import { loadAverage, median, pairedRatio, printTable, type BenchRow } from './table.js';
+import { countArgument, loadAverage, median, pairedRatio, printTable, type BenchRow } from './table.js';
 import { startBenchPlatform } from './bench-platform.js';
 import { dataPlaneConfig, printConfigurations, startReferenceHaproxy } from './reference-haproxy.js';
 import { cpuNanoseconds, haproxyWorkers } from './proxy-cpu.js';
@@ -31,7 +31,7 @@ const UNITS = 3;
 const CONNECTIONS = 32;
 const HANDSHAKE_WORKERS = 16;
 const DURATION_S = 3;
-const ROUNDS = Number(process.argv[2] ?? 10);
+const ROUNDS = countArgument(process.argv[2], 'ROUNDS', 10);
 const DOMAIN = 'platform.local';
 
 const platform = await startBenchPlatform(['directory', 'scheduler', 'orchestrator', 'agent'], 'bench-tls');

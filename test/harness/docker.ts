@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, createWriteStream, readFileSync, type WriteStream 
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { ensureCommand } from './system-packages.js';
+import { waitFor } from './wait.js';
 
 // A private Docker engine per test run: its own data root, exec root and socket, so tests never
 // touch (or depend on) a Docker engine the machine may already run. Without a bridge network its
@@ -153,4 +154,9 @@ export async function startDockerd(options: DockerdOptions = {}): Promise<Docker
     throw error;
   }
   return { socket, dockerHost: `unix://${socket}`, docker, stop, pause: halt, resume: launch };
+}
+
+/** Resolves once `docker`'s engine holds no container, running or not (`what` names the wait in a timeout). */
+export async function untilEngineEmpty(docker: Docker, what: string, timeoutMs = 60_000): Promise<void> {
+  await waitFor(async () => (await docker.listContainers({ all: true })).length === 0, timeoutMs, { what });
 }
