@@ -296,7 +296,7 @@ async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
   const pacedRuns = await pacedRounds(targets);
   const haproxyNames = unitTargets.filter((name) => targets[name]!.socket !== undefined);
   const queued = await mostQueued(targets, haproxyNames, addresses);
-  printConfigurations(configs);
+  printConfigurations(configs, 'plain HTTP');
   stop();
   await http('DELETE', `${platform.url('directory')}/services/${service}`);
 
@@ -360,7 +360,7 @@ async function measureTail(): Promise<BenchRow[]> {
   const paced = await pacedRounds(targets, tailPacedTargets, TAIL_RATE, TAIL_PACED_CONNECTIONS, TAIL_PACED_ROUNDS);
   const pacedTcp = countersBetween(tcpBefore, tcpCounters());
   const queued = await mostQueued(targets, tailTargets, addresses);
-  printConfigurations(configs);
+  printConfigurations(configs, 'plain HTTP');
   stop();
   await http('DELETE', `${platform.url('directory')}/services/${service}`);
   const rows = tailRows(measured, tailTargets, queued, describeUnits.busybox, TAIL_ROUNDS, TAIL_DURATION_S);

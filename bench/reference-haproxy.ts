@@ -31,12 +31,15 @@ export interface ReferenceHaproxy {
   stop(): void;
 }
 
+/** What a benchmark's requests went over: the plane's configuration has a TLS bind either way. */
+export type Traffic = 'plain HTTP' | 'TLS';
+
 /**
  * What a benchmark compared, in one line per HAProxy configuration: the settings that decide its
  * cost per request (threads, balancing, how many copies of the route's backend, retries, buffer
  * size), read from the configuration itself so the line cannot drift from what ran.
  */
-export function configurationSummary(config: string, cores: number): string {
+export function configurationSummary(config: string, cores: number, traffic: Traffic): string {
   const setting = (name: string): string | undefined => new RegExp(`^\\s+${name} (.+)$`, 'm').exec(config)?.[1];
   const servers = config.split(/^backend /m).slice(1).find((section) => /^\s+server (?!own )/m.test(section)) ?? '';
   const routeBackend = /^(\S+)/.exec(servers)?.[1] ?? '';
@@ -48,15 +51,15 @@ export function configurationSummary(config: string, cores: number): string {
     `${copies} cop${copies === 1 ? 'y' : 'ies'} of a route's backend`,
     `retry-on ${inSection('retry-on').replace(/^none$/, 'conn-failure (default)')}`,
     `tune.bufsize ${setting('tune.bufsize') ?? '16384 (default)'}`,
-    ...[/^\s+bind \S+ (?:name \S+ )?(ssl .+)$/m.exec(config)?.[1]].flatMap((tls) => (tls === undefined ? [] : [`TLS bind: ${tls}`])),
+    ...[/^\s+bind \S+ (?:name \S+ )?(ssl .+)$/m.exec(config)?.[1]].flatMap((tls) => (tls === undefined ? [] : [`TLS bind${traffic === 'TLS' ? '' : ' (no request of this run went to it)'}: ${tls}`])),
   ].join(', ');
 }
 
 /** Prints which HAProxy ran and, per labelled configuration, its configurationSummary. */
-export function printConfigurations(configs: Record<string, string>): void {
+export function printConfigurations(configs: Record<string, string>, traffic: Traffic): void {
   const version = execFileSync(HAPROXY, ['-v'], { encoding: 'utf8' }).split('\n')[0];
-  console.log(`Configurations compared (${version}, ${availableParallelism()} cores):`);
-  for (const [label, config] of Object.entries(configs)) console.log(`  ${label}: ${configurationSummary(config, availableParallelism())}`);
+  console.log(`Configurations compared (${version}, ${availableParallelism()} cores, requests over ${traffic}):`);
+  for (const [label, config] of Object.entries(configs)) console.log(`  ${label}: ${configurationSummary(config, availableParallelism(), traffic)}`);
 }
 
 /** The configuration the gateway's HAProxy data plane runs, from its state directory (haproxy-data-plane.ts). */

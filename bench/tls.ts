@@ -156,7 +156,7 @@ try {
     );
   }
   const gateway = gatewayOf('haproxy');
-  printConfigurations({ 'HAProxy data plane': dataPlaneConfig(gateway.dataDir, gateway.port), 'hand-written haproxy.cfg (the reference)': haproxy.config });
+  printConfigurations({ 'HAProxy data plane': dataPlaneConfig(gateway.dataDir, gateway.port), 'hand-written haproxy.cfg (the reference)': haproxy.config }, 'TLS');
   haproxy.stop();
   const of = (kind: keyof typeof kinds, series: Series, value: keyof Measure) => runs[kind][series].map((run) => run[value]);
   const rounds = `median of ${ROUNDS} rounds' ratios, ${DURATION_S} s each`;
