@@ -324,7 +324,9 @@ async function measureUnits(kind: UnitKind): Promise<BenchRow[]> {
         ratio: `${(gw.rps / ha.rps).toFixed(2)}x; rounds' own: ${pairedRatio(measured[target].map((m) => m.rps), measured.haproxy.map((m) => m.rps))}`,
         target: haproxyPlane ? '>= 0.95x' : '-',
       },
-      { benchmark: `p50 / p99 latency at full load, ${label}, ${units}`, platform: `${ms(gw.p50)} / ${ms(gw.p99)}`, reference: `${ms(ha.p50)} / ${ms(ha.p99)} hand-written`, ratio: `${signed(gw.p99 - ha.p99)} p99`, target: haproxyPlane ? '<= +0.2 ms p99' : '-' },
+      // Closed loop: with busybox units the reference's connections stuck in 1 s SYN retries leave its
+      // others a lighter machine (docs/benchmarks.md, issue 16), so the p99 target is the paced row's.
+      { benchmark: `p50 / p99 latency at full load (closed loop), ${label}, ${units}`, platform: `${ms(gw.p50)} / ${ms(gw.p99)}`, reference: `${ms(ha.p50)} / ${ms(ha.p99)} hand-written`, ratio: `${signed(gw.p99 - ha.p99)} p99`, target: haproxyPlane ? 'see the paced row' : '-' },
       {
         benchmark: `p50 / p99 latency at ${FIXED_RATE} req/s each, same window, ${label}, ${units} (median of ${PACED_ROUNDS} x ${PACED_S} s)`,
         platform: `${ms(gwPaced.p50)} / ${ms(gwPaced.p99)}`,
