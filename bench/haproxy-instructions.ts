@@ -7,7 +7,7 @@ import { freePort } from '../test/harness/free-port.js';
 import { ensureCommand } from '../test/harness/system-packages.js';
 import { makeServerCertificate } from '../test/harness/tls-certificates.js';
 import { countArgument, median } from './table.js';
-import { cpuNanoseconds, userSystemTicks } from './proxy-cpu.js';
+import { processCpuNanoseconds, userSystemTicks } from './proxy-cpu.js';
 import { GATEWAY_POLICY, referenceConfig } from './reference-haproxy.js';
 import { writeGeneratedConfig, type BackendLayout } from './generated-haproxy.js';
 import { haproxyFiles } from '../src/roles/gateway/haproxy-data-plane.js';
@@ -222,13 +222,11 @@ async function requests(port: number, load: { amount: number } | { duration: num
   return result['2xx'];
 }
 
-/** Waits until HAProxy answers on `port`. */
+/** Waits until HAProxy answers on `port`; a timeout carries the end of its stderr. */
 async function answering(name: string, port: number, stderr: () => string): Promise<void> {
-  for (let attempt = 0; ; attempt++) {
-    if (await requests(port, { amount: 8 }).then(() => true, () => false)) return;
-    if (attempt === 60) throw new Error(`${name}: HAProxy did not answer within a minute: ${stderr().slice(-2000)}`);
-    await sleep(1000);
-  }
+  await waitFor(() => requests(port, { amount: 8 }), 60_000, { intervalMs: 1000, what: `${name}: HAProxy to answer` }).catch((error: unknown) => {
+    throw new Error(`${(error as Error).message}: ${stderr().slice(-2000)}`);
+  });
 }
 
 /** Variants HAProxy runs as the gateway runs it (haproxy-process.ts): master-worker, with a master CLI socket. */
@@ -300,10 +298,10 @@ async function cpuPerRequest(variants: [string, Variant][]): Promise<{ us: numbe
     for (let turn = 0; turn < variants.length; turn++) {
       const i = (turn + round) % variants.length;
       const pid = running[i]!.pid;
-      const [nanoseconds, [user, system]] = [cpuNanoseconds([pid]), userSystemTicks(pid)];
+      const [nanoseconds, [user, system]] = [processCpuNanoseconds(pid), userSystemTicks(pid)];
       const answered = await requests(running[i]!.port, { duration: CPU_ROUND_S }, CPU_CONNECTIONS);
       const [userAfter, systemAfter] = userSystemTicks(pid);
-      perRound[i]!.push((cpuNanoseconds([pid]) - nanoseconds) / 1000 / answered);
+      perRound[i]!.push((processCpuNanoseconds(pid) - nanoseconds) / 1000 / answered);
       ticks[i] = [ticks[i]![0]! + userAfter - user, ticks[i]![1]! + systemAfter - system];
     }
   }

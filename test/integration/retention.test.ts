@@ -1,4 +1,6 @@
 import t from 'tap';
+import { pino } from 'pino';
+import type { FastifyBaseLogger } from 'fastify';
 import { startEtcd } from '../harness/etcd.js';
 import { freePort } from '../harness/free-port.js';
 import { http, serveRole } from '../harness/platform.js';
@@ -83,8 +85,7 @@ t.test("a service declared again while a pass runs still loses its predecessor's
       };
     },
   });
-  const log = { info() {}, warn() {} } as unknown as ConstructorParameters<typeof Housekeeping>[2];
-  await new Housekeeping(interleaved, defaultRetention, log).pruneHistory();
+  await new Housekeeping(interleaved, defaultRetention, pino({ level: 'silent' }) as unknown as FastifyBaseLogger).pruneHistory();
   t.ok(declaredBeforeTxn, 'the successor was declared between the list and the delete');
   t.equal((await store.list(releasePrefix(name))).length, 0, "the predecessor's releases are gone in the same pass");
   t.ok(await store.get(serviceKey(name)), 'the successor stays declared');
