@@ -203,8 +203,10 @@ export async function startTestHosts(options: TestHostsOptions): Promise<TestHos
   }
 }
 
-function testHost(name: string, address: string, outer: string, engine: DockerEngine, flags: { current: string[] }, env: NodeJS.ProcessEnv, agentFlags: string[]): TestHost {
-  const serve = async (role: string, roleFlags: string[], roleEnv: NodeJS.ProcessEnv = {}): Promise<HostProcess> => {
+/** `platform serve --role <role>` in namespace `name`, on every address, waited for until it answers on `address`. */
+const serveIn =
+  (name: string, address: string, flags: { current: string[] }, env: NodeJS.ProcessEnv) =>
+  async (role: string, roleFlags: string[], roleEnv: NodeJS.ProcessEnv = {}): Promise<HostProcess> => {
     const port = await freePort();
     const started = runPlatform(['serve', '--role', role, '--host', '0.0.0.0', '--port', String(port), '--advertise', `${address}:${port}`, ...flags.current, ...roleFlags], { ...env, ...roleEnv }, { netns: name });
     const url = `http://${address}:${port}`;
@@ -216,6 +218,52 @@ function testHost(name: string, address: string, outer: string, engine: DockerEn
     }
     return Object.assign(started, { url });
   };
+
+/** A test host without a Docker engine, for what needs only an address of its own (a gateway a test reaches from outside). */
+export interface BareHost {
+  readonly name: string;
+  readonly address: string;
+  /** The bridge's own address: the test process's address as the host sees it. */
+  readonly bridgeAddress: string;
+  /** Starts `platform serve --role <role>` in the host (on every address, with `flags`) and waits until it answers. */
+  serve(role: string, flags: string[], env?: NodeJS.ProcessEnv): Promise<HostProcess>;
+  /** Runs `platform <args>` in the host, as a process the test starts and waits for itself. */
+  run(args: string[], env?: NodeJS.ProcessEnv): PlatformProcess;
+  /** Removes the namespace (killing what still runs in it), its link and the bridge. */
+  stop(): void;
+}
+
+export function startBareHost(): BareHost {
+  assertTools();
+  installExitHook();
+  const prefix = freePrefix();
+  const run = prefix.split('.')[2]!;
+  const bridge = makeBridge(prefix, run);
+  const [name, address, outer] = [`pt${run}-b1`, `${prefix}.11`, `pt${run}v1`];
+  try {
+    makeNamespace(name, address, bridge, outer);
+  } catch (error) {
+    removeNamespace(name, true);
+    removeLink(outer);
+    removeLink(bridge);
+    throw error;
+  }
+  return {
+    name,
+    address,
+    bridgeAddress: `${prefix}.1`,
+    serve: serveIn(name, address, { current: [] }, {}),
+    run: (args, env = {}) => runPlatform(args, env, { netns: name }),
+    stop: () => {
+      removeNamespace(name, true);
+      removeLink(outer);
+      removeLink(bridge);
+    },
+  };
+}
+
+function testHost(name: string, address: string, outer: string, engine: DockerEngine, flags: { current: string[] }, env: NodeJS.ProcessEnv, agentFlags: string[]): TestHost {
+  const serve = serveIn(name, address, flags, env);
   const host: TestHost = {
     name,
     address,
