@@ -61,13 +61,16 @@ export class NodeDataPlane implements DataPlane {
   }
 
   async listen(listeners: GatewayListeners): Promise<void> {
-    this.publicPolicy = listeners.public.policy;
     const internal = listeners.internal ? [{ ...listeners.internal, policy: openPolicy }] : [];
-    await this.listenOn([listeners.public, ...internal]);
+    // The HTTPS listener (handlePublic) follows the public policy too: it is a public listener.
+    await this.listenOn([listeners.public, ...internal], listeners.public.policy);
   }
 
-  /** Listens where told; the HAProxy plane puts its `behind-haproxy` listener here, with the public listener's policy. */
-  async listenOn(listeners: NodeListener[], publicPolicy: ListenerPolicy = openPolicy): Promise<void> {
+  /**
+   * Listens where told; the HAProxy plane puts its `behind-haproxy` listener here. `publicPolicy` is the public listener's, which
+   * the HTTPS listener and requests HAProxy marks as public follow: no default, so no caller can reset it to the open policy (H1).
+   */
+  async listenOn(listeners: NodeListener[], publicPolicy: ListenerPolicy): Promise<void> {
     this.publicPolicy = publicPolicy;
     for (const listener of listeners) {
       const server = this.server(listener.policy);
