@@ -117,6 +117,22 @@ function authorize(token: TokenRecord, need: RouteAccess, request: FastifyReques
 const presentsCredentials = (request: FastifyRequest): boolean =>
   request.headers.authorization !== undefined || sessionCredential(request.headers) !== undefined;
 
+/**
+ * Whether the caller of an open route is one the role knows: any caller under none, a local call
+ * under auto, or one with a valid token or session. Only they are told more than anonymous callers
+ * are (/readyz's details: the store's address, the auth mode, versions).
+ */
+export function isKnownCaller(control: AccessControl, request: FastifyRequest, reply: FastifyReply): boolean {
+  if (control.mode === 'none') return true;
+  if (!presentsCredentials(request)) return control.mode === 'auto' && isLocalCall(request, control.listenerLoopback);
+  try {
+    authenticate(control, request, reply);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Adds `hook` to a route's own hooks of that kind, after any it declares. */
 function appendHook<H>(existing: H | H[] | undefined, hook: H): H[] {
   return existing === undefined ? [hook] : [...(Array.isArray(existing) ? existing : [existing]), hook];

@@ -11,7 +11,7 @@ import { claimProcessSeries, metricsContentType, metricsOf, observeRequests } fr
 import { openapiOptions } from './openapi.js';
 import { ErrorReply } from '../schemas/common.js';
 import { discardBody } from './oversized-body.js';
-import { installAccessControl, type AccessControl } from '../auth/guard.js';
+import { installAccessControl, isKnownCaller, type AccessControl } from '../auth/guard.js';
 import { installCsrfCheck } from '../auth/csrf.js';
 import { installCors } from './cors.js';
 import { createLimitedServer, defaultConnectionLimits, type ConnectionLimits } from './connection-limits.js';
@@ -88,15 +88,24 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
   server.get(
     '/readyz',
     {
-      schema: { description: 'Ready when the store and the peers this role needs answer; `auth` is the --auth mode.', response: { 200: Type.Any(), 503: Type.Any() } },
+      schema: {
+        description:
+          'Ready when the store and the peers this role needs answer; `auth` is the --auth mode. ' +
+          'Only callers with a token, and local calls under --auth auto, get the details and what failed; others get the status alone.',
+        response: { 200: Type.Any(), 503: Type.Any() },
+      },
       config: { access: 'open' },
     },
-    async (_request, reply) => {
+    async (request, reply) => {
+      // An anonymous caller learns whether the role is ready, not where its store is or what runs it (L7).
+      const detailed = isKnownCaller(options.access, request, reply);
       const auth = options.access.mode === 'none' ? { auth: 'none', warning: NO_AUTH_WARNING } : { auth: options.access.mode };
       try {
-        return { status: 'ready', role: options.role, ...auth, ...(await options.readiness()) };
+        const details = await options.readiness();
+        return detailed ? { status: 'ready', role: options.role, ...auth, ...details } : { status: 'ready' };
       } catch (error) {
-        return reply.status(503).send({ statusCode: 503, error: statusName(503), message: (error as Error).message });
+        const message = detailed ? (error as Error).message : 'not ready';
+        return reply.status(503).send({ statusCode: 503, error: statusName(503), message });
       }
     },
   );

@@ -11,7 +11,7 @@ export interface paths {
         };
         /**
          * Ready when the store and the peers this role needs answer; `auth` is the --auth mode
-         * @description Ready when the store and the peers this role needs answer; `auth` is the --auth mode.
+         * @description Ready when the store and the peers this role needs answer; `auth` is the --auth mode. Only callers with a token, and local calls under --auth auto, get the details and what failed; others get the status alone.
          */
         get: operations["getReadyz"];
         put?: never;

@@ -80,7 +80,8 @@ t.test('every role answers a call without a token, even from loopback, with 401 
   for (const role of Object.values(roles)) {
     t.equal((await call('GET', `${role.url}/healthz`)).status, 200);
     const ready = await call('GET', `${role.url}/readyz`);
-    t.match(ready.body, { auth: 'token' });
+    t.same(ready.body, { status: 'ready' }, 'an anonymous caller learns only that the role is ready (L7)');
+    t.match((await call('GET', `${role.url}/readyz`, admin)).body, { status: 'ready', auth: 'token', store: String }, 'a caller with a token, the details');
   }
   t.equal((await call('GET', orch('/documentation/json'))).status, 200, 'the API description stays open');
   t.equal((await call('GET', orch('/metrics'), admin)).status, 200);

@@ -5,8 +5,14 @@
 
 const hopByHop = new Set(['connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'http2-settings']);
 
-/** Headers the gateway sets itself (X-Forwarded-For is extended, not replaced), or has already acted on (Expect). */
-const replaced = new Set(['x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-for', 'expect']);
+/**
+ * The client's own claims of its address and scheme in headers other than X-Forwarded-*: a unit
+ * could take them for the gateway's, so they are dropped, on both data planes (haproxy-config.ts) (L7).
+ */
+export const CLIENT_CLAIMS: readonly string[] = ['forwarded', 'x-real-ip'];
+
+/** Headers the gateway sets itself (X-Forwarded-For is extended, not replaced), has already acted on (Expect), or drops. */
+const replaced = new Set(['x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-for', 'expect', ...CLIENT_CLAIMS]);
 
 const isHopByHop = (name: string): boolean => hopByHop.has(name) || name.startsWith('proxy-');
 

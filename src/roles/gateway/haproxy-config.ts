@@ -2,6 +2,8 @@ import { STATUS_CODES } from 'node:http';
 import { renderError, type GatewayError } from './gateway-error.js';
 import { RETRY_AFTER_SECONDS } from './proxy.js';
 import { LISTENER_HEADER } from './listener-policy.js';
+import { CLIENT_CLAIMS } from './forwarded-headers.js';
+import { NOT_ORIGIN_FORM } from './request-head.js';
 import { REFUSED_RETRY_AFTER_SECONDS, addressCapMessage, refusalBody, totalCapMessage } from '../../http/connection-limits.js';
 
 // The HAProxy data plane's configuration, written from what the gateway knows: pure, so every
@@ -128,8 +130,8 @@ const LOOPBACK_SOURCES = '127.0.0.0/8 ::1';
 /** A Connection header naming a header (a token other than close, keep-alive, upgrade): only then does the Lua action run. */
 const NAMES_HEADERS = '(^|,)[[:space:]]*(?!(close|keep-alive|upgrade)[[:space:]]*(,|$))[^,[:space:]]';
 
-/** Hop-by-hop headers the gateway drops (besides Connection, which HAProxy handles, and those it names). */
-const REQUEST_HOP_BY_HOP = ['proxy-authorization', 'proxy-connection', 'te', 'trailer', 'keep-alive'];
+/** Hop-by-hop headers the gateway drops (besides Connection, which HAProxy handles, and those it names), and the client's claims. */
+const REQUEST_DROPPED = ['proxy-authorization', 'proxy-connection', 'te', 'trailer', 'keep-alive', ...CLIENT_CLAIMS];
 const RESPONSE_HOP_BY_HOP = ['keep-alive', 'trailer', 'proxy-authenticate'];
 
 /** `bind` address: HAProxy reads the last colon as the port's, so IPv6 needs its family prefix. */
@@ -272,6 +274,19 @@ function capRules(settings: HaproxySettings): string[] {
   ];
 }
 
+/**
+ * A request target that is not origin-form is answered 400 as the Node plane answers it
+ * (request-head.ts), before anything routes by it. HTTP/1 only: HAProxy holds an HTTP/2 request's
+ * target in absolute form (scheme and authority), and sends it to units in origin form.
+ */
+function notOriginFormLines(): string[] {
+  const condition = '!{ url_beg / } !{ url * } { req.ver 1.0 1.1 }';
+  const answer = (html: boolean): string =>
+    `  http-request return status 400 content-type "${html ? 'text/html' : 'application/json'}; charset=utf-8" hdr cache-control no-store ` +
+    `lf-string "${logFormatText(renderError(NOT_ORIGIN_FORM, html).body)}" if ${condition}`;
+  return [`${answer(true)} { req.hdr(accept) -m sub text/html }`, answer(false)];
+}
+
 function frontendSection(input: HaproxyConfigInput): string[] {
   const { settings, files } = input;
   return [
@@ -281,6 +296,7 @@ function frontendSection(input: HaproxyConfigInput): string[] {
     '  tcp-request connection track-sc0 src',
     ...capRules(settings),
     `  http-request return status 431 content-type "text/plain; charset=utf-8" string "request head too large\\n" if { req.hdrs,length gt ${settings.maxHeaderSize} }`,
+    ...notOriginFormLines(),
     // The Host without :port or a trailing dot, in lower case: the key of the hosts map. The regsub
     // runs only for the rare Host that ends in a dot.
     '  http-request set-var(txn.host) req.hdr(host),host_only,lower',
@@ -301,8 +317,8 @@ function frontendSection(input: HaproxyConfigInput): string[] {
     '  http-request add-header x-forwarded-for %[src] if { var(txn.xff_count) -m found } !{ var(txn.xff_count) -m int 1 }',
     '  http-request set-header x-forwarded-proto %[ssl_fc,iif(https,http)] if routed',
     '  http-request set-header x-forwarded-host %[req.hdr(host)] if routed',
-    // Hop-by-hop headers, in one pass over the headers each way (HAProxy's header names are lower case).
-    `  http-request del-header ^(${REQUEST_HOP_BY_HOP.join('|')})$ -m reg if routed`,
+    // Hop-by-hop headers and the client's claims, in one pass over the headers each way (HAProxy's header names are lower case).
+    `  http-request del-header ^(${REQUEST_DROPPED.join('|')})$ -m reg if routed`,
     // Headers a Connection header names are hop-by-hop too (RFC 9110 §7.6.1); HAProxy drops only its own.
     `  acl names_headers req.fhdr(connection) -m reg -i ${NAMES_HEADERS}`,
     `  acl response_names_headers res.fhdr(connection) -m reg -i ${NAMES_HEADERS}`,

@@ -87,7 +87,7 @@ export class NodeDataPlane implements DataPlane {
 
   /** A request the HTTPS listener took (public, like the plain public listener's). */
   readonly handlePublic = (req: IncomingMessage, res: ServerResponse): void => {
-    if (!this.proxy.handle(req, res, this.publicPolicy)) this.own(req, res);
+    if (!this.proxy.refused(req, res) && !this.proxy.handle(req, res, this.publicPolicy)) this.own(req, res);
   };
 
   readonly upgradePublic = (req: IncomingMessage, socket: Duplex, head: Buffer): void => this.tunnels.handle(req, socket, head, this.publicPolicy);
@@ -125,7 +125,7 @@ export class NodeDataPlane implements DataPlane {
     // the gateway's own answers (404s, /metrics, …) were under way at once.
     const limits = policy === 'behind-haproxy' ? { ...clientLimits, maxConnectionsPerAddress: clientLimits.maxConnections } : clientLimits;
     const server = createLimitedServer('gateway', limits, (req, res) => {
-      if (this.plainFirst(req, res)) return;
+      if (this.proxy.refused(req, res) || this.plainFirst(req, res)) return;
       if (!this.proxy.handle(req, res, policyOf(req))) this.own(req, res);
     }, { maxHeaderSize: settings.maxHeaderSize });
     server.on('upgrade', (req, socket, head) => this.tunnels.handle(req, socket, head, policyOf(req)));

@@ -3,7 +3,7 @@ import { hostName, isServiceHost, type Domains } from './host-name.js';
 import { chooseUpstream } from './upstream-choice.js';
 import { clientAddress, schemeOf, upstreamRequestHeaders } from './forwarded-headers.js';
 import { ProxyExchange, type ExchangeSettings } from './proxy-exchange.js';
-import { headerValue, hasBody } from './request-head.js';
+import { headerValue, hasBody, isOriginForm, NOT_ORIGIN_FORM } from './request-head.js';
 import { sendError } from './gateway-error.js';
 import { unroutedMetrics } from './gateway-metrics.js';
 import type { Route, RouteTable } from './route-table.js';
@@ -28,6 +28,14 @@ export class GatewayProxy {
     private readonly table: RouteTable,
     private readonly options: ProxyOptions,
   ) {}
+
+  /** Answers 400 to a request whose target is not origin-form (before anything else looks at the target); true when it did. */
+  refused(req: IncomingMessage, res: ServerResponse): boolean {
+    if (isOriginForm(req.url ?? '')) return false;
+    unroutedMetrics.answered(NOT_ORIGIN_FORM.status);
+    sendError(req, res, NOT_ORIGIN_FORM);
+    return true;
+  }
 
   /** Proxies or answers the request; false when it is for the gateway's own endpoints. */
   handle(req: IncomingMessage, res: ServerResponse, policy: ListenerPolicy): boolean {

@@ -16,3 +16,13 @@ export function hasBody(raw: readonly string[]): boolean {
   if (length !== undefined && length !== '0') return true;
   return headerValue(raw, 'transfer-encoding') !== undefined;
 }
+
+/**
+ * Whether a request target is origin-form (`/path`) or `*`: absolute-form (`http://host/path`)
+ * would make a forward proxy of the gateway, routed by one name and naming another, so both data
+ * planes refuse it (haproxy-config.ts) (L6).
+ */
+export const isOriginForm = (target: string): boolean => target.charCodeAt(0) === 47 /* / */ || target === '*';
+
+/** The 400 both planes answer a target that is not origin-form. */
+export const NOT_ORIGIN_FORM = { status: 400, message: 'request target: must be a path (origin-form, /…); the gateway is no forward proxy' } as const;
