@@ -243,17 +243,19 @@ for (const plane of testedDataPlanes()) t.test(`the ${plane} data plane`, async 
 
   await t.test(`L6 (${plane}): an absolute-form request target is refused with 400 naming the rule`, async (t) => {
     const before = seen.length;
-    for (const target of [`http://shop.${DOMAIN}/`, 'http://elsewhere.example/']) {
+    // An authority other than the Host is refused by HAProxy's parser, with its own page: the status is the rule there.
+    for (const [target, fromGateway] of [[`http://shop.${DOMAIN}/`, true], ['http://elsewhere.example/', plane === 'node']] as const) {
       const conversation = await plain(port);
       const answer = await conversation.send(request('GET', target, `shop.${DOMAIN}`)).answer();
       conversation.close();
       t.not(answer, 'closed');
       if (answer === 'closed') return;
       t.equal(answer.status, 400, target);
+      if (!fromGateway) continue;
       t.same(JSON.parse(answer.body), {
         statusCode: 400,
         error: 'Bad Request',
-        message: 'request target: must be a path (origin-form, /…); the gateway is no forward proxy',
+        message: 'request target: must be a path (origin-form, starting with /); the gateway is no forward proxy',
       });
     }
     t.equal(seen.length, before, 'the unit got no request');

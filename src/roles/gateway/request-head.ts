@@ -25,4 +25,4 @@ export function hasBody(raw: readonly string[]): boolean {
 export const isOriginForm = (target: string): boolean => target.charCodeAt(0) === 47 /* / */ || target === '*';
 
 /** The 400 both planes answer a target that is not origin-form. */
-export const NOT_ORIGIN_FORM = { status: 400, message: 'request target: must be a path (origin-form, /…); the gateway is no forward proxy' } as const;
+export const NOT_ORIGIN_FORM = { status: 400, message: 'request target: must be a path (origin-form, starting with /); the gateway is no forward proxy' } as const;
