@@ -67,7 +67,7 @@ t.test('per-request rules scan the headers once where one scan does: the X-Forwa
   const config = configFor(reloaded(emptyState(), [route('web', ['10.0.0.1:80'])]));
   t.equal(config.match(/req\.fhdr_cnt\(x-forwarded-for\)/g)?.length, 1, 'the count is taken once, into a variable');
   t.match(config, /^ {2}http-request set-var\(txn\.xff_count\) req\.fhdr_cnt\(x-forwarded-for\) if routed \|\| !loopback$/m);
-  t.match(config, /^ {2}http-request del-header \^\(proxy-authorization\|proxy-connection\|te\|trailer\|keep-alive\)\$ -m reg if routed$/m);
+  t.match(config, /^ {2}http-request del-header \^\(proxy-authorization\|proxy-connection\|te\|trailer\|keep-alive\|forwarded\|x-real-ip\)\$ -m reg if routed$/m);
   t.match(config, /^ {2}http-response del-header \^\(keep-alive\|trailer\|proxy-authenticate\)\$ -m reg$/m);
   t.equal(config.match(/del-header (proxy-|te |trailer|keep-alive)/g), null, 'no rule per header');
   t.match(config, /regsub\(\[\.\]\$,\) if \{ var\(txn\.host\) -m end \. \}$/m, 'the trailing dot is removed only when there is one');
