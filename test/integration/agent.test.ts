@@ -334,6 +334,22 @@ t.test('an image the registry does not have fails the unit with the pull error',
   await waitFor(async () => !(await statusOf(machineId, missing.unit)), 30_000, { what: 'missing-image unit status gone' });
 });
 
+t.test("a unit whose container cannot start says why, without the machine's paths (L7)", async (t) => {
+  const { DockerRootDir } = (await docker.info()) as { DockerRootDir: string };
+  // A volume over a file of the image: the engine's error names the volume's directory under its data root.
+  const mounted: Assignment = { ...assignment(machineId, 21, 1, imageV1), volumes: [{ name: 'bin', path: '/bin/busybox' }] };
+  await assign(mounted);
+  const status = await waitFor(async () => {
+    const s = await statusOf(machineId, mounted.unit);
+    return s?.errorKind === 'container-start' ? s : undefined;
+  }, 30_000, { what: 'the start failure reported' });
+  t.match(status.error, /^container failed to start: .*<host path>/, String(status.error));
+  t.notOk(status.error!.includes(DockerRootDir), `the status does not name the data root (${DockerRootDir})`);
+  t.notOk(status.error!.includes('/var/lib/docker'), 'nor the default one');
+  await unassign(machineId, mounted.unit);
+  await waitFor(async () => !(await statusOf(machineId, mounted.unit)), 30_000, { what: 'the unit status gone' });
+});
+
 t.test('a unit whose health check does not answer 2xx waits in activating and says for what', async (t) => {
   const unhealthy = { ...assignment(machineId, 5, 1, imageV1), healthCheck: { path: '/missing' } };
   await assign(unhealthy);

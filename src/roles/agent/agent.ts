@@ -206,7 +206,10 @@ class MachineAgent implements Agent {
     const refusedSlots = await this.reportRefused(refused);
     if (!engine.reachable) await this.reportEngineDown(assignments, engine.error ?? 'no reason given');
     else if ('error' in containers) throw containers.error;
-    else await this.reconcileUnits(assignments, wanted, containers.list);
+    else {
+      await this.learnEngine();
+      await this.reconcileUnits(assignments, wanted, containers.list);
+    }
     const keep = new Set([...wanted, ...refusedSlots, ...this.units.retiringSlots()]);
     // Memory first: a probe of a slot that goes must not write its status again after it is forgotten.
     this.units.forgetExcept(keep);
@@ -214,12 +217,17 @@ class MachineAgent implements Agent {
     await this.registration.update(engine, assignments.length, await this.capacity(engine.reachable));
   }
 
+  /** The engine's resources and data root, once: the data root before any unit status can name it. */
+  private async learnEngine(): Promise<void> {
+    if (this.engineResources) return;
+    this.engineResources = await withTimeout(this.docker.info() as Promise<EngineResources>, engineCheckTimeoutMs, 'Docker engine').catch(() => undefined);
+    if (this.engineResources?.DockerRootDir) this.reporter.hideHostDir(this.engineResources.DockerRootDir);
+  }
+
   private async capacity(reachable: boolean): Promise<Pick<Machine['capacity'], 'memoryMB' | 'cpus'>> {
     const settings = this.options.resources ?? { reserveMemoryMB: defaultReserve.memoryMB, reserveCpus: defaultReserve.cpus };
     const capped = settings.capacityMemoryMB !== undefined && settings.capacityCpus !== undefined;
-    if (!this.engineResources && reachable && !capped) {
-      this.engineResources = await withTimeout(this.docker.info() as Promise<EngineResources>, engineCheckTimeoutMs, 'Docker engine').catch(() => undefined);
-    }
+    if (reachable && !capped) await this.learnEngine();
     return unitCapacity(this.engineResources, settings);
   }
 

@@ -18,6 +18,8 @@ export interface ResourceSettings {
 export interface EngineResources {
   NCPU: number;
   MemTotal: number;
+  /** The engine's data root, whose paths unit statuses do not show. */
+  DockerRootDir?: string;
 }
 
 /**

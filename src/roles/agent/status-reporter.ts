@@ -3,6 +3,7 @@ import type { UnitStatus } from '../../schemas/cluster.js';
 import { unitStatusKey } from '../../store/keys.js';
 import { isRunning, slotOf } from '../../units.js';
 import type { LeasedWriter } from './leased-writer.js';
+import { withoutHostPaths } from './host-paths.js';
 
 // Unit statuses as this agent observes them, one per slot (unit@spec), written under its lease.
 // Reconcile recomputes every status on every pass; only changes reach the store, so a steady
@@ -26,6 +27,8 @@ export function failingSinceAfter(previous: UnitStatus | undefined, observed: Ob
 
 export class UnitStatusReporter {
   private readonly current = new Map<string, { observed: string; status: UnitStatus }>();
+  /** Directories of this machine whose paths a status never shows (the engine's data root). */
+  private readonly hostDirs: string[] = [];
 
   constructor(
     private readonly keys: LeasedWriter,
@@ -40,7 +43,8 @@ export class UnitStatusReporter {
    * start was reported) goes in the very next transaction, or replaces the previous one if that
    * has not gone out yet. Resolves after the write's attempt (failed ones are retried by the keys).
    */
-  async report(observed: ObservedStatus): Promise<void> {
+  async report(reported: ObservedStatus): Promise<void> {
+    const observed = reported.error === undefined ? reported : { ...reported, error: withoutHostPaths(reported.error, this.hostDirs) };
     const slot = slotOf(observed);
     const serialized = JSON.stringify(observed);
     const previous = this.current.get(slot);
@@ -52,6 +56,11 @@ export class UnitStatusReporter {
     trace('agent.status', `${observed.unit} ${observed.active}/${observed.sub}`);
     await this.keys.set(unitStatusKey(this.machineId, slot), JSON.stringify(status));
     trace('agent.status-written', `${observed.unit} ${observed.active}/${observed.sub}`);
+  }
+
+  /** A directory of this machine (the engine's data root) whose paths statuses replace from now on. */
+  hideHostDir(dir: string): void {
+    if (!this.hostDirs.includes(dir)) this.hostDirs.push(dir);
   }
 
   /** The last status reported for a slot. */
