@@ -241,6 +241,18 @@ for (const plane of testedDataPlanes()) t.test(`the ${plane} data plane`, async 
     t.equal((await store.list(tokenPrefix)).length, tokensBefore, 'no token was issued');
   });
 
+  await t.test(`H2 (${plane}): a Connection header naming X-Forwarded-For does not make a remote client a local caller`, async (t) => {
+    const tokensBefore = (await store.list(tokenPrefix)).length;
+    const conversation = await plain(port);
+    const mint = JSON.stringify({ name: `named-${plane}`, role: 'admin' });
+    const headers = ['content-type: application/json', 'connection: keep-alive, x-forwarded-for, x-forwarded-proto, x-forwarded-host'];
+    const answer = await conversation.send(request('POST', '/tokens', `orchestrator.${DOMAIN}`, headers, mint)).answer();
+    conversation.close();
+    t.not(answer, 'closed');
+    if (answer !== 'closed') t.equal(answer.status, 401, `the orchestrator asked for a token: ${answer.body}`);
+    t.equal((await store.list(tokenPrefix)).length, tokensBefore, 'no token was issued');
+  });
+
   await t.test(`L6 (${plane}): an absolute-form request target is refused with 400 naming the rule`, async (t) => {
     const before = seen.length;
     // An authority other than the Host is refused by HAProxy's parser, with its own page: the status is the rule there.
