@@ -309,6 +309,10 @@ function frontendSection(input: HaproxyConfigInput): string[] {
     ...(input.httpsRedirectDomain === undefined ? [] : [`  http-request unset-var(txn.backend) if !{ ssl_fc } { var(txn.host) -m end .${input.httpsRedirectDomain} }`]),
     '  acl routed var(txn.backend) -m found',
     `  acl loopback src ${LOOPBACK_SOURCES}`,
+    // Headers a Connection header names are hop-by-hop too (RFC 9110 §7.6.1); HAProxy drops only its own. Before the
+    // X-Forwarded-* rules: a client naming them must not remove what the gateway sets (a unit would take it for a local caller).
+    `  acl names_headers req.fhdr(connection) -m reg -i ${NAMES_HEADERS}`,
+    '  http-request lua.drop-connection-named if routed names_headers',
     // X-Forwarded-For extended as the Node plane does (one header, the client last). Requests for
     // the gateway's own endpoints from this machine stay local calls (no X-Forwarded-For). The
     // header count is taken once, for the requests that get the header (each count is a header scan).
@@ -319,10 +323,7 @@ function frontendSection(input: HaproxyConfigInput): string[] {
     '  http-request set-header x-forwarded-host %[req.hdr(host)] if routed',
     // Hop-by-hop headers and the client's claims, in one pass over the headers each way (HAProxy's header names are lower case).
     `  http-request del-header ^(${REQUEST_DROPPED.join('|')})$ -m reg if routed`,
-    // Headers a Connection header names are hop-by-hop too (RFC 9110 §7.6.1); HAProxy drops only its own.
-    `  acl names_headers req.fhdr(connection) -m reg -i ${NAMES_HEADERS}`,
     `  acl response_names_headers res.fhdr(connection) -m reg -i ${NAMES_HEADERS}`,
-    '  http-request lua.drop-connection-named if routed names_headers',
     '  http-response lua.drop-connection-named-response if response_names_headers',
     `  http-response del-header ^(${RESPONSE_HOP_BY_HOP.join('|')})$ -m reg`,
     `  http-response del-header ${UNREACHABLE_HEADER} if { status 503 }`,
