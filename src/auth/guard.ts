@@ -4,6 +4,7 @@ import type { TokenRecord, TokenRole } from '../schemas/token.js';
 import { decide, isExpired, routeAccess, serviceOf, type Access, type RouteAccess, type ServiceSource } from './access.js';
 import { bearerToken, cameOverHttps, callerKey, isLocalCall, sessionCredential } from './caller.js';
 import { checkSession, sessionCookie } from './session.js';
+import { knownPeerOf } from './loopback-peer.js';
 import type { TokenCache } from './token-cache.js';
 import type { FailureLimiter } from './failure-limiter.js';
 import type { EndedSessions } from './ended-sessions.js';
@@ -77,7 +78,7 @@ function authenticate(control: AccessControl, request: FastifyRequest, reply: Fa
   }
   void reply.header('www-authenticate', 'Bearer realm="platform"');
   if (token) throw unauthorized(`token ${token.name} expired at ${token.expiresAt}`);
-  if (secret === undefined) throw unauthorized('this call needs a token: send Authorization: Bearer <token> (the CLI takes --token or PLATFORM_TOKEN)');
+  if (secret === undefined) throw unauthorized(`this call needs a token: send Authorization: Bearer <token> (the CLI takes --token or PLATFORM_TOKEN)${whyNotLocal(control, request)}`);
   throw unauthorized('the token is unknown or revoked');
 }
 
@@ -139,6 +140,12 @@ function authenticateAndAuthorize(control: AccessControl, need: RouteAccess, req
     request.caller = token;
     if (!need.service || 'param' in need.service) authorize(token, need, request);
   });
+}
+
+/** Why a loopback call under auto was not taken for a local one, when its caller could not be identified (ss missing, say). */
+function whyNotLocal(control: AccessControl, request: FastifyRequest): string {
+  const peer = control.mode === 'auto' ? knownPeerOf(request.raw.socket) : undefined;
+  return peer && 'unknown' in peer ? `; it was not taken for a local call: ${peer.unknown}` : '';
 }
 
 /** Under auto, a local call without credentials is let through as `local`; every other call shows its token. */

@@ -36,6 +36,8 @@ export function peerOfSsLine(line: string): PeerIdentity {
   const cgroup = /\bcgroup:(\S+)/.exec(line)?.[1];
   // Without the socket's cgroup (an old kernel, or cgroup v1 only) a container cannot be told from the host.
   if (cgroup === undefined) return { unknown: 'the kernel reports no cgroup for the socket (cgroup v2 is needed)' };
+  // A cgroup outside the one this process sees: it runs in a container of its own (give it the host's cgroup namespace).
+  if (cgroup.startsWith('unreachable:')) return { unknown: "the caller's cgroup is outside this process's cgroup namespace" };
   // ss prints the uid only when it is not root's.
   const uid = Number(/\buid:(\d+)/.exec(line)?.[1] ?? 0);
   return { uid, container: containerOfCgroup(cgroup) };
@@ -59,6 +61,12 @@ function lookUp(socket: Socket): Promise<PeerIdentity> {
 
 const IDENTITY = Symbol('loopbackPeer');
 type IdentifiedSocket = Socket & { [IDENTITY]?: PeerIdentity | Promise<PeerIdentity> };
+
+/** The identity of a connection's caller if it was looked up already (for messages; never starts a lookup). */
+export function knownPeerOf(socket: Socket): PeerIdentity | undefined {
+  const known = (socket as IdentifiedSocket)[IDENTITY];
+  return known instanceof Promise ? undefined : known;
+}
 
 /** The process behind a loopback connection: the answer once known, else the lookup under way. */
 export function loopbackPeerOf(socket: Socket): PeerIdentity | Promise<PeerIdentity> {

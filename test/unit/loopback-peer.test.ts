@@ -24,4 +24,5 @@ t.test("a socket line gives its owner's uid (root's when ss prints none) and its
   t.same(peerOfSsLine(`ESTAB 0 0 127.0.0.1:45492 127.0.0.1:45319 ino:43191 sk:1001 cgroup:/docker/${ID} <-> cgroup:/docker/${ID}`), { uid: 0, container: ID.slice(0, 12) });
   t.same(peerOfSsLine('ESTAB 0 0 127.0.0.1:45492 127.0.0.1:45319 uid:1000 ino:43191 sk:1001 cgroup:/user.slice/user-1000.slice <->'), { uid: 1000, container: undefined });
   t.match(peerOfSsLine('ESTAB 0 0 127.0.0.1:45492 127.0.0.1:45319 uid:1000 ino:43191 sk:1001 <->'), { unknown: /cgroup v2/ }, 'without a cgroup a unit cannot be told apart');
+  t.match(peerOfSsLine('ESTAB 0 0 127.0.0.1:45492 127.0.0.1:45319 ino:43191 sk:1001 cgroup:unreachable:2f1a <->'), { unknown: /cgroup namespace/ }, 'nor from a cgroup namespace of its own');
 });
