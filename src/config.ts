@@ -593,12 +593,21 @@ function resolveHttpLimits(flags: RawFlags): HttpLimitsConfig {
   };
 }
 
+/** A webhook secret's least length: with 20 guesses a minute (src/auth/failure-limiter.ts) even a guessable alphabet takes ages. */
+export const MIN_WEBHOOK_SECRET_LENGTH = 24;
+
 /** Empty values count as unset, so `PLATFORM_…=` in a unit file does not enable a hook with an empty secret. */
 function resolveWebhookSecrets(flags: RawFlags, env: NodeJS.ProcessEnv): WebhookSecrets {
-  const secret = (flag: string | undefined, name: string) => (flag || env[name] || undefined);
-  const registryToken = secret(flags.registryWebhookToken, 'PLATFORM_REGISTRY_WEBHOOK_TOKEN');
-  const dockerHubToken = secret(flags.dockerhubWebhookToken, 'PLATFORM_DOCKERHUB_WEBHOOK_TOKEN');
-  const gitHubSecret = secret(flags.githubWebhookSecret, 'PLATFORM_GITHUB_WEBHOOK_SECRET');
+  const secret = (flag: string | undefined, name: string, option: string) => {
+    const value = flag || env[name] || undefined;
+    if (value !== undefined && value.length < MIN_WEBHOOK_SECRET_LENGTH) {
+      throw new ConfigError(`${name} (or ${option}) must be at least ${MIN_WEBHOOK_SECRET_LENGTH} characters, got ${value.length}: make one with openssl rand -hex 16`);
+    }
+    return value;
+  };
+  const registryToken = secret(flags.registryWebhookToken, 'PLATFORM_REGISTRY_WEBHOOK_TOKEN', '--registry-webhook-token');
+  const dockerHubToken = secret(flags.dockerhubWebhookToken, 'PLATFORM_DOCKERHUB_WEBHOOK_TOKEN', '--dockerhub-webhook-token');
+  const gitHubSecret = secret(flags.githubWebhookSecret, 'PLATFORM_GITHUB_WEBHOOK_SECRET', '--github-webhook-secret');
   return { ...(registryToken ? { registryToken } : {}), ...(dockerHubToken ? { dockerHubToken } : {}), ...(gitHubSecret ? { gitHubSecret } : {}) };
 }
 

@@ -1,6 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyRequest } from 'fastify';
 import { cookieValue, openSession, SESSION_COOKIE, type SessionClaims } from './session.js';
+import { loopbackPeerOf, type PeerIdentity } from './loopback-peer.js';
+import { namesRelayedCaller, verifiedRelayedCaller } from './relayed-caller.js';
 
 // Who is calling: the bearer token or dashboard session a request presents, and whether it was made on this machine.
 // The one rule of "a local call needs no credentials" lives here, for the API's tokens
@@ -54,28 +56,71 @@ const LOOPBACK = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|::ffff:127\.\d{1,3}\.\d{1
 /** A listen address or peer address that only this machine can reach. */
 export const isLoopback = (host: string | undefined): boolean => LOOPBACK.test((host ?? '').replace(/^\[|\]$/g, ''));
 
-/** A request made on this machine, not relayed by a proxy (the gateway and the web role add X-Forwarded-For). */
-export const isLocalRequest = (request: Pick<FastifyRequest, 'socket' | 'headers'>): boolean =>
-  isLoopback(request.socket.remoteAddress) && request.headers['x-forwarded-for'] === undefined && request.headers.forwarded === undefined;
+/** A request from a loopback peer, not relayed by a proxy (the gateway adds X-Forwarded-For) nor by a role (which names its caller). */
+const isLocalRequest = (request: Pick<FastifyRequest, 'socket' | 'headers'>): boolean =>
+  isLoopback(request.socket.remoteAddress) &&
+  request.headers['x-forwarded-for'] === undefined &&
+  request.headers.forwarded === undefined &&
+  !namesRelayedCaller(request.headers);
 
-/**
- * The address a call comes from, seen through one proxy of this machine: a role that passes calls
- * on (the web role to the orchestrator, the orchestrator to the directory and scheduler) appends
- * the address it saw to X-Forwarded-For. Only a loopback peer is believed, and only its last
- * entry, the one it added: anyone else could write any address there. Failed authentications are
- * counted, and changes journaled, against this address, so one client's bad tokens through the
- * web role do not lock every dashboard user out.
- */
-export function clientAddress(request: Pick<FastifyRequest, 'ip' | 'socket' | 'headers'>): string {
-  const forwarded = request.headers['x-forwarded-for'];
-  if (forwarded === undefined || !isLoopback(request.socket.remoteAddress)) return request.ip;
-  const last = (Array.isArray(forwarded) ? forwarded.join(',') : forwarded).split(',').pop()?.trim();
-  return last || request.ip;
+type CallerRequest = Pick<FastifyRequest, 'ip' | 'socket' | 'headers'> & { server?: { accessControl?: { relayKey?: Buffer } } };
+
+const relayedCaller = (request: CallerRequest): string | undefined => verifiedRelayedCaller(request.headers, request.server?.accessControl?.relayKey);
+
+/** The last X-Forwarded-For entry: the one the proxy in front of us added. */
+const lastForwardedFor = (headers: IncomingHttpHeaders): string | undefined => {
+  const forwarded = headers['x-forwarded-for'];
+  if (forwarded === undefined) return undefined;
+  return (Array.isArray(forwarded) ? forwarded.join(',') : forwarded).split(',').pop()?.trim() || undefined;
+};
+
+/** A process of this machine, in no container, running as the platform's own user: a role (the gateway), or one who could run one. */
+const isPlatformProcess = (peer: PeerIdentity): boolean => !('unknown' in peer) && peer.container === undefined && peer.uid === process.getuid?.();
+
+function keyOfPeer(request: CallerRequest, peer: PeerIdentity): string {
+  // The gateway in front of this role names its client the only way it can: this machine's processes of our user are believed.
+  const forwardedFor = isPlatformProcess(peer) ? lastForwardedFor(request.headers) : undefined;
+  if (forwardedFor !== undefined) return forwardedFor;
+  if ('unknown' in peer) return `${request.ip} unidentified`;
+  return peer.container ? `${request.ip} container ${peer.container}` : `${request.ip} uid ${peer.uid}`;
 }
 
 /**
- * A call only this machine could have made: it arrived on a loopback listener, from a loopback
- * peer, and no proxy forwarded it. Such calls need no credentials where the operator allows it.
+ * Who a call comes from, as failed authentications are counted: the caller a role of this
+ * platform relayed (signed, src/auth/relayed-caller.ts), else the peer; a loopback peer is told
+ * apart by its uid or its container, so one local process's bad tokens lock out neither the
+ * operator's CLI nor a remote dashboard user. X-Forwarded-For is believed only from a process of
+ * this machine running as the platform's user (the gateway): any other process can write anything there.
  */
-export const isLocalCall = (request: Pick<FastifyRequest, 'socket' | 'headers'>, listenerLoopback: boolean): boolean =>
-  listenerLoopback && isLocalRequest(request);
+export function callerKey(request: CallerRequest): string | Promise<string> {
+  const relayed = relayedCaller(request);
+  if (relayed !== undefined) return relayed;
+  if (!isLoopback(request.ip)) return request.ip;
+  const peer = loopbackPeerOf(request.socket);
+  return peer instanceof Promise ? peer.then((known) => keyOfPeer(request, known)) : keyOfPeer(request, peer);
+}
+
+/** The address a call comes from, for the journal: the relayed caller's, else the peer's. */
+export const clientAddress = (request: CallerRequest): string => relayedCaller(request)?.split(' ')[0] ?? request.ip;
+
+/** The operator's own process: identified, and in no container (a unit, on host networking too, always runs in one). */
+const isOperatorProcess = (peer: PeerIdentity): boolean => !('unknown' in peer) && peer.container === undefined;
+
+/**
+ * A call made on this machine by one of its own processes: from a loopback peer, passed on by
+ * no proxy or role, and not from a unit (a unit on host networking shares the host's loopback,
+ * so the peer's socket is asked for its container, src/auth/loopback-peer.ts). Whatever the listener.
+ */
+export function isFromThisMachine(request: Pick<FastifyRequest, 'socket' | 'headers'>): boolean | Promise<boolean> {
+  if (!isLocalRequest(request)) return false;
+  const peer = loopbackPeerOf(request.socket);
+  return peer instanceof Promise ? peer.then(isOperatorProcess) : isOperatorProcess(peer);
+}
+
+/**
+ * A call only this machine's own processes could have made, arriving on a loopback listener:
+ * such calls need no credentials where the operator allows it (--auth auto, webhooks without a secret).
+ * Decided once per connection; the answer is a promise only while the connection's first lookup runs.
+ */
+export const isLocalCall = (request: Pick<FastifyRequest, 'socket' | 'headers'>, listenerLoopback: boolean): boolean | Promise<boolean> =>
+  listenerLoopback && isFromThisMachine(request);

@@ -2,8 +2,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandle
 import { HttpError, unauthorized } from '../http/errors.js';
 import type { TokenRecord, TokenRole } from '../schemas/token.js';
 import { decide, isExpired, routeAccess, serviceOf, type Access, type RouteAccess, type ServiceSource } from './access.js';
-import { bearerToken, cameOverHttps, clientAddress, isLocalCall, sessionCredential } from './caller.js';
+import { bearerToken, cameOverHttps, callerKey, isLocalCall, sessionCredential } from './caller.js';
 import { checkSession, sessionCookie } from './session.js';
+import { knownPeerOf } from './loopback-peer.js';
 import type { TokenCache } from './token-cache.js';
 import type { FailureLimiter } from './failure-limiter.js';
 import type { EndedSessions } from './ended-sessions.js';
@@ -42,6 +43,8 @@ export interface AccessControl {
   failures?: FailureLimiter;
   /** The key dashboard sessions are signed with (src/auth/session.ts); absent: sessions are refused. */
   sessionKey?: Buffer;
+  /** The key roles sign the callers they relay with (src/auth/relayed-caller.ts); absent: no relayed caller is believed. */
+  relayKey?: Buffer;
   /** Sessions signed out before they ended (src/auth/ended-sessions.ts); needed with sessionKey. */
   endedSessions?: EndedSessions;
   /** Other origins whose pages may call with the caller's session (--cors-origin; src/http/cors.ts). */
@@ -73,10 +76,9 @@ function authenticate(control: AccessControl, request: FastifyRequest, reply: Fa
     control.tokens?.recordUse(token, now);
     return token;
   }
-  control.failures?.recordFailure(clientAddress(request));
   void reply.header('www-authenticate', 'Bearer realm="platform"');
   if (token) throw unauthorized(`token ${token.name} expired at ${token.expiresAt}`);
-  if (secret === undefined) throw unauthorized('this call needs a token: send Authorization: Bearer <token> (the CLI takes --token or PLATFORM_TOKEN)');
+  if (secret === undefined) throw unauthorized(`this call needs a token: send Authorization: Bearer <token> (the CLI takes --token or PLATFORM_TOKEN)${whyNotLocal(control, request)}`);
   throw unauthorized('the token is unknown or revoked');
 }
 
@@ -91,21 +93,70 @@ function authenticateSession(control: AccessControl, session: { value: string; f
     tokens?.recordUse(check.token);
     return check.token;
   }
-  control.failures?.recordFailure(clientAddress(request));
   if (session.from === 'cookie') void reply.header('set-cookie', sessionCookie('', 0, cameOverHttps(request)));
   throw unauthorized(check.refused);
 }
 
-/** 429 while the caller's address is limited, before its token is looked up. */
-export function refuseWhileLimited(control: AccessControl, request: FastifyRequest, reply: FastifyReply): void {
-  // No address is at its limit (the usual case, even just after a few failures): no address to work out.
+/** 429 while the caller is limited, before its token is looked up. */
+export function refuseWhileLimited(control: AccessControl, request: FastifyRequest, reply: FastifyReply): void | Promise<void> {
+  // No caller is at its limit (the usual case, even just after a few failures): no caller to work out.
   if (!control.failures?.limitsAny()) return;
-  const address = clientAddress(request);
-  const waitMs = control.failures.retryAfterMs(address);
+  const key = callerKey(request);
+  return key instanceof Promise ? key.then((known) => refuseIfLimited(control, known, reply)) : refuseIfLimited(control, key, reply);
+}
+
+function refuseIfLimited(control: AccessControl, key: string, reply: FastifyReply): void {
+  const waitMs = control.failures?.retryAfterMs(key) ?? 0;
   if (waitMs <= 0) return;
   const seconds = Math.ceil(waitMs / 1000);
   void reply.header('retry-after', String(seconds));
-  throw new HttpError(429, `too many failed authentications from ${address}: try again in ${seconds} s`);
+  throw new HttpError(429, `too many failed authentications from ${key}: try again in ${seconds} s`);
+}
+
+/** Counts a failed authentication (a token, a session, a webhook's secret) against its caller. */
+export async function countFailure(control: AccessControl, request: FastifyRequest): Promise<void> {
+  if (control.failures) control.failures.recordFailure(await callerKey(request));
+}
+
+/** Counts a failed authentication against its caller, then fails with `error`. */
+export async function recordFailure(control: AccessControl, request: FastifyRequest, error: unknown): Promise<never> {
+  await countFailure(control, request);
+  throw error;
+}
+
+/** Runs `step` after `before`, synchronously when `before` is not a promise: the usual case costs no tick. */
+function then(before: void | Promise<void>, step: () => void | Promise<void>): void | Promise<void> {
+  return before instanceof Promise ? before.then(step) : step();
+}
+
+function authenticateAndAuthorize(control: AccessControl, need: RouteAccess, request: FastifyRequest, reply: FastifyReply): void | Promise<void> {
+  return then(refuseWhileLimited(control, request, reply), () => {
+    let token: TokenRecord;
+    try {
+      token = authenticate(control, request, reply);
+    } catch (error) {
+      return recordFailure(control, request, error);
+    }
+    request.caller = token;
+    if (!need.service || 'param' in need.service) authorize(token, need, request);
+  });
+}
+
+/** Why a loopback call under auto was not taken for a local one, when its caller could not be identified (ss missing, say). */
+function whyNotLocal(control: AccessControl, request: FastifyRequest): string {
+  const peer = control.mode === 'auto' ? knownPeerOf(request.raw.socket) : undefined;
+  return peer && 'unknown' in peer ? `; it was not taken for a local call: ${peer.unknown}` : '';
+}
+
+/** Under auto, a local call without credentials is let through as `local`; every other call shows its token. */
+function checkCaller(control: AccessControl, need: RouteAccess, request: FastifyRequest, reply: FastifyReply): void | Promise<void> {
+  if (control.mode !== 'auto' || presentsCredentials(request)) return authenticateAndAuthorize(control, need, request, reply);
+  const decide = (local: boolean): void | Promise<void> => {
+    if (!local) return authenticateAndAuthorize(control, need, request, reply);
+    request.caller = 'local';
+  };
+  const local = isLocalCall(request, control.listenerLoopback);
+  return local instanceof Promise ? local.then(decide) : decide(local);
 }
 
 function authorize(token: TokenRecord, need: RouteAccess, request: FastifyRequest): void {
@@ -161,15 +212,9 @@ export function installAccessControl(server: FastifyInstance, control: AccessCon
       try {
         const need = needOf(request);
         if (need.access === 'open') return done();
-        if (control.mode === 'auto' && !presentsCredentials(request) && isLocalCall(request, control.listenerLoopback)) {
-          request.caller = 'local';
-          return done();
-        }
-        refuseWhileLimited(control, request, reply);
-        const token = authenticate(control, request, reply);
-        request.caller = token;
-        if (!need.service || 'param' in need.service) authorize(token, need, request);
-        done();
+        const checked = checkCaller(control, need, request, reply);
+        if (!(checked instanceof Promise)) return done();
+        checked.then(() => done(), (error: Error) => done(error));
       } catch (error) {
         done(error as Error);
       }

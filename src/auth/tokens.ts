@@ -66,6 +66,9 @@ export const issueToken = (store: Store, spec: TokenSpec, now = Date.now()): Pro
 export const bootstrapToken = (store: Store, now = Date.now()): Promise<IssuedToken | undefined> =>
   issueIfAbsent(store, tokensIssuedKey, { name: BOOTSTRAP_TOKEN_NAME, role: 'admin' }, now);
 
+/** Whether any token was ever issued (bootstrap is closed for good once one was). */
+export const tokensWereIssued = async (store: Store): Promise<boolean> => (await store.get(tokensIssuedKey)) !== undefined;
+
 /** Deletes the token and its last-use time; returns false when there was no such token. */
 export async function revokeToken(store: Store, name: string): Promise<boolean> {
   const result = await store.txn(

@@ -1,7 +1,8 @@
-import type { IncomingHttpHeaders } from 'node:http';
+import type { FastifyRequest } from 'fastify';
 import type { Store } from '../store/store.js';
 import { componentKey, type Component } from '../store/keys.js';
-import { passedOnAuthorization } from '../auth/caller.js';
+import { callerKey, passedOnAuthorization } from '../auth/caller.js';
+import { relayedCallerHeaders } from '../auth/relayed-caller.js';
 import { HttpError, badGateway, unavailable } from './errors.js';
 import { messageOf, requestJson, type JsonMethod } from './json-request.js';
 
@@ -37,19 +38,24 @@ export class PeerClient {
   /**
    * Calls made for the caller of `request`: its Authorization header (or its dashboard session, as
    * `Authorization: Session`) goes along, so the peer checks (and records) the caller's own token;
-   * a role holds no credentials of its own. With a token, the caller's address goes along in
-   * X-Forwarded-For for the peer's journal; a call without one stays unmarked, or the peer would
-   * not take it for the local call it is.
+   * a role holds no credentials of its own. With a token, the caller as this role knows it goes
+   * along signed (src/auth/relayed-caller.ts), so the peer counts and journals it and not this
+   * role; X-Forwarded-For too, for the journal's reader. A call without one stays unmarked, or the
+   * peer would not take it for the local call it is.
    */
-  actingFor(request: { headers: IncomingHttpHeaders; ip: string }): PeerCaller {
+  actingFor(request: FastifyRequest): PeerCaller {
     const authorization = passedOnAuthorization(request.headers);
-    const headers: Record<string, string> = {};
-    if (authorization !== undefined) {
-      headers.authorization = authorization;
+    const relayKey = request.server.accessControl?.relayKey;
+    const headers = async (): Promise<Record<string, string>> => {
+      if (authorization === undefined) return {};
       const before = request.headers['x-forwarded-for'];
-      headers['x-forwarded-for'] = [typeof before === 'string' ? before : undefined, request.ip].filter(Boolean).join(', ');
-    }
-    return { call: (method, path, body, timeoutMs) => this.call(method, path, body, timeoutMs, headers) };
+      return {
+        authorization,
+        'x-forwarded-for': [typeof before === 'string' ? before : undefined, request.ip].filter(Boolean).join(', '),
+        ...(relayKey ? relayedCallerHeaders(relayKey, await callerKey(request)) : {}),
+      };
+    };
+    return { call: async (method, path, body, timeoutMs) => this.call(method, path, body, timeoutMs, await headers()) };
   }
 
   async call<T>(method: JsonMethod, path: string, body?: unknown, timeoutMs = 15_000, headers: Record<string, string> = {}): Promise<PeerReply<T>> {

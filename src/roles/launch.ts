@@ -10,6 +10,7 @@ import { TokenCache } from '../auth/token-cache.js';
 import { isLoopback } from '../auth/caller.js';
 import { FailureLimiter } from '../auth/failure-limiter.js';
 import { loadSessionKey } from '../auth/session-key.js';
+import { relayKeyOf } from '../auth/relayed-caller.js';
 import { EndedSessions } from '../auth/ended-sessions.js';
 import { HostRule } from '../http/host-rule.js';
 import type { RoleContext, StartedRole } from './role.js';
@@ -75,7 +76,7 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
         domains: { domain: config.domain, internalDomain: config.gateway.internalDomain },
       }),
       ...(tokens ? { tokens } : {}),
-      ...(sessionKey ? { sessionKey } : {}),
+      ...(sessionKey ? { sessionKey, relayKey: relayKeyOf(sessionKey) } : {}),
       ...(endedSessions ? { endedSessions } : {}),
     };
     for (const role of config.roles) {

@@ -243,7 +243,7 @@ t.test('an address that failed to authenticate 20 times in a minute gets 429 wit
   for (let i = 1; i <= 20; i++) t.equal((await call('GET', url, `plt_guess-${i}`)).status, 401, `guess ${i}`);
   const refused = await call('GET', url, 'plt_guess-21');
   t.equal(refused.status, 429);
-  t.match(refused.body, { statusCode: 429, error: 'Too Many Requests', message: /too many failed authentications from 127\.0\.0\.1: try again in \d+ s/ });
+  t.match(refused.body, { statusCode: 429, error: 'Too Many Requests', message: /too many failed authentications from 127\.0\.0\.1 uid \d+: try again in \d+ s/ });
   const retryAfter = Number(refused.headers.get('retry-after'));
   t.ok(retryAfter >= 1 && retryAfter <= 60, `Retry-After ${retryAfter} is within the minute`);
   t.equal((await call('GET', url, admin)).status, 429, 'the address is limited, whatever token it presents');

@@ -1,7 +1,9 @@
 import t from 'tap';
 import { decide, isExpired, routeAccess, serviceOf } from '../../src/auth/access.js';
 import { parseDuration } from '../../src/auth/duration.js';
-import { bearerToken, clientAddress, isLocalCall } from '../../src/auth/caller.js';
+import { createServer, connect, type AddressInfo, type Socket } from 'node:net';
+import { bearerToken, callerKey, clientAddress, isLocalCall } from '../../src/auth/caller.js';
+import { relayedCallerHeaders, relayKeyOf } from '../../src/auth/relayed-caller.js';
 import { hashSecret, newSecret } from '../../src/auth/tokens.js';
 import { apiRoute, orchestratorApi, type OrchestratorRoute } from '../../src/schemas/api.js';
 
@@ -78,23 +80,47 @@ t.test('the Bearer secret is read as the header rule says, whatever the spacing 
   for (const header of shapes) t.equal(bearerToken(header), rule(header), named(header));
 });
 
-t.test('a local call is one from loopback, on a loopback listener, not forwarded', async (t) => {
+t.test('a local call is one from loopback, on a loopback listener, not forwarded, from an identified process in no container', async (t) => {
   const call = (remoteAddress: string, headers: Record<string, string> = {}) => ({ socket: { remoteAddress }, headers }) as never;
-  t.ok(isLocalCall(call('127.0.0.1'), true));
-  t.ok(isLocalCall(call('::1'), true));
-  t.notOk(isLocalCall(call('127.0.0.1'), false), 'not on a public listener');
-  t.notOk(isLocalCall(call('10.0.0.5'), true));
-  t.notOk(isLocalCall(call('127.0.0.1', { 'x-forwarded-for': '203.0.113.9' }), true));
-  t.notOk(isLocalCall(call('127.0.0.1', { forwarded: 'for=203.0.113.9' }), true));
+  t.equal(isLocalCall(call('127.0.0.1'), false), false, 'not on a public listener');
+  t.equal(isLocalCall(call('10.0.0.5'), true), false);
+  t.equal(isLocalCall(call('127.0.0.1', { 'x-forwarded-for': '203.0.113.9' }), true), false);
+  t.equal(isLocalCall(call('127.0.0.1', { forwarded: 'for=203.0.113.9' }), true), false);
+  t.equal(isLocalCall(call('127.0.0.1', { 'x-platform-caller': '203.0.113.9' }), true), false, 'a call a role relayed is not local');
+  t.equal(await isLocalCall(call('127.0.0.1'), true), false, 'a socket the kernel does not know (an injected call) is no local caller');
+
+  // A real loopback connection from this process: in no container, so local.
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => server.close());
+  const accepted = new Promise<Socket>((resolve) => server.once('connection', resolve));
+  const client = connect((server.address() as AddressInfo).port, '127.0.0.1');
+  t.teardown(() => client.destroy());
+  const socket = await accepted;
+  t.equal(await isLocalCall({ socket, headers: {} } as never, true), true);
+  t.equal(isLocalCall({ socket, headers: {} } as never, true), true, 'the answer is kept for the connection: no second lookup');
+  const ip = '127.0.0.1';
+  t.equal(await callerKey({ ip, socket, headers: {} } as never), `127.0.0.1 uid ${process.getuid!()}`, 'a loopback caller is counted by its uid');
+  const proxied = { ip, socket, headers: { 'x-forwarded-for': '10.1.1.1, 198.51.100.7' } } as never;
+  t.equal(await callerKey(proxied), '198.51.100.7', "a process of the platform's own user (the gateway) names its client in X-Forwarded-For");
 });
 
-t.test("a call's client address is the socket's, or the last one a proxy on this machine added", async (t) => {
-  const call = (remoteAddress: string, headers: Record<string, string> = {}) => ({ ip: remoteAddress, socket: { remoteAddress }, headers }) as never;
+t.test("a call's client address is the socket's, or the caller a role relayed and signed; X-Forwarded-For of an unknown process is not believed", async (t) => {
+  const relayKey = relayKeyOf(Buffer.alloc(32, 7));
+  const call = (remoteAddress: string, headers: Record<string, string> = {}) =>
+    ({ ip: remoteAddress, socket: { remoteAddress }, headers, server: { accessControl: { relayKey } } }) as never;
   t.equal(clientAddress(call('203.0.113.9')), '203.0.113.9');
-  t.equal(clientAddress(call('127.0.0.1', { 'x-forwarded-for': '198.51.100.7' })), '198.51.100.7', 'the web role passes its caller on');
-  t.equal(clientAddress(call('127.0.0.1', { 'x-forwarded-for': '10.9.9.9, 198.51.100.7' })), '198.51.100.7', 'only the entry the local proxy added counts');
-  t.equal(clientAddress(call('203.0.113.9', { 'x-forwarded-for': '198.51.100.7' })), '203.0.113.9', 'a remote caller cannot pick its address');
-  t.equal(clientAddress(call('127.0.0.1', { 'x-forwarded-for': ' ' })), '127.0.0.1');
+  t.equal(clientAddress(call('127.0.0.1', { 'x-forwarded-for': '198.51.100.7' })), '127.0.0.1', 'a local process cannot pick its address');
+  t.equal(clientAddress(call('203.0.113.9', { 'x-forwarded-for': '198.51.100.7' })), '203.0.113.9', 'nor a remote one');
+  const relayed = relayedCallerHeaders(relayKey, '198.51.100.7');
+  t.equal(clientAddress(call('127.0.0.1', relayed)), '198.51.100.7', 'a role passes its caller on');
+  t.equal(clientAddress(call('10.0.0.2', relayed)), '198.51.100.7', 'from another machine too');
+  t.equal(await callerKey(call('127.0.0.1', relayedCallerHeaders(relayKey, '127.0.0.1 uid 1000'))), '127.0.0.1 uid 1000');
+  const forged = relayedCallerHeaders(relayKeyOf(Buffer.alloc(32, 8)), '198.51.100.7');
+  t.equal(clientAddress(call('127.0.0.1', forged)), '127.0.0.1', 'a signature under another key is not believed');
+  t.equal(clientAddress(call('127.0.0.1', { ...relayed, 'x-platform-caller': '198.51.100.8' })), '127.0.0.1', 'nor a changed name');
+  t.equal(clientAddress(call('127.0.0.1', { 'x-platform-caller': '198.51.100.7' })), '127.0.0.1', 'nor an unsigned one');
+  t.equal(await callerKey(call('127.0.0.1', { 'x-forwarded-for': '198.51.100.7' })), '127.0.0.1 unidentified', 'a loopback caller the kernel does not know is counted apart');
 });
 
 t.test("an orchestrator route's access comes from its API table entry into its config, not its schema", async (t) => {

@@ -153,11 +153,15 @@ t.test('an unrelated repository gets 200 and changes nothing', async (t) => {
 
 t.test('without a secret, a loopback listener accepts local calls only; any other listener answers 403', async (t) => {
   const open = await harness({});
-  const local = await open.server.inject({ method: 'POST', url: '/hooks/registry', payload: envelope('ev-open', 'v5', digest('d')) });
-  t.equal(local.statusCode, 202, 'a local unauthenticated call is accepted');
+  // Over a real loopback connection: whether its caller is a unit is asked of the kernel's sockets, which an injected call has none of.
+  const url = await open.server.listen({ host: '127.0.0.1', port: 0 });
+  const local = await fetch(`${url}/hooks/registry`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(envelope('ev-open', 'v5', digest('d'))) });
+  t.equal(local.status, 202, 'a local unauthenticated call is accepted');
   t.match(open.logs(), /webhooks without a secret: POST \/hooks\/registry accepts unauthenticated calls from this machine: set PLATFORM_REGISTRY_WEBHOOK_TOKEN/);
   const proxied = await open.server.inject({ method: 'POST', url: '/hooks/registry', headers: { 'x-forwarded-for': '203.0.113.9' }, payload: envelope('ev-open2') });
   t.match(proxied.json(), { statusCode: 403, message: /accepts calls from other hosts only with a secret: set PLATFORM_REGISTRY_WEBHOOK_TOKEN/ }, 'a call relayed by a proxy is not local');
+  const injected = await open.server.inject({ method: 'POST', url: '/hooks/registry', payload: envelope('ev-open3') });
+  t.equal(injected.statusCode, 403, 'a caller whose process cannot be identified is not local');
 
   const exposed = await harness({}, '0.0.0.0');
   for (const [url, setting] of [['/hooks/registry', 'PLATFORM_REGISTRY_WEBHOOK_TOKEN'], ['/hooks/dockerhub', 'PLATFORM_DOCKERHUB_WEBHOOK_TOKEN'], ['/hooks/github', 'PLATFORM_GITHUB_WEBHOOK_SECRET']] as const) {

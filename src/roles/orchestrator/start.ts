@@ -3,7 +3,7 @@ import { apiConnectionLimits } from '../../http/connection-limits.js';
 import { PeerClient } from '../../http/peer-client.js';
 import { fastifyRole, type RoleContext, type StartedRole } from '../role.js';
 import { orchestratorRoutes } from './routes.js';
-import { tokenRoutes } from './token-routes.js';
+import { tokenRoutes, warnWhileNoToken } from './token-routes.js';
 import { notificationRoutes } from './notification-routes.js';
 import { registryRoutes } from './registry-routes.js';
 import { certificateRoutes } from './certificate-routes.js';
@@ -31,6 +31,7 @@ export async function startOrchestrator({ config, store, log, access }: RoleCont
   installAudit(server, store);
   orchestratorRoutes(server, store, peers);
   tokenRoutes(server, store);
+  await warnWhileNoToken(store, access.mode, log);
   notificationRoutes(server, store);
   registryRoutes(server, store);
   certificateRoutes(server, store, { domain: config.domain, internalDomain: config.gateway.internalDomain });

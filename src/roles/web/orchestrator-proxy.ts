@@ -3,7 +3,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { RoleServer } from '../../http/server.js';
 import type { PeerClient } from '../../http/peer-client.js';
 import { badRequest, notFound, unavailable } from '../../http/errors.js';
-import { isLocalCall, passedOnAuthorization } from '../../auth/caller.js';
+import { callerKey, isLocalCall, passedOnAuthorization } from '../../auth/caller.js';
+import { relayedCallerHeaders } from '../../auth/relayed-caller.js';
 import { keepOpen } from '../../http/stream-limit.js';
 
 // The standalone dashboard talks to the API on its own origin: these paths are passed through
@@ -48,7 +49,8 @@ const HEADERS_TIMEOUT_MS = 120_000;
 /**
  * The orchestrator checks the caller's token or session (passed on; the session cookie, which the
  * CSRF rule has let through here, as `Authorization: Session`); a call that is not local here is
- * marked forwarded, so the orchestrator does not take it for a local one.
+ * marked forwarded and names its caller, signed, so the orchestrator neither takes it for a local
+ * one nor counts its failures against this role.
  */
 export function orchestratorProxy(orchestrator: PeerClient, listenerLoopback: boolean, bodyLimit = 1024 * 1024) {
   return async (scope: RoleServer): Promise<void> => {
@@ -85,9 +87,11 @@ async function forward(orchestrator: PeerClient, request: FastifyRequest, reply:
   }
   const authorization = passedOnAuthorization(request.headers);
   if (authorization !== undefined) headers.authorization = authorization;
-  if (!isLocalCall(request, listenerLoopback)) {
+  if (!(await isLocalCall(request, listenerLoopback))) {
     const before = request.headers['x-forwarded-for'];
     headers['x-forwarded-for'] = [before, request.socket.remoteAddress ?? 'unknown'].filter(Boolean).join(', ');
+    const relayKey = request.server.accessControl?.relayKey;
+    if (relayKey) Object.assign(headers, relayedCallerHeaders(relayKey, await callerKey(request)));
   }
   let upstream;
   try {

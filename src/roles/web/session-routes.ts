@@ -4,9 +4,9 @@ import { conflict, unauthorized } from '../../http/errors.js';
 import { apiRoute } from '../../schemas/api.js';
 import type { SessionInfo } from '../../schemas/session.js';
 import type { TokenRecord } from '../../schemas/token.js';
-import { callerToken, refuseWhileLimited, type AccessControl } from '../../auth/guard.js';
+import { callerToken, recordFailure, refuseWhileLimited, type AccessControl } from '../../auth/guard.js';
 import { isExpired } from '../../auth/access.js';
-import { cameOverHttps, clientAddress, presentedSession } from '../../auth/caller.js';
+import { cameOverHttps, presentedSession } from '../../auth/caller.js';
 import { sealSession, sessionClaims, sessionCookie } from '../../auth/session.js';
 
 // Signing in to the dashboard, on both servers that serve it (the orchestrator and the web role):
@@ -29,12 +29,11 @@ export function sessionRoutes(server: RoleServer, access: AccessControl): void {
     handler: async (request, reply) => {
       const { tokens, sessionKey } = access;
       if (!tokens || !sessionKey) throw conflict('access control is off (--auth none): the dashboard needs no sign-in');
-      refuseWhileLimited(access, request, reply);
+      await refuseWhileLimited(access, request, reply);
       const now = Date.now();
       const token = tokens.find(request.body.token);
       if (!token || isExpired(token, now)) {
-        access.failures?.recordFailure(clientAddress(request));
-        throw unauthorized(token ? `token ${token.name} expired at ${token.expiresAt}` : 'the token is unknown or revoked');
+        return recordFailure(access, request, unauthorized(token ? `token ${token.name} expired at ${token.expiresAt}` : 'the token is unknown or revoked'));
       }
       tokens.recordUse(token, now);
       const claims = sessionClaims(token, now);

@@ -2,11 +2,13 @@ import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { HttpError, unauthorized } from '../../../http/errors.js';
 import { isLocalCall } from '../../../auth/caller.js';
+import { refuseWhileLimited } from '../../../auth/guard.js';
 import type { HookKind } from './matching.js';
 
 // Who may call a hook. With a secret configured, only callers that present it (a bearer token, a
-// URL token, an HMAC signature). Without one, only callers on this machine: the listener is
-// loopback, the peer is loopback and no proxy forwarded the request; everyone else gets 403
+// URL token, an HMAC signature); wrong ones count against the caller as wrong tokens do (429 at
+// the limit). Without one, only local callers (src/auth/caller.ts: a loopback listener, a
+// loopback peer, no proxy, and no unit, on host networking or not); everyone else gets 403
 // saying which secret to set.
 
 export interface HookSecret {
@@ -39,8 +41,10 @@ export const forbiddenWithoutSecret = (spec: HookSecret, route: string): HttpErr
  */
 export function hookAccess(spec: HookSecret, route: string, listenerLoopback: boolean, presented?: (request: FastifyRequest) => string | undefined) {
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    // Guessing a hook's secret costs what guessing a token does: a caller at its limit is refused before its secret is compared.
+    await refuseWhileLimited(request.server.accessControl, request, reply);
     if (spec.secret === undefined) {
-      if (!isLocalCall(request, listenerLoopback)) throw forbiddenWithoutSecret(spec, route);
+      if (!(await isLocalCall(request, listenerLoopback))) throw forbiddenWithoutSecret(spec, route);
       return;
     }
     if (!presented) return;

@@ -4,6 +4,7 @@ import type { Store } from '../../../store/store.js';
 import type { WebhookSecrets } from '../../../config.js';
 import { openHookWarning, type HookSecret } from './auth.js';
 import { isLoopback } from '../../../auth/caller.js';
+import { countFailure } from '../../../auth/guard.js';
 import { DeliveryLog, type DeliveryLogOptions } from './deliveries.js';
 import type { Deployer, HookContext } from './dispatch.js';
 import { registerRegistryHook } from './registry-hook.js';
@@ -44,6 +45,10 @@ export async function registerWebhooks(server: RoleServer, options: WebhookOptio
       // Each hook checks its own secret; API tokens do not apply to it. It journals its deliveries itself.
       scope.addHook('onRoute', (route) => {
         route.config = { ...route.config, access: 'open', audit: false };
+      });
+      // A wrong secret (in its header, its URL or its body's signature) counts as a failed authentication, as a wrong token does.
+      scope.addHook('onError', async (request, _reply, error) => {
+        if (error.statusCode === 401) await countFailure(scope.accessControl, request);
       });
       register(scope, context, secret);
     });
