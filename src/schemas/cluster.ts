@@ -81,7 +81,7 @@ export const Assignment = Type.Object(
     healthCheck: Type.Optional(Type.Object({ path: Type.String() }, { additionalProperties: false })),
     /** The container's limits; the planner counts them against the machine's capacity. */
     resources: Type.Optional(Resources),
-    /** Named volumes (`<service>-<instance>-<name>`, made by the agent): names and paths as a declaration allows, nothing else. */
+    /** Named volumes (`<service>.<instance>.<name>`, made by the agent): names and paths as a declaration allows, nothing else. */
     volumes: Type.Optional(Type.Array(Volume, { maxItems: 16 })),
     deployment: Type.String(),
     assignedAt: Type.String(),

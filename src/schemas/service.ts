@@ -71,7 +71,7 @@ const oneOf = <T extends string>(words: readonly T[], description: string) => Ty
 export const Placement = oneOf(['spread', 'binpack'], '"spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)');
 export type Placement = Static<typeof Placement>;
 
-/** Docker volume names allow more; this keeps `<service>-<instance>-<name>` readable and unambiguous. */
+/** Docker volume names allow more; this keeps `<service>.<instance>.<name>` readable and unambiguous (no dot). */
 export const VolumeName = Type.String({ pattern: '^[a-z0-9][a-z0-9_-]{0,62}$', description: '1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit' });
 /** Absolute, every segment a plain name: no `.` or `..` segment, no `:` (Docker's mount syntax), no spaces. */
 export const VolumePath = Type.String({

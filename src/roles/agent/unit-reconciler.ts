@@ -8,6 +8,7 @@ import { containerCreateOptions, type NetworkMode } from './container-spec.js';
 import { createAndStart, ensureImage, inspectExit, startContainer, stopAndRemove, type UnitContainer } from './containers.js';
 import { dockerErrorMessage } from './docker-client.js';
 import { chooseUnitPorts } from './ports.js';
+import { UnitRefusal, unitMounts } from './unit-volumes.js';
 import { passesProbe } from './readiness-probe.js';
 import type { CredentialLookup } from '../../auth/registry-credentials.js';
 import type { UnitLogRotation } from '../../config.js';
@@ -200,8 +201,9 @@ export class UnitReconciler {
     let containerId: string;
     let listening: number | undefined;
     try {
+      const mounts = await unitMounts(docker, assignment, this.options.machineId);
       const ports = await chooseUnitPorts(assignment, this.options.network, taken.ports);
-      const spec = { assignment, machineId: this.options.machineId, network: this.options.network, logs: this.options.unitLogs, ...ports };
+      const spec = { assignment, machineId: this.options.machineId, network: this.options.network, logs: this.options.unitLogs, mounts, ...ports };
       const fallbackName = `${assignment.unit}.${assignment.spec}.${this.options.machineId}`;
       // When one of this machine's containers holds the unit's name, the create would only be refused (409).
       containerId = await createAndStart(docker, containerCreateOptions(spec), fallbackName, taken.names.has(assignment.unit));
@@ -210,6 +212,7 @@ export class UnitReconciler {
     } catch (error) {
       if ((error as { statusCode?: number }).statusCode === 404) this.images.delete(assignment.image);
       await starting;
+      if (error instanceof UnitRefusal) return this.fail(assignment, memory, { error: error.message, errorKind: 'refused' });
       return this.fail(assignment, memory, { error: `container failed to start: ${dockerErrorMessage(error)}`, errorKind: 'container-start' });
     }
     await starting;
