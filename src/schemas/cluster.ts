@@ -42,6 +42,8 @@ export const Machine = Type.Object({
    * total less the agent's reserve (--reserve-memory, --reserve-cpus), or the operator's cap.
    */
   capacity: Type.Object({ units: Type.Integer(), memoryMB: Type.Optional(Type.Integer()), cpus: Type.Optional(Type.Number()) }),
+  /** Ports the platform's roles listen on at this machine beyond PLATFORM_PORTS (the agent's own, a gateway moved elsewhere): no unit's host port. */
+  platformPorts: Type.Optional(Type.Array(Type.Integer())),
   unitCount: Type.Integer(),
   startedAt: Type.String(),
   updatedAt: Type.String(),

@@ -44,6 +44,8 @@ export interface UnitContainerSpec {
   logs?: UnitLogRotation;
   /** The unit's named volumes (unit-volumes.ts), checked as its own. */
   mounts?: MountSettings[];
+  /** `uid[:gid]` the unit runs as instead of the image's user (host networking: not root on the host's ports). */
+  user?: string;
 }
 
 /**
@@ -118,6 +120,7 @@ export function containerCreateOptions(spec: UnitContainerSpec): ContainerCreate
     name: assignment.unit,
     Image: assignment.image,
     Env: unitEnvironment(assignment, port),
+    ...(spec.user ? { User: spec.user } : {}),
     Labels: {
       [labels.managed]: 'true',
       [labels.machine]: spec.machineId,

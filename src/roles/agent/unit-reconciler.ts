@@ -30,6 +30,10 @@ export interface UnitReconcilerOptions {
   drainSeconds: number;
   /** How much output of each unit the engine keeps. */
   unitLogs: UnitLogRotation;
+  /** Ports the platform listens on at this machine besides PLATFORM_PORTS: never a unit's. */
+  platformPorts: readonly number[];
+  /** `uid[:gid]` units on host networking run as. */
+  hostNetworkUser: string;
   reporter: UnitStatusReporter;
   /** Registry logins for pulls (src/auth/registry-credentials.ts). */
   credentials?: CredentialLookup;
@@ -202,8 +206,10 @@ export class UnitReconciler {
     let listening: number | undefined;
     try {
       const mounts = await unitMounts(docker, assignment, this.options.machineId);
-      const ports = await chooseUnitPorts(assignment, this.options.network, taken.ports);
-      const spec = { assignment, machineId: this.options.machineId, network: this.options.network, logs: this.options.unitLogs, mounts, ...ports };
+      const { network, platformPorts, hostNetworkUser } = this.options;
+      const ports = await chooseUnitPorts(assignment, network, taken.ports, platformPorts);
+      const user = network === 'host' ? { user: hostNetworkUser } : {};
+      const spec = { assignment, machineId: this.options.machineId, network, logs: this.options.unitLogs, mounts, ...user, ...ports };
       const fallbackName = `${assignment.unit}.${assignment.spec}.${this.options.machineId}`;
       // When one of this machine's containers holds the unit's name, the create would only be refused (409).
       containerId = await createAndStart(docker, containerCreateOptions(spec), fallbackName, taken.names.has(assignment.unit));
