@@ -59,9 +59,19 @@ except OSError as error:
     print('refused', error.strerror)
 `;
 
+const bindBeside = (port: number): string => {
+  const result = spawnSync('python3', ['-c', reusePortBind, String(port)], { encoding: 'utf8' });
+  return `${result.stdout}${result.stderr}`.trim();
+};
+
 t.test('a root process on the host cannot bind the gateway\'s port beside HAProxy', async (t) => {
-  const result = spawnSync('python3', ['-c', reusePortBind, String(gateway.port)], { encoding: 'utf8' });
-  t.equal(result.stdout.trim(), 'refused Address already in use', `${result.stdout}${result.stderr}`);
+  t.equal(bindBeside(gateway.port), 'refused Address already in use');
+});
+
+t.test('nor beside the Node data plane, whose listener never shares its port', async (t) => {
+  const nodePlane = await startGateway('node', flags);
+  t.teardown(() => nodePlane.stop());
+  t.equal(bindBeside(nodePlane.port), 'refused Address already in use');
 });
 
 t.test('a declaration asking for a platform port as its host port gets 400 naming the field and the rule, and nothing is stored', async (t) => {
