@@ -89,7 +89,16 @@ export interface AgentConfig {
   capacityCpus?: number;
   /** How much output of each unit container the engine keeps (--log-max-size, --log-max-files). */
   unitLogs: UnitLogRotation;
+  /** `uid[:gid]` units on host networking run as (--host-network-user); `0:0` gives them root back. */
+  hostNetworkUser: string;
 }
+
+/**
+ * Host networking shares the machine's ports with the platform, so its units run as nobody unless
+ * the operator says otherwise: not root on the host's network (no binding beside a root-owned
+ * listener with SO_REUSEPORT, no privileged ports).
+ */
+export const defaultHostNetworkUser = '65534:65534';
 
 /** Docker's json-file rotation of a unit's output: at most `maxFiles` files of `maxSize` each. */
 export interface UnitLogRotation {
@@ -227,6 +236,7 @@ export interface RawFlags {
   network?: string;
   machineId?: string;
   unitHost?: string;
+  hostNetworkUser?: string;
   stopGrace?: string;
   drainSeconds?: string;
   logMaxSize?: string;
@@ -398,6 +408,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
         maxFiles: integer('--log-max-files', flags.logMaxFiles ?? (env.PLATFORM_LOG_MAX_FILES || undefined), 1, 100) ?? defaultUnitLogs.maxFiles,
       },
       ...resolveAgentResources(flags),
+      hostNetworkUser: hostNetworkUser(flags.hostNetworkUser ?? (env.PLATFORM_HOST_NETWORK_USER || undefined) ?? defaultHostNetworkUser),
     },
     scheduler: {
       insecureRegistries: flags.insecureRegistry ?? [],
@@ -612,3 +623,18 @@ function resolveWebhookSecrets(flags: RawFlags, env: NodeJS.ProcessEnv): Webhook
 }
 
 export const portOf = (config: PlatformConfig, role: Role): number => config.port ?? defaultPorts[role];
+
+function hostNetworkUser(text: string): string {
+  if (!/^[0-9]{1,10}(:[0-9]{1,10})?$/.test(text)) throw new ConfigError(`--host-network-user must be a numeric uid or uid:gid (e.g. 65534:65534), got ${text}`);
+  return text;
+}
+
+/** Every port this process's roles listen on (a gateway's internal and HTTPS listeners too): no unit may take one. */
+export function listenedPorts(config: PlatformConfig): number[] {
+  const ports = config.roles.map((role) => portOf(config, role));
+  if (config.roles.includes('gateway')) {
+    ports.push(config.gateway.internalPort ?? portOf(config, 'gateway') + 1);
+    if (config.gateway.tls.httpsPort) ports.push(config.gateway.tls.httpsPort);
+  }
+  return [...new Set(ports)].sort((a, b) => a - b);
+}

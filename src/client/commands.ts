@@ -140,7 +140,7 @@ export function addClientCommands(program: Command): void {
     .option('--memory <MB>', 'memory each unit reserves and is limited to, in MB (no swap beyond it)', wholeNumber)
     .option('--cpus <n>', 'CPUs each unit reserves and is limited to, e.g. 0.5', decimalNumber)
     .addOption(new Option('--placement <how>', 'spread: the least used machine (default); binpack: fill one machine before the next').choices(['spread', 'binpack']))
-    .option('--volume <name:/path>', 'a named volume per unit (<service>-<instance>-<name>) mounted at /path; repeat for more', volumeFlag)
+    .option('--volume <name:/path>', 'a named volume per unit (<service>.<instance>.<name>) mounted at /path; repeat for more', volumeFlag)
     .addOption(new Option('--volume-move <when>', 'never (default): a unit whose machine is lost stays, failed, with its data; allowed: it moves with new, empty volumes').choices(['never', 'allowed']))
     .action(async (name: string, options: CreateFlags, command: Command) => {
       const reply = await client(command).createService({

@@ -1,6 +1,7 @@
 import { ConflictIndex } from './conflict-index.js';
 import { MachineHeap } from './machine-heap.js';
 import { compileServiceGlob } from '../service-glob.js';
+import { PLATFORM_PORTS } from '../schemas/service.js';
 
 // Pure placement, as in Nomad's scheduler: (cluster snapshot, wanted units) → placements. No I/O.
 // Feasibility (may this machine take the unit: reachable, room in units, memory and CPUs, no
@@ -20,6 +21,8 @@ export interface PlannerMachine {
   cpus?: number | undefined;
   /** Why the machine can take no unit at all (e.g. its Docker engine is unreachable). */
   unavailable?: string;
+  /** Ports the platform listens on there besides PLATFORM_PORTS (its agent's, a gateway's moved elsewhere). */
+  platformPorts?: readonly number[] | undefined;
 }
 
 export interface PlacedUnit {
@@ -110,6 +113,11 @@ export class PlacementState {
   private readonly blocked = new Map<string, Map<number, number>>();
   /** The least any known service's unit reserves: a machine with less free takes no more units in this plan. */
   private readonly leastNeed: Need;
+  /**
+   * Ports no unit may bind as its host port, anywhere: a unit there would take the platform's own
+   * traffic (or crash-loop while its probe reaches the platform's listener and passes).
+   */
+  private readonly platformPorts: ReadonlySet<number>;
 
   constructor(machines: PlannerMachine[], current: PlacedUnit[], rules: ServiceRules[]) {
     this.machines = machines.map((machine, index) => ({
@@ -124,6 +132,7 @@ export class PlacementState {
       services: new Map(),
     }));
     this.byId = new Map(this.machines.map((state) => [state.machine.id, state]));
+    this.platformPorts = new Set([...PLATFORM_PORTS, ...machines.flatMap((machine) => machine.platformPorts ?? [])]);
     const known = new Map(rules.map((rule) => [rule.service, rule]));
     for (const unit of current) if (!known.has(unit.service)) known.set(unit.service, { service: unit.service, conflictsWith: '', hostPorts: [] });
     this.conflicts = new ConflictIndex(known.values());
@@ -141,6 +150,11 @@ export class PlacementState {
     const result: PlaceResult = { place: [], unplaced: [] };
     const rules = this.conflicts.rulesOf(service);
     const need = needOf(rules);
+    const platformPort = rules.hostPorts.find((port) => this.platformPorts.has(port));
+    if (platformPort !== undefined) {
+      const reason = `${service} asks for host port ${platformPort}, which the platform listens on; no unit may bind it`;
+      return { place: [], unplaced: instances.map((instance) => ({ instance, reason })) };
+    }
     for (const instance of instances) {
       const wanted = preferred?.get(instance);
       const sticky = wanted === undefined ? undefined : this.byId.get(wanted);

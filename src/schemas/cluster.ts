@@ -42,6 +42,8 @@ export const Machine = Type.Object({
    * total less the agent's reserve (--reserve-memory, --reserve-cpus), or the operator's cap.
    */
   capacity: Type.Object({ units: Type.Integer(), memoryMB: Type.Optional(Type.Integer()), cpus: Type.Optional(Type.Number()) }),
+  /** Ports the platform's roles listen on at this machine beyond PLATFORM_PORTS (the agent's own, a gateway moved elsewhere): no unit's host port. */
+  platformPorts: Type.Optional(Type.Array(Type.Integer())),
   unitCount: Type.Integer(),
   startedAt: Type.String(),
   updatedAt: Type.String(),
@@ -81,7 +83,7 @@ export const Assignment = Type.Object(
     healthCheck: Type.Optional(Type.Object({ path: Type.String() }, { additionalProperties: false })),
     /** The container's limits; the planner counts them against the machine's capacity. */
     resources: Type.Optional(Resources),
-    /** Named volumes (`<service>-<instance>-<name>`, made by the agent): names and paths as a declaration allows, nothing else. */
+    /** Named volumes (`<service>.<instance>.<name>`, made by the agent): names and paths as a declaration allows, nothing else. */
     volumes: Type.Optional(Type.Array(Volume, { maxItems: 16 })),
     deployment: Type.String(),
     assignedAt: Type.String(),

@@ -6,10 +6,26 @@ import { ImageReference } from './image.js';
 
 export const PortNumber = Type.Integer({ minimum: 1, maximum: 65535, description: 'an integer from 1 to 65535' });
 
+/**
+ * Ports the platform itself listens on by default: the roles (9000-9004), the gateway's HTTP,
+ * internal and HTTPS listeners (8080, 8081, 8443) and etcd's client and peer ports (2379, 2380;
+ * 4001, 7001 in the specification's layout). A unit bound to one would take the platform's
+ * traffic (a gateway's requests, credentials included), so no unit may ask for one as its host
+ * port; ports of roles moved elsewhere are refused by the planner and the agent (machine records).
+ */
+export const PLATFORM_PORTS: readonly number[] = [2379, 2380, 4001, 7001, 8080, 8081, 8443, 9000, 9001, 9002, 9003, 9004];
+
+export const HostPortNumber = Type.Integer({
+  minimum: 1,
+  maximum: 65535,
+  not: { enum: [...PLATFORM_PORTS] },
+  description: `an integer from 1 to 65535 that is no platform port (${PLATFORM_PORTS.join(', ')})`,
+});
+
 export const PortMapping = Type.Object(
   {
     container: PortNumber,
-    host: Type.Optional(PortNumber),
+    host: Type.Optional(HostPortNumber),
   },
   { additionalProperties: false },
 );
@@ -71,7 +87,7 @@ const oneOf = <T extends string>(words: readonly T[], description: string) => Ty
 export const Placement = oneOf(['spread', 'binpack'], '"spread" (each unit on the least used machine; the default) or "binpack" (the most used machine that has room, so one fills before the next)');
 export type Placement = Static<typeof Placement>;
 
-/** Docker volume names allow more; this keeps `<service>-<instance>-<name>` readable and unambiguous. */
+/** Docker volume names allow more; this keeps `<service>.<instance>.<name>` readable and unambiguous (no dot). */
 export const VolumeName = Type.String({ pattern: '^[a-z0-9][a-z0-9_-]{0,62}$', description: '1-63 lowercase letters, digits, "_" or "-", starting with a letter or digit' });
 /** Absolute, every segment a plain name: no `.` or `..` segment, no `:` (Docker's mount syntax), no spaces. */
 export const VolumePath = Type.String({

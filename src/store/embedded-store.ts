@@ -15,7 +15,7 @@
 // TTL later anyway; here nobody is left to renew them).
 
 import { countRead } from './store-metrics.js';
-import { link, mkdir, open, readFile, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
+import { chmod, link, mkdir, open, readdir, readFile, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   StoreUnavailableError,
@@ -92,7 +92,7 @@ export class EmbeddedStore implements Store {
   }
 
   static async open(dataDir: string): Promise<EmbeddedStore> {
-    await mkdir(dataDir, { recursive: true });
+    await keepPrivate(dataDir);
     const lockPath = join(dataDir, LOCK_FILE);
     await acquireLock(lockPath);
     try {
@@ -479,9 +479,9 @@ class Journal {
   /** Writes the opening state as the snapshot and starts an empty log. */
   static async start(dir: string, state: Snapshot): Promise<Journal> {
     await writeSnapshot(dir, state);
-    await writeFile(join(dir, LOG_FILE), '');
+    await writeFile(join(dir, LOG_FILE), '', { mode: PRIVATE_FILE });
     // O_APPEND: every write lands at the end, also after truncate(0) in compact().
-    const log = await open(join(dir, LOG_FILE), 'a');
+    const log = await open(join(dir, LOG_FILE), 'a', PRIVATE_FILE);
     await fsyncDir(dir);
     return new Journal(dir, log, 0);
   }
@@ -584,7 +584,7 @@ function dropLeasedKeys(state: Snapshot): Snapshot {
 async function writeSnapshot(dir: string, snapshot: Snapshot): Promise<void> {
   const path = join(dir, SNAPSHOT_FILE);
   const temp = `${path}.tmp`;
-  const file = await open(temp, 'w');
+  const file = await open(temp, 'w', PRIVATE_FILE);
   try {
     await file.writeFile(JSON.stringify(snapshot));
     await file.sync();
@@ -593,6 +593,19 @@ async function writeSnapshot(dir: string, snapshot: Snapshot): Promise<void> {
   }
   await rename(temp, path);
   await fsyncDir(dir);
+}
+
+// The store holds every secret of the platform (the session key, registry logins, token hashes):
+// a local user who can read it can forge an admin session. Only the owner may enter the directory
+// or read a file in it, whatever the umask; a directory an older version left open is closed at open.
+const PRIVATE_DIRECTORY = 0o700;
+const PRIVATE_FILE = 0o600;
+
+async function keepPrivate(dataDir: string): Promise<void> {
+  await mkdir(dataDir, { recursive: true, mode: PRIVATE_DIRECTORY });
+  await chmod(dataDir, PRIVATE_DIRECTORY);
+  const entries = await readdir(dataDir, { withFileTypes: true });
+  await Promise.all(entries.filter((entry) => entry.isFile()).map((entry) => chmod(join(dataDir, entry.name), PRIVATE_FILE)));
 }
 
 /** Makes a rename or a new file in `dir` durable. */
@@ -614,7 +627,7 @@ async function fsyncDir(dir: string): Promise<void> {
  */
 async function acquireLock(path: string): Promise<void> {
   const temp = `${path}.${process.pid}.${Date.now()}`;
-  await writeFile(temp, `${process.pid}\n`);
+  await writeFile(temp, `${process.pid}\n`, { mode: PRIVATE_FILE });
   try {
     for (let attempt = 0; attempt < 2; attempt++) {
       try {

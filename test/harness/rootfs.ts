@@ -84,6 +84,10 @@ function buildRootfsTar(options: RootfsOptions): { tarPath: string; cleanup: () 
   mkdirSync(join(rootfs, 'bin'), { recursive: true });
   mkdirSync(join(rootfs, 'tmp'));
   chmodSync(join(rootfs, 'tmp'), 0o1777);
+  // A volume mounted at /data starts with this directory's mode: units on host networking run as
+  // nobody by default, and can write their volume as an image made for a non-root user lets them.
+  mkdirSync(join(rootfs, 'data'));
+  chmodSync(join(rootfs, 'data'), 0o1777);
   const busybox = execFileSync('sh', ['-c', 'command -v busybox'], { encoding: 'utf8' }).trim();
   copyFileSync(busybox, join(rootfs, 'bin', 'busybox'));
   chmodSync(join(rootfs, 'bin', 'busybox'), 0o755);

@@ -119,7 +119,7 @@ t.test('a unit with a volume keeps its data across a deploy and a restart, and s
   t.equal((await deployAndWait('store', volume.reference)).state, 'succeeded');
   const [first] = await settled('store', 1);
   t.match(await page(first!), /^store-1\.service v1 first v1\/$/m, 'the first release wrote its file');
-  t.ok((await volumeNames()).includes('store-1-data'), 'a Docker named volume <service>-<instance>-<name>');
+  t.ok((await volumeNames()).includes('store.1.data'), 'a Docker named volume <service>.<instance>.<name>');
 
   t.equal((await http('PATCH', orch('/services/store/config/next'), { env: { GREETING: 'again' } })).status, 200);
   t.equal((await deployAndWait('store', volume.reference)).state, 'succeeded');
@@ -157,11 +157,11 @@ t.test('its machine lost: the unit is reported failed with the reason and not pl
 
 t.test('deleting a service keeps its volumes unless asked to remove them', async (t) => {
   await remove('store');
-  t.ok((await volumeNames()).includes('store-1-data'), 'kept by default');
+  t.ok((await volumeNames()).includes('store.1.data'), 'kept by default');
   await declare('store', { volumes: [{ name: 'data', path: '/data' }], env: { GREETING: 'fresh' } });
   t.equal((await deployAndWait('store', volume.reference)).state, 'succeeded');
   const [again] = await settled('store', 1);
   t.match(await page(again!), /^store-1\.service v1 first v1\/$/m, 'declared again, the service finds the data of the first declaration');
   await remove('store', '?volumes=delete');
-  t.notOk((await volumeNames()).includes('store-1-data'), 'removed with ?volumes=delete');
+  t.notOk((await volumeNames()).includes('store.1.data'), 'removed with ?volumes=delete');
 });

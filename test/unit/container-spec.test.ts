@@ -21,3 +21,8 @@ t.test('every unit container is unprivileged, cannot gain privileges, and keeps 
     t.equal(host?.Devices, undefined);
   }
 });
+
+t.test('a unit runs as the user it is given (host networking: not root), and as the image says otherwise', async (t) => {
+  t.equal(containerCreateOptions({ assignment, machineId: 'm1', network: 'host', port: 30000, user: '65534:65534' }).User, '65534:65534');
+  t.equal(containerCreateOptions({ assignment, machineId: 'm1', network: 'bridge', port: 8080 }).User, undefined);
+});

@@ -78,3 +78,13 @@ t.test('a preferred machine that no longer qualifies is passed over', async (t) 
   const plan = placeInstances({ machines: machines(1), current: [], rules: [], service: 'web', instances: [1], preferred: new Map([[1, 'gone']]) });
   t.same(plan.place, [{ instance: 1, machine: 'm1' }]);
 });
+
+t.test('a service asking for a platform port as its host port is placed nowhere, and the reason says so', async (t) => {
+  const gateway = placeInstances({ machines: machines(2), current: [], rules: [rules('web', '', [8080])], service: 'web', instances: [1, 2] });
+  t.same(gateway.place, []);
+  t.same(gateway.unplaced.map((u) => u.reason), [1, 2].map(() => 'web asks for host port 8080, which the platform listens on; no unit may bind it'));
+  const moved: PlannerMachine[] = [{ id: 'm1', capacity: 10, platformPorts: [8090] }, { id: 'm2', capacity: 10 }];
+  const elsewhere = placeInstances({ machines: moved, current: [], rules: [rules('web', '', [8090])], service: 'web', instances: [1] });
+  t.same(elsewhere.place, [], 'a port a machine reports its roles listen on counts everywhere');
+  t.match(elsewhere.unplaced[0]!.reason, /host port 8090, which the platform listens on/);
+});

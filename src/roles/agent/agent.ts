@@ -7,7 +7,7 @@ import type { Store, Watch } from '../../store/store.js';
 import { assignmentPrefix } from '../../store/keys.js';
 import { LeasedKeys } from '../../store/leased-keys.js';
 import { credentialFor } from '../../auth/registry-credentials.js';
-import { defaultUnitLogs, type UnitLogRotation } from '../../config.js';
+import { defaultHostNetworkUser, defaultUnitLogs, type UnitLogRotation } from '../../config.js';
 import { AssignmentCheck, type RefusedAssignment } from './assignment-check.js';
 import { CoalescingRunner } from './coalescing-runner.js';
 import type { NetworkMode } from './container-spec.js';
@@ -49,6 +49,10 @@ export interface AgentOptions {
   drainSeconds?: number;
   /** How much output of each unit the engine keeps (default 10 MB × 3). */
   unitLogs?: UnitLogRotation;
+  /** Ports the platform listens on at this machine besides PLATFORM_PORTS (this process's roles): no unit may take one. */
+  platformPorts?: number[];
+  /** `uid[:gid]` of units on host networking (default 65534:65534). */
+  hostNetworkUser?: string;
   resyncIntervalMs?: number;
   log: FastifyBaseLogger;
 }
@@ -91,12 +95,15 @@ class MachineAgent implements Agent {
   private closed = false;
   /** The engine's CPUs and memory, asked once it answers (they do not change while it runs). */
   private engineResources: EngineResources | undefined;
+  private readonly platformPorts: number[];
 
   constructor(
     private readonly options: AgentOptions,
     private readonly leasedKeys: LeasedKeys,
   ) {
     this.machineId = options.machineId;
+    const agentPort = Number(options.address.split(':').pop());
+    this.platformPorts = [...new Set([...(options.platformPorts ?? []), ...(Number.isInteger(agentPort) ? [agentPort] : [])])].sort((a, b) => a - b);
     this.docker = connectDocker(options.dockerHost);
     this.engine = new EngineCheck(this.docker);
     this.reporter = new UnitStatusReporter(leasedKeys, options.machineId);
@@ -107,6 +114,7 @@ class MachineAgent implements Agent {
       labels: options.labels ?? {},
       network: options.network ?? 'bridge',
       capacity: { units: options.capacityUnits ?? 100 },
+      platformPorts: this.platformPorts,
     });
     this.units = new UnitReconciler({
       docker: this.docker,
@@ -116,12 +124,14 @@ class MachineAgent implements Agent {
       stopGraceSeconds: options.stopGraceSeconds ?? 10,
       drainSeconds: options.drainSeconds ?? 2,
       unitLogs: options.unitLogs ?? defaultUnitLogs,
+      platformPorts: this.platformPorts,
+      hostNetworkUser: options.hostNetworkUser ?? defaultHostNetworkUser,
       reporter: this.reporter,
       credentials: (registry) => credentialFor(options.store, registry),
       wakeIn: (ms) => this.wakeIn(ms),
       log: options.log,
     });
-    this.assignmentCheck = new AssignmentCheck(options.log);
+    this.assignmentCheck = new AssignmentCheck(options.log, this.platformPorts);
     this.runner = new CoalescingRunner(
       () => this.reconcileOnce(),
       (error) => options.log.warn({ err: error, machine: this.machineId }, 'reconcile failed; retrying at the next resync'),

@@ -68,18 +68,27 @@ export function refusalOf(record: unknown): string | undefined {
 export class AssignmentCheck {
   private logged = new Map<string, string>();
 
-  constructor(private readonly log: FastifyBaseLogger) {}
+  /** `platformPorts`: ports this machine's platform roles listen on besides PLATFORM_PORTS (the schema refuses those). */
+  constructor(
+    private readonly log: FastifyBaseLogger,
+    private readonly platformPorts: readonly number[] = [],
+  ) {}
 
   check(records: KeyValue[]): CheckedAssignments {
     const checked: CheckedAssignments = { accepted: [], refused: [] };
     for (const { key, value } of records) {
       const record = parse(value);
-      const refusal = record === undefined ? 'assignment refused: it is not JSON' : refusalOf(record);
+      const refusal = record === undefined ? 'assignment refused: it is not JSON' : (refusalOf(record) ?? this.platformPortRefusal(record as Assignment));
       if (refusal === undefined) checked.accepted.push(record as Assignment);
       else checked.refused.push({ key, refusal, ...(namesSlot(record) ? { slot: record } : {}) });
     }
     this.logChanges(checked.refused);
     return checked;
+  }
+
+  private platformPortRefusal(assignment: Assignment): string | undefined {
+    const taken = assignment.ports.find((mapping) => mapping.host !== undefined && this.platformPorts.includes(mapping.host));
+    return taken ? `assignment refused: host port ${taken.host} is one the platform listens on at this machine` : undefined;
   }
 
   private logChanges(refused: RefusedAssignment[]): void {

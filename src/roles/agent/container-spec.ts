@@ -6,8 +6,8 @@ import type { UnitLogRotation } from '../../config.js';
 // a restart included) can tell whose it is and what it runs (its slot: unit and spec), and given
 // the unit's environment. Nothing else: no host paths, no host PID or IPC namespace, no device,
 // never privileged, and no way to gain privileges (setuid binaries, file capabilities) once started.
-// Its declared limits (memory, CPUs) and named volumes are added by their own helpers below; a
-// volume is always a Docker named volume the agent names itself, never a host path.
+// Its declared limits (memory, CPUs) are added by their own helper below, its named volumes by
+// unit-volumes.ts: always a Docker named volume the agent names itself, never a host path.
 
 export type NetworkMode = 'bridge' | 'host';
 
@@ -23,6 +23,7 @@ export const labels = {
   deployment: 'platform.deployment',
   port: 'platform.port',
   image: 'platform.image',
+  volume: 'platform.volume',
 } as const;
 
 /** The Docker label filters that select exactly one machine's unit containers. */
@@ -41,6 +42,10 @@ export interface UnitContainerSpec {
   hostPort?: number;
   /** How much of the unit's output the engine keeps; none: the engine's own default (unbounded json-file). */
   logs?: UnitLogRotation;
+  /** The unit's named volumes (unit-volumes.ts), checked as its own. */
+  mounts?: MountSettings[];
+  /** `uid[:gid]` the unit runs as instead of the image's user (host networking: not root on the host's ports). */
+  user?: string;
 }
 
 /**
@@ -108,23 +113,6 @@ export function unitLimits(assignment: Assignment): HostConfig {
   };
 }
 
-/** `<service>-<instance>-<name>`: the unit's volume, kept across its containers (and releases). */
-export const unitVolumeName = (assignment: Pick<Assignment, 'service' | 'instance'>, name: string): string => `${assignment.service}-${assignment.instance}-${name}`;
-
-/** Named volumes, created by Docker at the first mount with labels that tell which agent made them. */
-export function unitMounts(assignment: Assignment, machineId: string): HostConfig {
-  if (!assignment.volumes?.length) return {};
-  const Mounts: MountSettings[] = assignment.volumes.map((volume) => ({
-    Type: 'volume',
-    Source: unitVolumeName(assignment, volume.name),
-    Target: volume.path,
-    // NoCopy false: a new volume starts with what the image has at the path, as `docker run -v` does.
-    VolumeOptions: { NoCopy: false, DriverConfig: { Name: 'local', Options: {} }, Labels: { [labels.managed]: 'true', [labels.machine]: machineId, [labels.service]: assignment.service, [labels.instance]: String(assignment.instance) },
-    },
-  }));
-  return { Mounts };
-}
-
 export function containerCreateOptions(spec: UnitContainerSpec): ContainerCreateOptions & { name: string } {
   const { assignment, port } = spec;
   const portKey = `${port}/tcp`;
@@ -132,6 +120,7 @@ export function containerCreateOptions(spec: UnitContainerSpec): ContainerCreate
     name: assignment.unit,
     Image: assignment.image,
     Env: unitEnvironment(assignment, port),
+    ...(spec.user ? { User: spec.user } : {}),
     Labels: {
       [labels.managed]: 'true',
       [labels.machine]: spec.machineId,
@@ -150,7 +139,7 @@ export function containerCreateOptions(spec: UnitContainerSpec): ContainerCreate
       ...unitConfinement(),
       ...(spec.logs ? { LogConfig: unitLogConfig(spec.logs) } : {}),
       ...unitLimits(assignment),
-      ...unitMounts(assignment, spec.machineId),
+      ...(spec.mounts?.length ? { Mounts: spec.mounts } : {}),
       ...(spec.network === 'host'
         ? { NetworkMode: 'host' }
         : { NetworkMode: 'bridge', PortBindings: { [portKey]: [{ HostIp: '', HostPort: spec.hostPort ? String(spec.hostPort) : '' }] } }),

@@ -2,6 +2,7 @@ import { trace } from '../../trace.js';
 import type Docker from 'dockerode';
 import type { UnitFailure } from './status-reporter.js';
 import { labels, machineLabelFilters } from './container-spec.js';
+import { isVolumeNameOfService } from './unit-volumes.js';
 import { parseImageReference } from '../../image-reference.js';
 import type { CredentialLookup } from '../../auth/registry-credentials.js';
 import { HttpError } from '../../http/errors.js';
@@ -66,7 +67,7 @@ function toUnitContainer(entry: Docker.ContainerInfo): UnitContainer {
 const VOLUME_REMOVAL_WAIT_MS = 45_000;
 
 /**
- * Removes the volumes this machine's units of `service` had (by their labels), after waiting for
+ * Removes the volumes this machine's units of `service` had (by their labels and their names), after waiting for
  * the service's containers here to be gone: a volume still mounted cannot be removed.
  */
 export async function removeServiceVolumes(docker: Docker, machineId: string, service: string): Promise<string[]> {
@@ -77,7 +78,7 @@ export async function removeServiceVolumes(docker: Docker, machineId: string, se
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
   const { Volumes: volumes } = await docker.listVolumes({ filters });
-  const names = (volumes ?? []).map((volume) => volume.Name);
+  const names = (volumes ?? []).map((volume) => volume.Name).filter((name) => isVolumeNameOfService(service, name));
   for (const name of names) await docker.getVolume(name).remove();
   return names;
 }

@@ -5,7 +5,7 @@ import type { LeasedWriter } from './leased-writer.js';
 // The machine record the scheduler places units by. Written under the agent's lease, and
 // rewritten only when what it says changes (engine reachability, unit count, capacity).
 
-export type MachineIdentity = Pick<Machine, 'id' | 'address' | 'host' | 'labels' | 'network' | 'capacity'>;
+export type MachineIdentity = Pick<Machine, 'id' | 'address' | 'host' | 'labels' | 'network' | 'capacity' | 'platformPorts'>;
 
 export interface ResourceSettings {
   reserveMemoryMB: number;

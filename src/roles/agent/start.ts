@@ -2,6 +2,7 @@ import { createRoleServer } from '../../http/server.js';
 import { apiConnectionLimits } from '../../http/connection-limits.js';
 import { fastifyRole, storeReadiness, type RoleContext, type StartedRole } from '../role.js';
 import { startAgent } from './agent.js';
+import { listenedPorts } from '../../config.js';
 
 export async function startAgentRole({ config, store, log, advertised, access }: RoleContext): Promise<StartedRole> {
   let readiness = storeReadiness(store);
@@ -20,6 +21,8 @@ export async function startAgentRole({ config, store, log, advertised, access }:
     stopGraceSeconds: config.agent.stopGraceSeconds,
     drainSeconds: config.agent.drainSeconds,
     unitLogs: config.agent.unitLogs,
+    platformPorts: listenedPorts(config),
+    hostNetworkUser: config.agent.hostNetworkUser,
     resources: {
       reserveMemoryMB: config.agent.reserveMemoryMB,
       reserveCpus: config.agent.reserveCpus,

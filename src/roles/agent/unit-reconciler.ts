@@ -8,6 +8,7 @@ import { containerCreateOptions, type NetworkMode } from './container-spec.js';
 import { createAndStart, ensureImage, inspectExit, startContainer, stopAndRemove, type UnitContainer } from './containers.js';
 import { dockerErrorMessage } from './docker-client.js';
 import { chooseUnitPorts } from './ports.js';
+import { UnitRefusal, unitMounts } from './unit-volumes.js';
 import { passesProbe } from './readiness-probe.js';
 import type { CredentialLookup } from '../../auth/registry-credentials.js';
 import type { UnitLogRotation } from '../../config.js';
@@ -29,6 +30,10 @@ export interface UnitReconcilerOptions {
   drainSeconds: number;
   /** How much output of each unit the engine keeps. */
   unitLogs: UnitLogRotation;
+  /** Ports the platform listens on at this machine besides PLATFORM_PORTS: never a unit's. */
+  platformPorts: readonly number[];
+  /** `uid[:gid]` units on host networking run as. */
+  hostNetworkUser: string;
   reporter: UnitStatusReporter;
   /** Registry logins for pulls (src/auth/registry-credentials.ts). */
   credentials?: CredentialLookup;
@@ -200,8 +205,11 @@ export class UnitReconciler {
     let containerId: string;
     let listening: number | undefined;
     try {
-      const ports = await chooseUnitPorts(assignment, this.options.network, taken.ports);
-      const spec = { assignment, machineId: this.options.machineId, network: this.options.network, logs: this.options.unitLogs, ...ports };
+      const mounts = await unitMounts(docker, assignment, this.options.machineId);
+      const { network, platformPorts, hostNetworkUser } = this.options;
+      const ports = await chooseUnitPorts(assignment, network, taken.ports, platformPorts);
+      const user = network === 'host' ? { user: hostNetworkUser } : {};
+      const spec = { assignment, machineId: this.options.machineId, network, logs: this.options.unitLogs, mounts, ...user, ...ports };
       const fallbackName = `${assignment.unit}.${assignment.spec}.${this.options.machineId}`;
       // When one of this machine's containers holds the unit's name, the create would only be refused (409).
       containerId = await createAndStart(docker, containerCreateOptions(spec), fallbackName, taken.names.has(assignment.unit));
@@ -210,6 +218,7 @@ export class UnitReconciler {
     } catch (error) {
       if ((error as { statusCode?: number }).statusCode === 404) this.images.delete(assignment.image);
       await starting;
+      if (error instanceof UnitRefusal) return this.fail(assignment, memory, { error: error.message, errorKind: 'refused' });
       return this.fail(assignment, memory, { error: `container failed to start: ${dockerErrorMessage(error)}`, errorKind: 'container-start' });
     }
     await starting;

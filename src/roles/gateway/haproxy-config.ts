@@ -196,6 +196,10 @@ function globalSection({ settings, files }: HaproxyConfigInput): string[] {
     `  lua-load ${files.lua}`,
     // Workers left by a reload (long WebSockets) are stopped after this.
     '  hard-stop-after 1h',
+    // Without SO_REUSEPORT no other process (a unit on host networking runs as root) can bind the
+    // gateway's ports beside HAProxy and take a share of its connections, Authorization headers
+    // included. Seamless reloads do not need it: new workers take the sockets over the master.
+    '  noreuseport',
     '',
     'defaults',
     '  mode http',

@@ -133,6 +133,7 @@ export const plannerMachine = (machine: Machine, drained: ReadonlySet<string>): 
   capacity: machine.capacity.units,
   memoryMB: machine.capacity.memoryMB,
   cpus: machine.capacity.cpus,
+  platformPorts: machine.platformPorts,
   ...(drained.has(machine.id)
     ? { unavailable: 'is being drained' }
     : machine.docker.reachable

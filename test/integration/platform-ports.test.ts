@@ -1,0 +1,107 @@
+import t from 'tap';
+import { randomBytes } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { startEtcd } from '../harness/etcd.js';
+import { startDockerd } from '../harness/docker.js';
+import { startRegistry } from '../harness/registry.js';
+import { buildTestImage } from '../harness/test-image.js';
+import { freePort } from '../harness/free-port.js';
+import { http, serveRole } from '../harness/platform.js';
+import { startGateway } from '../harness/gateway-cluster.js';
+import { waitFor } from '../harness/wait.js';
+import { clusterUnits } from '../harness/cluster-units.js';
+import { sampleAssignment } from '../harness/assignment.js';
+import { openStore } from '../../src/store/open-store.js';
+import { assignmentKey, unitStatusKey } from '../../src/store/keys.js';
+import { slotOf } from '../../src/units.js';
+
+// What a unit may not take of its machine, on real parts (etcd, Docker, a registry, an agent on
+// host networking, a gateway running HAProxy): the platform's ports, by binding beside a
+// listener or by asking for one as its host port, and root on the host's network.
+
+const etcd = await startEtcd();
+const registry = await startRegistry();
+const engine = await startDockerd();
+const repository = `ports/app-${randomBytes(3).toString('hex')}`;
+const image = await buildTestImage(engine.docker, registry.host, repository, 'ok');
+const flags = ['--etcd', etcd.url];
+const agentPort = await freePort();
+const roles = [
+  await serveRole('agent', agentPort, [...flags, '--network', 'host', '--machine-id', 'm1', '--stop-grace', '1', '--drain-seconds', '0'], { DOCKER_HOST: engine.dockerHost }),
+  await serveRole('directory', await freePort(), flags),
+  await serveRole('scheduler', await freePort(), flags),
+];
+const orchestrator = await serveRole('orchestrator', await freePort(), flags);
+const gateway = await startGateway('haproxy', flags);
+const store = await openStore({ etcd: [etcd.url], dataDir: '' });
+t.teardown(async () => {
+  await store.close();
+  await Promise.all([...roles, orchestrator, gateway].map((role) => role.stop()));
+  await Promise.all([registry.stop(), etcd.stop()]);
+  await engine.stop();
+});
+
+const orch = (path: string) => `${orchestrator.url}${path}`;
+const { settled, finished } = clusterUnits(orchestrator.url);
+
+// A root process in the host's network namespace, as a unit on host networking was, binding with
+// SO_REUSEPORT (Node 20 cannot set it; Python can): the kernel shares a port among such sockets.
+const reusePortBind = `
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+try:
+    s.bind(('127.0.0.1', int(sys.argv[1])))
+    s.listen()
+    print('bound')
+except OSError as error:
+    print('refused', error.strerror)
+`;
+
+const bindBeside = (port: number): string => {
+  const result = spawnSync('python3', ['-c', reusePortBind, String(port)], { encoding: 'utf8' });
+  return `${result.stdout}${result.stderr}`.trim();
+};
+
+t.test('a root process on the host cannot bind the gateway\'s port beside HAProxy', async (t) => {
+  t.equal(bindBeside(gateway.port), 'refused Address already in use');
+});
+
+t.test('nor beside the Node data plane, whose listener never shares its port', async (t) => {
+  const nodePlane = await startGateway('node', flags);
+  t.teardown(() => nodePlane.stop());
+  t.equal(bindBeside(nodePlane.port), 'refused Address already in use');
+});
+
+t.test('a declaration asking for a platform port as its host port gets 400 naming the field and the rule, and nothing is stored', async (t) => {
+  const reply = await http('POST', orch('/services'), { name: 'grabber', containerRepository: `${registry.host}/${repository}`, ports: [{ container: 80, host: 8080 }] });
+  t.equal(reply.status, 400);
+  t.equal(reply.body.message, 'ports.0.host must be an integer from 1 to 65535 that is no platform port (2379, 2380, 4001, 7001, 8080, 8081, 8443, 9000, 9001, 9002, 9003, 9004)');
+  t.equal((await http('GET', orch('/services/grabber'))).status, 404, 'nothing declared');
+});
+
+t.test('a unit on host networking runs as nobody, not as root', async (t) => {
+  t.equal((await http('POST', orch('/services'), { name: 'plain', containerRepository: `${registry.host}/${repository}` })).status, 201);
+  const deployed = await http('POST', orch('/services/plain/deploy'), { containerRepository: image.reference });
+  t.equal((await finished(deployed.body.deployment)).state, 'succeeded');
+  await settled('plain', 1);
+  const [container] = await engine.docker.listContainers({ filters: { label: ['platform.service=plain'] } });
+  const inspected = await engine.docker.getContainer(container!.Id).inspect();
+  t.equal(inspected.Config.User, '65534:65534');
+  const status = readFileSync(`/proc/${inspected.State.Pid}/status`, 'utf8');
+  t.match(status, /^Uid:\s+65534\s+65534\s+65534\s+65534$/m, 'its process runs as uid 65534');
+});
+
+t.test('the agent refuses an assignment whose host port is one its machine\'s platform roles listen on', async (t) => {
+  const assignment = sampleAssignment({ unit: 'sneaky-1.service', service: 'sneaky', image: image.reference, ports: [{ container: 80, host: agentPort }], healthCheck: undefined });
+  const { healthCheck: _none, ...written } = assignment;
+  await store.put(assignmentKey('m1', slotOf(assignment)), JSON.stringify(written));
+  const refused = await waitFor(async () => {
+    const found = await store.get(unitStatusKey('m1', slotOf(assignment)));
+    return found ? (JSON.parse(found.value) as { errorKind?: string; error?: string }) : undefined;
+  }, 20_000, { what: 'the agent\'s report on the assignment' });
+  t.equal(refused.errorKind, 'refused');
+  t.equal(refused.error, `assignment refused: host port ${agentPort} is one the platform listens on at this machine`);
+  t.same(await engine.docker.listContainers({ all: true, filters: { label: ['platform.service=sneaky'] } }), [], 'no container made');
+});
