@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyRequest } from 'fastify';
-import { cookieValue, openSession, SESSION_COOKIE, type SessionClaims } from './session.js';
+import { cookieValue, openProvenSession, SESSION_COOKIE, SESSION_PROOF_HEADER, type SessionClaims, type SessionCredential } from './session.js';
 import { loopbackPeerOf, type PeerIdentity } from './loopback-peer.js';
 import { namesRelayedCaller, verifiedRelayedCaller } from './relayed-caller.js';
 
@@ -23,28 +23,30 @@ export function bearerToken(header: string | undefined): string | undefined {
 }
 
 /**
- * A dashboard session: the browser's cookie, or `Authorization: Session <value>` where a role
- * passes its caller's session on to another (the orchestrator, the web role).
+ * A dashboard session: the browser's cookie with the proof its page sends (src/auth/session.ts),
+ * or `Authorization: Session <value> <proof>` where a role passes its caller's session on to
+ * another (the orchestrator, the web role).
  */
-export function sessionCredential(headers: IncomingHttpHeaders): { value: string; from: 'cookie' | 'header' } | undefined {
-  const passedOn = /^Session\s+(\S+)\s*$/i.exec(headers.authorization ?? '')?.[1];
-  if (passedOn !== undefined) return { value: passedOn, from: 'header' };
+export function sessionCredential(headers: IncomingHttpHeaders): (SessionCredential & { from: 'cookie' | 'header' }) | undefined {
+  const passedOn = /^Session\s+(\S+)(?:\s+(\S+))?\s*$/i.exec(headers.authorization ?? '');
+  if (passedOn) return { value: passedOn[1]!, proof: passedOn[2], from: 'header' };
   const cookie = cookieValue(headers.cookie, SESSION_COOKIE);
-  return cookie ? { value: cookie, from: 'cookie' } : undefined;
+  const proof = headers[SESSION_PROOF_HEADER];
+  return cookie ? { value: cookie, proof: typeof proof === 'string' ? proof : undefined, from: 'cookie' } : undefined;
 }
 
-/** The claims of the dashboard session a request presents instead of a bearer token, if `sessionKey` signed it. */
+/** The claims of the dashboard session a request presents, with its proof, instead of a bearer token, if `sessionKey` signed it. */
 export function presentedSession(headers: IncomingHttpHeaders, sessionKey: Buffer | undefined): SessionClaims | undefined {
   if (!sessionKey || bearerToken(headers.authorization) !== undefined) return undefined;
   const session = sessionCredential(headers);
-  return session ? openSession(sessionKey, session.value) : undefined;
+  return session ? openProvenSession(sessionKey, session) : undefined;
 }
 
-/** What a role passes on for its caller: the caller's Authorization header, or its session cookie as `Session <value>`. */
+/** What a role passes on for its caller: the caller's Authorization header, or its session as `Session <value> <proof>`. */
 export function passedOnAuthorization(headers: IncomingHttpHeaders): string | undefined {
   if (headers.authorization !== undefined) return headers.authorization;
   const session = sessionCredential(headers);
-  return session ? `Session ${session.value}` : undefined;
+  return session ? ['Session', session.value, ...(session.proof === undefined ? [] : [session.proof])].join(' ') : undefined;
 }
 
 /** Whether the caller reached us over HTTPS, itself or through a proxy that ends TLS (the gateway). */

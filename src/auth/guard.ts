@@ -3,7 +3,7 @@ import { HttpError, unauthorized } from '../http/errors.js';
 import type { TokenRecord, TokenRole } from '../schemas/token.js';
 import { decide, isExpired, routeAccess, serviceOf, type Access, type RouteAccess, type ServiceSource } from './access.js';
 import { bearerToken, cameOverHttps, callerKey, isLocalCall, sessionCredential } from './caller.js';
-import { checkSession, sessionCookie } from './session.js';
+import { checkSession, sessionCookie, type SessionCredential } from './session.js';
 import { knownPeerOf } from './loopback-peer.js';
 import type { TokenCache } from './token-cache.js';
 import type { FailureLimiter } from './failure-limiter.js';
@@ -83,17 +83,18 @@ function authenticate(control: AccessControl, request: FastifyRequest, reply: Fa
 }
 
 /** A session stands for its token while both last; a refused session cookie is cleared. */
-function authenticateSession(control: AccessControl, session: { value: string; from: 'cookie' | 'header' }, request: FastifyRequest, reply: FastifyReply): TokenRecord {
+function authenticateSession(control: AccessControl, session: SessionCredential & { from: 'cookie' | 'header' }, request: FastifyRequest, reply: FastifyReply): TokenRecord {
   const { sessionKey, tokens, endedSessions } = control;
   const check =
     sessionKey && tokens && endedSessions
-      ? checkSession(sessionKey, session.value, (name) => tokens.named(name), (id) => endedSessions.has(id), Date.now())
-      : { refused: 'this role accepts no sessions' };
+      ? checkSession(sessionKey, session, (name) => tokens.named(name), (id) => endedSessions.has(id), Date.now())
+      : { refused: 'this role accepts no sessions', proven: false };
   if ('token' in check) {
     tokens?.recordUse(check.token);
     return check.token;
   }
-  if (session.from === 'cookie') void reply.header('set-cookie', sessionCookie('', 0, cameOverHttps(request)));
+  // A cookie presented without its own proof may be the session of another dashboard origin on this host: left alone.
+  if (session.from === 'cookie' && check.proven) void reply.header('set-cookie', sessionCookie('', 0, cameOverHttps(request)));
   throw unauthorized(check.refused);
 }
 
@@ -164,16 +165,19 @@ function authorize(token: TokenRecord, need: RouteAccess, request: FastifyReques
   if (!decision.allowed) throw new HttpError(decision.status, decision.message);
 }
 
-/** A local call that presents a token or a session is checked anyway: the orchestrator forwards its caller's. */
+/**
+ * A local call that presents a token or a session is checked anyway: the orchestrator forwards its caller's.
+ * A session cookie without its proof is no credential, so it does not make a local call a checked one.
+ */
 const presentsCredentials = (request: FastifyRequest): boolean =>
-  request.headers.authorization !== undefined || sessionCredential(request.headers) !== undefined;
+  request.headers.authorization !== undefined || sessionCredential(request.headers)?.proof !== undefined;
 
 /**
  * Whether the caller of an open route is one the role knows: any caller under none, a local call
  * under auto, or one with a valid token or session. Only they are told more than anonymous callers
  * are (/readyz's details: the store's address, the auth mode, versions).
  */
-export function isKnownCaller(control: AccessControl, request: FastifyRequest, reply: FastifyReply): boolean {
+export function isKnownCaller(control: AccessControl, request: FastifyRequest, reply: FastifyReply): boolean | Promise<boolean> {
   if (control.mode === 'none') return true;
   if (!presentsCredentials(request)) return control.mode === 'auto' && isLocalCall(request, control.listenerLoopback);
   try {

@@ -7,8 +7,16 @@ import { isExpired } from './access.js';
 // token, a prefix of the token's hash and when it ends, and carries no secret. Each call looks the
 // token up again, so a revoked, expired or reissued token ends its sessions at once; signing out
 // records the session as ended (src/auth/ended-sessions.ts), so a copy of the cookie is refused too.
+//
+// The cookie alone is not a credential. Cookies belong to a host, not to a port, so the browser
+// also sends it to any unit published on the dashboard's host, which could replay it. A session is
+// the cookie and its proof: a MAC of the session's id that the sign-in answer gives the page, which
+// keeps it in storage only its own origin (scheme, host and port) can read and sends it as the
+// X-Platform-Session-Proof header. A role passing a session on sends both, as `Session <value> <proof>`.
 
 export const SESSION_COOKIE = 'platform_session';
+/** The header in which the dashboard's page sends the proof that goes with its cookie. */
+export const SESSION_PROOF_HEADER = 'x-platform-session-proof';
 /** A session lasts 12 hours, or until its token expires if that is sooner. */
 export const SESSION_MAX_AGE_MS = 12 * 3_600_000;
 /** Enough of the token's hash to tell a token from a later one of the same name. */
@@ -25,6 +33,24 @@ export interface SessionClaims {
 
 const mac = (key: Buffer, payload: string): Buffer => createHmac('sha256', key).update(payload).digest();
 
+/** A session as a call presents it: the cookie's value and the proof that goes with it, if any. */
+export interface SessionCredential {
+  value: string;
+  proof: string | undefined;
+}
+
+/** The proof of a session: what the page sends beside the cookie. The `proof.` prefix keeps it from ever equalling a cookie's MAC. */
+export const sessionProof = (key: Buffer, claims: Pick<SessionClaims, 'id'>): string => mac(key, `proof.${claims.id}`).toString('base64url');
+
+function proves(key: Buffer, claims: SessionClaims, proof: string | undefined): boolean {
+  if (proof === undefined) return false;
+  const given = Buffer.from(proof, 'base64url');
+  const expected = mac(key, `proof.${claims.id}`);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+const WITHOUT_PROOF = `the session cookie alone is not a credential: the dashboard's page sends its proof (${SESSION_PROOF_HEADER}); sign in again`;
+
 /** The claims of a session of `token` starting `now`. */
 export function sessionClaims(token: Pick<TokenRecord, 'name' | 'hash' | 'expiresAt'>, now: number): SessionClaims {
   const tokenEnds = token.expiresAt === undefined ? Infinity : Date.parse(token.expiresAt);
@@ -35,6 +61,12 @@ export function sessionClaims(token: Pick<TokenRecord, 'name' | 'hash' | 'expire
 export function sealSession(key: Buffer, claims: SessionClaims): string {
   const payload = Buffer.from(JSON.stringify({ i: claims.id, t: claims.token, h: claims.hash, e: claims.expiresAt })).toString('base64url');
   return `${payload}.${mac(key, payload).toString('base64url')}`;
+}
+
+/** The claims of a session this key signed, presented with its proof; undefined for anything else. Expiry is not checked here. */
+export function openProvenSession(key: Buffer, credential: SessionCredential): SessionClaims | undefined {
+  const claims = openSession(key, credential.value);
+  return claims && proves(key, claims, credential.proof) ? claims : undefined;
 }
 
 /** The claims of a value this key signed, or undefined for anything else. Expiry is not checked here. */
@@ -52,20 +84,28 @@ export function openSession(key: Buffer, value: string): SessionClaims | undefin
   }
 }
 
-export type SessionCheck = { token: TokenRecord } | { refused: string };
+/** `proven`: the refused session came with its proof, so the caller's page holds it and its cookie may be cleared. */
+export type SessionCheck = { token: TokenRecord } | { refused: string; proven: boolean };
 
 /**
  * The token a session stands for, or why it stands for none now. `find` looks a token up by name,
  * `ended` says whether the session was signed out.
  */
-export function checkSession(key: Buffer, value: string, find: (name: string) => TokenRecord | undefined, ended: (id: string) => boolean, now: number): SessionCheck {
-  const claims = openSession(key, value);
-  if (!claims) return { refused: 'the session is not one this platform signed: sign in again' };
-  if (claims.expiresAt <= now) return { refused: `the session ended at ${new Date(claims.expiresAt).toISOString()}: sign in again` };
-  if (ended(claims.id)) return { refused: 'the session was signed out: sign in again' };
+export function checkSession(
+  key: Buffer,
+  credential: SessionCredential,
+  find: (name: string) => TokenRecord | undefined,
+  ended: (id: string) => boolean,
+  now: number,
+): SessionCheck {
+  const claims = openSession(key, credential.value);
+  if (!claims) return { refused: 'the session is not one this platform signed: sign in again', proven: false };
+  if (!proves(key, claims, credential.proof)) return { refused: WITHOUT_PROOF, proven: false };
+  if (claims.expiresAt <= now) return { refused: `the session ended at ${new Date(claims.expiresAt).toISOString()}: sign in again`, proven: true };
+  if (ended(claims.id)) return { refused: 'the session was signed out: sign in again', proven: true };
   const token = find(claims.token);
-  if (!token || !token.hash.startsWith(claims.hash)) return { refused: `the session ended: token ${claims.token} was revoked` };
-  if (isExpired(token, now)) return { refused: `the session ended: token ${token.name} expired at ${token.expiresAt}` };
+  if (!token || !token.hash.startsWith(claims.hash)) return { refused: `the session ended: token ${claims.token} was revoked`, proven: true };
+  if (isExpired(token, now)) return { refused: `the session ended: token ${token.name} expired at ${token.expiresAt}`, proven: true };
   return { token };
 }
 

@@ -1,11 +1,12 @@
 import type { FastifyInstance } from 'fastify';
+import { SESSION_PROOF_HEADER } from '../auth/session.js';
 
 // Cross-origin calls from browsers: none by default, so no other site's page can read this API's
 // replies. `--cors-origin` names the origins whose pages may, with the caller's session; the CSRF
 // rule (src/auth/csrf.ts) accepts their changes too.
 
 const ALLOWED_METHODS = 'GET, POST, PUT, PATCH, DELETE';
-const ALLOWED_HEADERS = 'authorization, content-type, last-event-id';
+const ALLOWED_HEADERS = `authorization, content-type, last-event-id, ${SESSION_PROOF_HEADER}`;
 
 export function installCors(server: FastifyInstance, origins: readonly string[]): void {
   if (origins.length === 0) return;

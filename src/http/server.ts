@@ -98,7 +98,7 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
     },
     async (request, reply) => {
       // An anonymous caller learns whether the role is ready, not where its store is or what runs it (L7).
-      const detailed = isKnownCaller(options.access, request, reply);
+      const detailed = await isKnownCaller(options.access, request, reply);
       const auth = options.access.mode === 'none' ? { auth: 'none', warning: NO_AUTH_WARNING } : { auth: options.access.mode };
       try {
         const details = await options.readiness();

@@ -77,7 +77,7 @@ export const orchestratorApi = {
       follow: Type.Boolean({ default: false }),
     }),
     // The agent's stream, passed on as it comes (so no type to check it against).
-    response: { 200: textResponse('text/plain', 'The unit\'s output, stdout and stderr interleaved.'), ...errorResponses },
+    response: { 200: textResponse('text/plain', 'The unit\'s output, stdout and stderr interleaved.'), 429: ErrorReply, ...errorResponses },
   },
   'GET /cluster/units': { summary: 'Every unit, on every machine', response: { 200: Type.Array(ClusterUnit), 503: ErrorReply } },
   'GET /cluster/machines': { summary: 'Every machine, with its drain', response: { 200: Type.Array(Machine), 503: ErrorReply } },
@@ -123,7 +123,7 @@ export const orchestratorApi = {
     description:
       'Server-Sent Events for the dashboard: a `snapshot` first, then `service`, `deployment`, `journal`, `machine` and `unit` events, ' +
       'each `{key, value}` or `{key, deleted: true}`, with the store revision as `id`. See docs/dashboard.md.',
-    response: { 200: textResponse('text/event-stream', 'The event stream, open until the client leaves (or its token or session ends).'), 503: ErrorReply },
+    response: { 200: textResponse('text/event-stream', 'The event stream, open until the client leaves (or its token or session ends).'), 429: ErrorReply, 503: ErrorReply },
   },
 } satisfies Record<RouteKey, RouteSchema>;
 

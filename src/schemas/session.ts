@@ -26,10 +26,20 @@ export const SessionInfo = Type.Object({
 });
 export type SessionInfo = Static<typeof SessionInfo>;
 
+export const SessionStarted = Type.Object({
+  ...SessionInfo.properties,
+  proof: Type.String({
+    description: 'the half of the session the page keeps (in storage of its own origin) and sends as X-Platform-Session-Proof beside the cookie',
+  }),
+});
+export type SessionStarted = Static<typeof SessionStarted>;
+
 export const startSessionSchema = {
-  description: 'Sign in: exchange a token for a session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS) lasting 12 h or until the token expires.',
+  description:
+    'Sign in: exchange a token for a session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS) lasting 12 h or until the token expires, ' +
+    'and its proof, which every call of the session sends as X-Platform-Session-Proof: the cookie alone is no credential.',
   body: SessionStart,
-  response: { 200: SessionInfo, 401: ErrorReply, 403: ErrorReply, 429: ErrorReply, ...errorResponses },
+  response: { 200: SessionStarted, 401: ErrorReply, 403: ErrorReply, 429: ErrorReply, ...errorResponses },
 };
 
 export const sessionSchema = {

@@ -38,8 +38,9 @@ const journal = async (service?: string) => (await call('GET', orch(`/journal${s
 
 t.before(async () => {
   secrets.admin = (await call('POST', orch('/tokens/bootstrap'))).body.secret;
-  for (const [name, role] of [['viewer', 'read'], ['ci', 'deploy']]) {
-    const created = await call('POST', orch('/tokens'), secrets.admin, { name, role });
+  // ci-b and ci-a are deploy tokens scoped to web-b and to web-a.
+  for (const [name, role, services] of [['viewer', 'read'], ['ci', 'deploy'], ['ci-b', 'deploy', 'web-b'], ['ci-a', 'deploy', 'web-a']]) {
+    const created = await call('POST', orch('/tokens'), secrets.admin, { name, role, ...(services ? { services } : {}) });
     secrets[name!] = created.body.secret;
   }
 });
@@ -60,13 +61,15 @@ t.test('changes are journaled once, where they are made, with the token name and
 
   const tokenLines = (await journal()).filter((line) => line.kind.startsWith('token.'));
   t.match(tokenLines.map((line) => [line.kind, line.message, line.actor?.token]), [
+    ['token.created', 'POST /tokens: token ci-a (deploy, services web-a)', 'bootstrap'],
+    ['token.created', 'POST /tokens: token ci-b (deploy, services web-b)', 'bootstrap'],
     ['token.created', 'POST /tokens: token ci (deploy)', 'bootstrap'],
     ['token.created', 'POST /tokens: token viewer (read)', 'bootstrap'],
     ['token.bootstrapped', 'POST /tokens/bootstrap', undefined],
   ]);
 });
 
-t.test('a read token sees env names with values redacted; deploy and admin tokens see the values', async (t) => {
+t.test("a read token, and a deploy token scoped to other services, see env names with values redacted; the service's deploy and admin tokens see the values", async (t) => {
   const release: Release = {
     service: 'web-a',
     version: 1,
@@ -92,23 +95,39 @@ t.test('a read token sees env names with values redacted; deploy and admin token
     const read = await call('GET', url, secrets.viewer);
     t.equal(read.status, 200, url);
     t.same(env(read.body), { API_KEY: '(redacted)' }, `${url} for a read token`);
+    t.same(env((await call('GET', url, secrets['ci-b'])).body), { API_KEY: '(redacted)' }, `${url} for a deploy token scoped to another service`);
+    t.same(env((await call('GET', url, secrets['ci-a'])).body), { API_KEY: MARKER }, `${url} for a deploy token scoped to the service`);
     t.same(env((await call('GET', url, secrets.ci)).body), { API_KEY: MARKER }, `${url} for a deploy token`);
     t.same(env((await call('GET', url, secrets.admin)).body), { API_KEY: MARKER }, `${url} for an admin token`);
   }
 });
 
-t.test("the event stream's snapshot redacts env for a read token", async (t) => {
-  const snapshotFor = async (token: string) => {
+t.test("the event stream redacts env for a read token and a deploy token scoped to other services, in the snapshot and in each change", async (t) => {
+  const streamOf = async (token: string) => {
     const controller = new AbortController();
+    t.teardown(() => controller.abort());
     const response = await fetch(orch('/events'), { headers: { authorization: `Bearer ${token}` }, signal: controller.signal });
     const reader = response.body!.getReader();
     let text = '';
-    while (!/event: snapshot\nid: \d+\ndata: .*\n\n/.test(text)) text += new TextDecoder().decode((await reader.read()).value);
-    controller.abort();
-    return JSON.parse(/event: snapshot\nid: \d+\ndata: (.*)\n\n/.exec(text)![1]!);
+    /** The data of the next event of `kind`, read from where the last read stopped. */
+    const next = async (kind: string) => {
+      const pattern = new RegExp(`event: ${kind}\nid: \\d+\ndata: (.*)\n\n`);
+      let match;
+      while (!(match = pattern.exec(text))) text += new TextDecoder().decode((await reader.read()).value);
+      text = text.slice(match.index + match[0].length);
+      return JSON.parse(match[1]!);
+    };
+    return { snapshot: await next('snapshot'), next };
   };
-  t.same((await snapshotFor(secrets.viewer!)).services['web-a'].config.env, { API_KEY: '(redacted)' });
-  t.same((await snapshotFor(secrets.admin!)).services['web-a'].config.env, { API_KEY: MARKER });
+  const streams = { viewer: await streamOf(secrets.viewer!), 'ci-b': await streamOf(secrets['ci-b']!), 'ci-a': await streamOf(secrets['ci-a']!), admin: await streamOf(secrets.admin!) };
+  const sees = { viewer: { API_KEY: '(redacted)' }, 'ci-b': { API_KEY: '(redacted)' }, 'ci-a': { API_KEY: MARKER }, admin: { API_KEY: MARKER } };
+  for (const [who, stream] of Object.entries(streams)) t.same(stream.snapshot.services['web-a'].config.env, sees[who as keyof typeof sees], `${who}: the snapshot`);
+  t.equal((await call('PATCH', orch('/services/web-a/config/next'), secrets.admin, { env: { ROUND: MARKER } })).status, 200);
+  const seesAfter = { viewer: { API_KEY: '(redacted)', ROUND: '(redacted)' }, 'ci-b': { API_KEY: '(redacted)', ROUND: '(redacted)' } };
+  for (const [who, stream] of Object.entries(streams)) {
+    const change = await stream.next('service');
+    t.same(change.value.config.env, seesAfter[who as keyof typeof seesAfter] ?? { API_KEY: MARKER, ROUND: MARKER }, `${who}: a change`);
+  }
 });
 
 t.test('no env value reaches the journal or any role\'s output', async (t) => {

@@ -45,7 +45,10 @@ const corsOrchestrator = await serveRole('orchestrator', await freePort(), [...f
 
 // "Another origin": a page on another port serving a form that posts to the orchestrator.
 const service = `signin-${hex()}`;
-const otherSite: Server = createServer((_request, response) => {
+/** The Cookie headers the other site received: it stands for a unit published on the dashboard's host too. */
+const cookiesReceived: string[] = [];
+const otherSite: Server = createServer((request, response) => {
+  if (request.headers.cookie !== undefined) cookiesReceived.push(request.headers.cookie);
   response.setHeader('content-type', 'text/html; charset=utf-8');
   response.end(`<!doctype html><title>elsewhere</title>
 <form id="attack" method="post" action="${orchestrator.url}/services/${service}/deploy" enctype="text/plain">
@@ -90,11 +93,17 @@ async function signIn(page: Page, secret: string): Promise<void> {
   await page.getByRole('status').filter({ hasText: /^Live$/ }).waitFor();
 }
 
-/** A call made by the page's own script, as same-origin as the dashboard's. */
+/** The page's storage, as its scripts see it (this file is compiled without the DOM's types). */
+type PageStorage = { localStorage: { getItem(key: string): string | null } };
+
+/** A call made by the page's own script, as same-origin as the dashboard's: with the session's proof the page keeps. */
 const pageFetch = (page: Page, method: string, path: string, body?: unknown) =>
   page.evaluate(
     async ({ method, path, body }) => {
-      const response = await fetch(path, { method, headers: body === undefined ? {} : { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+      const proof = (globalThis as unknown as PageStorage).localStorage.getItem('platform.sessionProof');
+      const headers: Record<string, string> = proof === null ? {} : { 'x-platform-session-proof': proof };
+      if (body !== undefined) headers['content-type'] = 'application/json';
+      const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
       return { status: response.status, body: await response.text() };
     },
     { method, path, body },
@@ -137,6 +146,35 @@ t.test("the session reads a unit's log tail, through the orchestrator and the ag
   await page.locator('pre.log').getByText(`serving ${service}-1.service on port`).waitFor();
   await page.getByRole('button', { name: 'Close logs' }).click();
   t.pass('the log tail showed the unit output');
+});
+
+t.test("a unit on another port of the dashboard's host receives the session cookie but cannot act with it", async (t) => {
+  // Cookies belong to a host, not a port: a unit the browser visits on the same host gets the cookie.
+  const visit = await adminContext.newPage();
+  t.teardown(() => visit.close());
+  await visit.goto(`${otherOrigin}/`);
+  const received = cookiesReceived.at(-1) ?? '';
+  const stolen = /platform_session=([^;]+)/.exec(received)?.[1];
+  t.ok(stolen, 'the browser sent the session cookie to the unit');
+  // The unit replays it from an address of its own (its failed authentications are counted against that address, not the browser's).
+  const unit = new Agent({ localAddress: '127.0.0.9' });
+  t.teardown(() => unit.close());
+  const replay = async (method: string, url: string, headers: Record<string, string>) => {
+    const reply = await undiciFetch(url, { method, dispatcher: unit, headers, body: method === 'POST' ? '{}' : undefined });
+    return { status: reply.status, body: (await reply.json()) as { message?: string } };
+  };
+  const replays: Record<string, Record<string, string>> = {
+    'the cookie': { cookie: `platform_session=${stolen}` },
+    'the cookie passed on as a header': { authorization: `Session ${stolen}` },
+  };
+  for (const [what, headers] of Object.entries(replays)) {
+    for (const url of [`${orchestrator.url}/services`, `${web.url}/services`, `${orchestrator.url}/session`]) {
+      t.match(await replay('GET', url, headers), { status: 401, body: { message: /^the session cookie alone is not a credential/ } }, `${what} replayed at ${url}`);
+    }
+    const deploy = await replay('POST', `${orchestrator.url}/services/${service}/deploy`, { ...headers, origin: orchestrator.url, 'content-type': 'application/json' });
+    t.equal(deploy.status, 401, `${what} cannot deploy`);
+  }
+  t.equal((await pageFetch(page, 'GET', 'services')).status, 200, "the dashboard's own page still calls with its session");
 });
 
 t.test('a read session sees Deploy, Roll back and Delete off with a note why, and the API refuses them anyway', async (t) => {
@@ -193,25 +231,37 @@ t.test('a page of another origin cannot deploy with the session: its form is ref
   t.equal(read, 'refused', 'nor read a reply');
   t.equal((await http('GET', `${orchestrator.url}/deployments`, undefined, bearer(admin))).body.length, before, 'nothing was deployed');
 
-  // --cors-origin opts that origin in, on the orchestrator started with it.
-  const allowed = await other.evaluate(async (url) => {
-    const response = await fetch(url, { credentials: 'include' });
-    return { status: response.status, body: await response.json() };
-  }, `${corsOrchestrator.url}/session`);
-  t.match(allowed, { status: 200, body: { via: 'session', token: { name: 'bootstrap' } } }, 'the opted-in origin reads with the session');
-  const preflighted = await other.evaluate(async (url) => {
-    const response = await fetch(url, { method: 'PATCH', credentials: 'include', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ env: { FROM: 'ops' } }) });
-    return response.status;
-  }, `${corsOrchestrator.url}/services/${service}/config/next`);
+  // --cors-origin opts that origin in, on the orchestrator started with it: its page signs in there
+  // (in a profile of its own, as signing in replaces the host's one cookie) and sends the proof it got.
+  const { context: optedIn, page: opted } = await freshPage(`${otherOrigin}/`);
+  t.teardown(() => optedIn.close());
+  const allowed = await opted.evaluate(
+    async ({ base, token }) => {
+      const signIn = await fetch(`${base}/session`, { method: 'POST', credentials: 'include', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
+      const { proof } = (await signIn.json()) as { proof: string };
+      const response = await fetch(`${base}/session`, { credentials: 'include', headers: { 'x-platform-session-proof': proof } });
+      const cookieAlone = await fetch(`${base}/session`, { credentials: 'include' });
+      return { status: response.status, body: await response.json(), cookieAlone: cookieAlone.status, proof };
+    },
+    { base: corsOrchestrator.url, token: admin },
+  );
+  t.match(allowed, { status: 200, body: { via: 'session', token: { name: 'bootstrap' } }, cookieAlone: 401 }, 'the opted-in origin reads with its session');
+  const preflighted = await opted.evaluate(
+    async ({ url, proof }) => {
+      const headers = { 'content-type': 'application/json', 'x-platform-session-proof': proof };
+      const response = await fetch(url, { method: 'PATCH', credentials: 'include', headers, body: JSON.stringify({ env: { FROM: 'ops' } }) });
+      return response.status;
+    },
+    { url: `${corsOrchestrator.url}/services/${service}/config/next`, proof: allowed.proof },
+  );
   t.equal(preflighted, 200, 'and changes, after a preflight');
 });
 
-t.test('the standalone web role takes the same session and passes it on to the orchestrator', async (t) => {
-  const webPage = await adminContext.newPage();
-  t.teardown(() => webPage.close());
-  await webPage.goto(`${web.url}/#/services`);
-  // Cookies belong to a host, not a port: the session signed in on the orchestrator reaches the web role too.
-  await webPage.getByRole('status').filter({ hasText: /^Live$/ }).waitFor();
+t.test('the standalone web role signs in the same way and passes the session on to the orchestrator', async (t) => {
+  // Another origin than the orchestrator's page: its storage holds no proof of that session, so it signs in itself.
+  const { context, page: webPage } = await freshPage(`${web.url}/#/services`);
+  t.teardown(() => context.close());
+  await signIn(webPage, admin);
   await webPage.locator(`li[data-service="${service}"]`).waitFor();
   t.match(JSON.parse((await pageFetch(webPage, 'GET', 'session')).body), { via: 'session', token: { name: 'bootstrap' } });
   const patched = await pageFetch(webPage, 'PATCH', `services/${service}/config/next`, { env: { COLOUR: 'green' } });
@@ -279,21 +329,23 @@ t.test('revoking the token ends its session at once, its open event stream and f
 t.test('signing out shows the sign-in page again, and the data routes answer 401', async (t) => {
   await page.goto(`${orchestrator.url}/#/services`);
   await page.getByRole('status').filter({ hasText: /^Live$/ }).waitFor();
-  // A copy of the cookie, as a stolen one would be, with an event stream it keeps open.
-  const copy = (await adminContext.cookies()).find((cookie) => cookie.name === 'platform_session')!.value;
-  const stream = await fetch(`${orchestrator.url}/events`, { headers: { cookie: `platform_session=${copy}` } });
+  // A copy of the whole session (the cookie and its proof), as a stolen one would be, with an event stream it keeps open.
+  const cookie = `platform_session=${(await adminContext.cookies()).find((cookie) => cookie.name === 'platform_session')!.value}`;
+  const copy = { cookie, 'x-platform-session-proof': (await page.evaluate(() => (globalThis as unknown as PageStorage).localStorage.getItem('platform.sessionProof')))! };
+  const stream = await fetch(`${orchestrator.url}/events`, { headers: copy });
   t.equal(stream.status, 200, 'the copy opens a stream');
   const streamEnded = stream.text().then(() => 'ended', () => 'ended');
   const logs: Record<string, Promise<string>> = {};
-  for (const [what, url] of Object.entries(unitLogPaths())) logs[what] = (await followedLog(t, url, { cookie: `platform_session=${copy}` })).ended;
+  for (const [what, url] of Object.entries(unitLogPaths())) logs[what] = (await followedLog(t, url, copy)).ended;
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
   t.same(await adminContext.cookies(), [], 'the cookie is gone');
+  t.equal(await page.evaluate(() => (globalThis as unknown as PageStorage).localStorage.getItem('platform.sessionProof')), null, 'and the proof');
   for (const path of ['services', 'events', 'session']) t.equal((await pageFetch(page, 'GET', path)).status, 401, path);
   t.equal((await pageFetch(page, 'POST', `services/${service}/deploy`, {})).status, 401, 'and changes too');
   // Signing out ends the session everywhere: the copy is refused by every role that serves the API, and its stream ends.
   for (const url of [`${orchestrator.url}/services`, `${web.url}/services`]) {
-    const reply = await http('GET', url, undefined, { cookie: `platform_session=${copy}` });
+    const reply = await http('GET', url, undefined, copy);
     t.match(reply, { status: 401, body: { message: 'the session was signed out: sign in again' } }, `a copy of the cookie at ${url}`);
   }
   await allEnd(t, { "the copy's event stream": streamEnded, ...logs });

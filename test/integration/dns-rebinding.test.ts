@@ -121,12 +121,13 @@ t.test('the dashboard session is not honoured under a foreign Host: the 421 come
   await foreignSignIn.body.dump();
   const signIn = await http('POST', `${web.url}/session`, { token: bootstrap.body.secret });
   const cookie = signIn.headers.get('set-cookie')!.split(';')[0]!;
-  t.match(await getWithHost(`${web.url}/session`, `127.0.0.1:${portOf(web.url)}`, { cookie }), { status: 200, body: { via: 'session', token: { name: 'bootstrap' } } });
+  const session = { cookie, 'x-platform-session-proof': signIn.body.proof as string };
+  t.match(await getWithHost(`${web.url}/session`, `127.0.0.1:${portOf(web.url)}`, session), { status: 200, body: { via: 'session', token: { name: 'bootstrap' } } });
   for (const path of ['/session', '/services']) {
-    const foreign = await getWithHost(`${web.url}${path}`, `attacker.example:${portOf(web.url)}`, { cookie });
+    const foreign = await getWithHost(`${web.url}${path}`, `attacker.example:${portOf(web.url)}`, session);
     t.match(foreign, { status: 421, body: { message: rule } }, `GET ${path} with the session cookie`);
   }
-  const direct = await getWithHost(`${orchestrator.url}/services`, `attacker.example:${portOf(orchestrator.url)}`, { cookie });
+  const direct = await getWithHost(`${orchestrator.url}/services`, `attacker.example:${portOf(orchestrator.url)}`, session);
   t.equal(direct.status, 421, 'nor on the orchestrator');
 });
 

@@ -1,10 +1,11 @@
 import t, { type Test } from 'tap';
-import { request } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 import { startEtcd } from '../harness/etcd.js';
 import { freePort } from '../harness/free-port.js';
 import { http, serveRole } from '../harness/platform.js';
 import { startGateway } from '../harness/gateway-cluster.js';
 import { jsonBodyOf, openRaw, statusOf, type Closed } from '../harness/raw-connection.js';
+import { waitFor } from '../harness/wait.js';
 
 // Clients that never finish a request, on real roles on a real etcd (issue 14, item 5): a request
 // head sent one byte a second, a body that never ends, connections over the caps, and the event
@@ -113,19 +114,39 @@ t.test('a request whose body never finishes is closed at the body timeout on eve
 });
 
 /** Reads an event stream into a string until aborted. */
-function readStream(url: string): { text: () => string; status: Promise<number>; close: () => void } {
+/** Loopback clients of their own addresses, 127.0.0.<n>: callers the per-caller stream caps tell apart. */
+const clientsFrom = new Map<number, Agent>();
+const clientFrom = (n: number): Agent => clientsFrom.get(n) ?? clientsFrom.set(n, new Agent({ localAddress: `127.0.0.${n}`, connections: 200 })).get(n)!;
+t.teardown(() => Promise.all([...clientsFrom.values()].map((client) => client.close())));
+
+interface ReadStream {
+  text: () => string;
+  status: Promise<number>;
+  headers: () => Record<string, string | string[] | undefined>;
+  /** Whether the server ended the body. */
+  ended: () => boolean;
+  close: () => void;
+}
+
+function readStream(url: string, dispatcher?: Dispatcher): ReadStream {
   const controller = new AbortController();
   let text = '';
-  const status = request(url, { signal: controller.signal, headersTimeout: 10_000, bodyTimeout: 0 }).then((reply) => {
+  let headers: Record<string, string | string[] | undefined> = {};
+  let ended = false;
+  const status = request(url, { signal: controller.signal, headersTimeout: 10_000, bodyTimeout: 0, ...(dispatcher ? { dispatcher } : {}) }).then((reply) => {
+    headers = reply.headers;
     reply.body.setEncoding('utf8');
     reply.body.on('data', (chunk: string) => {
       text += chunk;
+    });
+    reply.body.on('end', () => {
+      ended = true;
     });
     reply.body.on('error', () => undefined);
     return reply.statusCode;
   });
   status.catch(() => undefined);
-  return { text: () => text, status, close: () => controller.abort() };
+  return { text: () => text, status, headers: () => headers, ended: () => ended, close: () => controller.abort() };
 }
 
 t.test('event streams, direct and through the web role, outlive the headers and body timeouts', async (t) => {
@@ -148,8 +169,26 @@ t.test('event streams, direct and through the web role, outlive the headers and 
   await http('DELETE', `${roles.directory.url}/services/outlives-timeouts`);
 });
 
+t.test('one caller holds at most 20 event streams: its next is answered 429 naming the cap, and another caller still gets one', async (t) => {
+  const streams = Array.from({ length: 20 }, () => readStream(`${roles.orchestrator.url}/events`, clientFrom(20)));
+  t.same(new Set(await Promise.all(streams.map((stream) => stream.status))), new Set([200]));
+  const refused = readStream(`${roles.orchestrator.url}/events`, clientFrom(20));
+  t.equal(await refused.status, 429);
+  await waitFor(() => refused.ended(), 10_000, { what: 'the refusal’s body' });
+  refused.close();
+  const body = JSON.parse(refused.text()) as { message: string };
+  t.equal(refused.headers()['retry-after'], '5');
+  t.equal(body.message, 'too many event streams from 127.0.0.20: one caller holds at most 20 at once (of 100 served); close one first');
+  const other = readStream(`${roles.orchestrator.url}/events`, clientFrom(21));
+  t.equal(await other.status, 200, 'another caller is not held to the first one’s share');
+  for (const stream of [...streams, other]) stream.close();
+  const metrics = async () => (await request(`${roles.orchestrator.url}/metrics`)).body.text();
+  await waitFor(async () => /^platform_events_clients 0$/m.test(await metrics()), 10_000, { what: 'the streams to be closed' });
+});
+
 t.test('at most 100 event streams at once: the next is answered 503 with Retry-After naming the cap', async (t) => {
-  const streams = Array.from({ length: 100 }, () => readStream(`${roles.orchestrator.url}/events`));
+  // Five callers holding their whole share each.
+  const streams = Array.from({ length: 100 }, (_, i) => readStream(`${roles.orchestrator.url}/events`, clientFrom(30 + (i % 5))));
   t.same(new Set(await Promise.all(streams.map((stream) => stream.status))), new Set([200]));
   const refused = await request(`${roles.orchestrator.url}/events`, { headersTimeout: 10_000 });
   const body = (await refused.body.json()) as { message: string };

@@ -1,8 +1,8 @@
 import t from 'tap';
 import { createHmac, randomBytes } from 'node:crypto';
-import { checkSession, cookieValue, openSession, sealSession, sessionClaims, sessionCookie, SESSION_MAX_AGE_MS } from '../../src/auth/session.js';
+import { checkSession, cookieValue, openSession, sealSession, sessionClaims, sessionCookie, sessionProof, SESSION_MAX_AGE_MS, type SessionClaims } from '../../src/auth/session.js';
 import { csrfRefusal } from '../../src/auth/csrf.js';
-import { sessionCredential } from '../../src/auth/caller.js';
+import { passedOnAuthorization, sessionCredential } from '../../src/auth/caller.js';
 import { hashSecret, newSecret } from '../../src/auth/tokens.js';
 import type { TokenRecord } from '../../src/schemas/token.js';
 
@@ -11,6 +11,8 @@ const now = Date.parse('2030-01-01T00:00:00Z');
 const viewer: TokenRecord = { name: 'viewer', role: 'read', createdAt: '2029-01-01T00:00:00Z', hash: hashSecret(newSecret()) };
 const find = (name: string) => (name === viewer.name ? viewer : undefined);
 const live = () => false;
+/** A session as the dashboard's page presents it: the cookie's value and its proof. */
+const presented = (claims: SessionClaims) => ({ value: sealSession(key, claims), proof: sessionProof(key, claims) });
 
 t.test('a session lasts 12 hours, or until its token expires when that is sooner', async (t) => {
   t.equal(sessionClaims(viewer, now).expiresAt, now + SESSION_MAX_AGE_MS);
@@ -32,14 +34,14 @@ t.test('a sealed session opens with its key only, and any change to it breaks th
 });
 
 t.test('a session stands for its token until it ends, the token is revoked, reissued or expires', async (t) => {
-  const sealed = sealSession(key, sessionClaims(viewer, now));
+  const sealed = presented(sessionClaims(viewer, now));
   t.same(checkSession(key, sealed, find, live, now + 1000), { token: viewer });
   t.match(checkSession(key, sealed, find, live, now + SESSION_MAX_AGE_MS), { refused: /^the session ended at 2030-01-01T12:00:00.000Z/ });
-  t.same(checkSession(key, sealed, () => undefined, live, now), { refused: 'the session ended: token viewer was revoked' });
-  t.same(checkSession(key, sealed, () => ({ ...viewer, hash: hashSecret(newSecret()) }), live, now), { refused: 'the session ended: token viewer was revoked' }, 'a new token of the same name is another token');
+  t.same(checkSession(key, sealed, () => undefined, live, now), { refused: 'the session ended: token viewer was revoked', proven: true });
+  t.same(checkSession(key, sealed, () => ({ ...viewer, hash: hashSecret(newSecret()) }), live, now), { refused: 'the session ended: token viewer was revoked', proven: true }, 'a new token of the same name is another token');
   const expiring = { ...viewer, expiresAt: '2030-01-01T00:00:10Z' };
-  t.match(checkSession(key, sealSession(key, sessionClaims(viewer, now)), () => expiring, live, now + 20_000), { refused: /token viewer expired/ });
-  t.match(checkSession(key, 'x.y', find, live, now), { refused: /not one this platform signed/ });
+  t.match(checkSession(key, presented(sessionClaims(viewer, now)), () => expiring, live, now + 20_000), { refused: /token viewer expired/ });
+  t.match(checkSession(key, { value: 'x.y', proof: undefined }, find, live, now), { refused: /not one this platform signed/ });
 });
 
 t.test('a signed-out session is refused, and only that one', async (t) => {
@@ -48,10 +50,21 @@ t.test('a signed-out session is refused, and only that one', async (t) => {
   t.not(claims.id, other.id, 'each sign-in is its own session');
   t.match(claims.id, /^[A-Za-z0-9_-]{22}$/);
   const ended = (id: string) => id === claims.id;
-  t.same(checkSession(key, sealSession(key, claims), find, ended, now), { refused: 'the session was signed out: sign in again' });
-  t.same(checkSession(key, sealSession(key, other), find, ended, now), { token: viewer });
+  t.same(checkSession(key, presented(claims), find, ended, now), { refused: 'the session was signed out: sign in again', proven: true });
+  t.same(checkSession(key, presented(other), find, ended, now), { token: viewer });
   const idless = Buffer.from(JSON.stringify({ t: 'viewer', h: claims.hash, e: claims.expiresAt })).toString('base64url');
   t.equal(openSession(key, `${idless}.${createHmac('sha256', key).update(idless).digest('base64url')}`), undefined, 'a session without an id (made before sign-out ended sessions) is not one');
+});
+
+t.test('the cookie alone is no session: without its proof, or with another session\'s, it is refused and not cleared', async (t) => {
+  const claims = sessionClaims(viewer, now);
+  const value = sealSession(key, claims);
+  const refusal = { refused: /^the session cookie alone is not a credential: the dashboard's page sends its proof \(x-platform-session-proof\)/, proven: false };
+  t.match(checkSession(key, { value, proof: undefined }, find, live, now), refusal, 'no proof');
+  t.match(checkSession(key, { value, proof: sessionProof(key, sessionClaims(viewer, now)) }, find, live, now), refusal, "another session's proof");
+  t.match(checkSession(key, { value, proof: sessionProof(randomBytes(32), claims) }, find, live, now), refusal, "another key's proof");
+  t.match(checkSession(key, { value, proof: createHmac('sha256', key).update(value.split('.')[0]!).digest('base64url') }, find, live, now), refusal, "the cookie's own MAC");
+  t.same(checkSession(key, { value, proof: sessionProof(key, claims) }, find, live, now), { token: viewer });
 });
 
 t.test('the cookie is HttpOnly, SameSite=Strict, for the whole site, Secure only over HTTPS; 0 clears it', async (t) => {
@@ -59,8 +72,10 @@ t.test('the cookie is HttpOnly, SameSite=Strict, for the whole site, Secure only
   t.equal(sessionCookie('', 0, true), 'platform_session=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict; Secure');
   t.equal(cookieValue('a=1; platform_session=xyz.sig; b=2', 'platform_session'), 'xyz.sig');
   t.equal(cookieValue('platform_session_other=1', 'platform_session'), undefined);
-  t.same(sessionCredential({ cookie: 'platform_session=v' }), { value: 'v', from: 'cookie' });
-  t.same(sessionCredential({ authorization: 'Session v', cookie: 'platform_session=w' }), { value: 'v', from: 'header' }, 'a role passes a session on as a header');
+  t.same(sessionCredential({ cookie: 'platform_session=v' }), { value: 'v', proof: undefined, from: 'cookie' });
+  t.same(sessionCredential({ cookie: 'platform_session=v', 'x-platform-session-proof': 'p' }), { value: 'v', proof: 'p', from: 'cookie' }, 'the page sends the proof');
+  t.same(sessionCredential({ authorization: 'Session v p', cookie: 'platform_session=w' }), { value: 'v', proof: 'p', from: 'header' }, 'a role passes a session on as a header');
+  t.same(passedOnAuthorization({ cookie: 'platform_session=v', 'x-platform-session-proof': 'p' }), 'Session v p', 'with its proof');
   t.equal(sessionCredential({ authorization: 'Bearer plt_x' }), undefined);
 });
 

@@ -117,14 +117,14 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
       const all = services.values().map((entry) => decodeCached<Service>(entry));
       const image = request.query.containerImage;
       const listed = image ? all.filter((service) => sameRepository(service.containerImage, image)) : all;
-      return listed.map((service) => cachedWithConfigFor(request, service));
+      return listed.map((service) => cachedWithConfigFor(request, service.name, service));
     },
   );
 
   server.get(
     '/services/:name',
     { schema: { params: NameParams, response: { 200: Service, ...errorResponses } } },
-    async (request) => cachedWithConfigFor(request, find(request.params.name)),
+    async (request) => cachedWithConfigFor(request, request.params.name, find(request.params.name)),
   );
 
   server.patch(
@@ -154,7 +154,7 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
   server.get(
     '/services/:name/config',
     { schema: { description: 'The next config.', params: NameParams, response: { 200: ServiceConfig, ...errorResponses } } },
-    async (request) => cachedConfigFor(request, find(request.params.name).config),
+    async (request) => cachedConfigFor(request, request.params.name, find(request.params.name).config),
   );
 
   server.patch(

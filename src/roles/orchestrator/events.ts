@@ -14,7 +14,7 @@ import { PrefixCache, decodeCached, type CachedValue } from '../../store/prefix-
 import type { Store, WatchEvent } from '../../store/store.js';
 import { assignmentRoot, deploymentPrefix, journalPrefix, machineDrainPrefix, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
 import { joinMachine, joinUnit } from './cluster-view.js';
-import { redactEnv, seesEnvValues } from '../../auth/env-redaction.js';
+import { envValuesSeenBy, redactEnv } from '../../auth/env-redaction.js';
 import { untilCredentialsEnd } from '../../auth/credential-lifetime.js';
 import { MAX_EVENT_STREAMS, StreamLimit } from '../../http/stream-limit.js';
 
@@ -86,8 +86,8 @@ export class EventHub {
   private copies: Copies | undefined;
   private starting: Promise<Copies> | undefined;
   private readonly clients = new Set<ServerResponse>();
-  /** Clients holding a read token: services reach them with env values redacted. */
-  private readonly redacted = new WeakSet<ServerResponse>();
+  /** Clients that see only some services' env values (src/auth/env-redaction.ts): the others reach them redacted. */
+  private readonly envSeenBy = new WeakMap<ServerResponse, (service: string) => boolean>();
   private revision = 0;
   private lingerTimer: NodeJS.Timeout | undefined;
   private tickTimer: NodeJS.Timeout | undefined;
@@ -121,21 +121,21 @@ export class EventHub {
   /**
    * Starts the watches if needed, then (synchronously, so no change falls in between) writes the
    * stream's headers and snapshot and joins the response to the fan-out. Rejects with the store's
-   * error while the store is unreachable, before anything is written. A `redacted` client gets
-   * services with env values redacted (src/auth/env-redaction.ts).
+   * error while the store is unreachable, before anything is written. `seesEnvOf` says whose env
+   * values the client sees (absent: every service's); the others reach it redacted.
    */
-  async attach(response: ServerResponse, beforeWrite: () => void, redacted = false): Promise<void> {
+  async attach(response: ServerResponse, beforeWrite: () => void, seesEnvOf?: (service: string) => boolean): Promise<void> {
     if (this.closed) throw new Error('the event hub is closed');
     clearTimeout(this.lingerTimer);
     this.lingerTimer = undefined;
     const copies = await this.start();
     if (response.destroyed) return this.scheduleLinger();
-    const snapshot = frame('snapshot', this.revision, this.snapshot(copies, redacted));
+    const snapshot = frame('snapshot', this.revision, this.snapshot(copies, seesEnvOf));
     beforeWrite();
     response.writeHead(200, STREAM_HEADERS);
     response.write(`retry: 2000\n\n${snapshot}`);
     this.clients.add(response);
-    if (redacted) this.redacted.add(response);
+    if (seesEnvOf) this.envSeenBy.set(response, seesEnvOf);
     clientsGauge.inc();
     response.once('close', () => this.detach(response));
   }
@@ -258,7 +258,8 @@ export class EventHub {
     const data = value === undefined ? { key, deleted: true } : { key, value };
     if (kind === 'unit') trace('orchestrator.unit', `${key} ${value ? `${(value as ClusterUnit).active}/${(value as ClusterUnit).sub}` : 'deleted'}`);
     const text = frame(kind, event.modRevision, data);
-    this.broadcast(text, kind === 'service' && value ? frame(kind, event.modRevision, { key, value: redactService(value as Service) }) : text);
+    const redacted = kind === 'service' && value ? { service: key, text: frame(kind, event.modRevision, { key, value: redactService(value as Service) }) } : undefined;
+    this.broadcast(text, redacted);
   }
 
   private unitAt(copies: Copies, key: string): ClusterUnit | undefined {
@@ -274,18 +275,20 @@ export class EventHub {
     return joinMachine(machine && decodeCached<Machine>(machine), drain && decodeCached<MachineDrain>(drain));
   }
 
-  private broadcast(text: string, redactedText = text): void {
+  /** Writes `text` to every client, or `redacted.text` to those that may not see `redacted.service`'s env values. */
+  private broadcast(text: string, redacted?: { service: string; text: string }): void {
     for (const client of this.clients) {
       if (client.writableLength > this.maxBufferedBytes) {
         this.log.warn({ buffered: client.writableLength }, 'event stream client is too slow: disconnecting it');
         client.destroy();
         continue;
       }
-      client.write(this.redacted.has(client) ? redactedText : text);
+      const seesEnvOf = redacted && this.envSeenBy.get(client);
+      client.write(seesEnvOf && !seesEnvOf(redacted.service) ? redacted.text : text);
     }
   }
 
-  private snapshot(copies: Copies, redacted: boolean): Snapshot {
+  private snapshot(copies: Copies, seesEnvOf: ((service: string) => boolean) | undefined): Snapshot {
     const byKey = <T>(copy: PrefixCache, entries: CachedValue[] = copy.values()): Record<string, T> =>
       Object.fromEntries(entries.map((entry) => [entry.key.slice(copy.prefix.length), decodeCached<T>(entry)]));
     const units: Record<string, ClusterUnit> = {};
@@ -304,7 +307,9 @@ export class EventHub {
     );
     return {
       revision: this.revision,
-      services: redacted ? Object.fromEntries(Object.entries(byKey<Service>(copies.service)).map(([key, service]) => [key, redactService(service)])) : byKey<Service>(copies.service),
+      services: seesEnvOf
+        ? Object.fromEntries(Object.entries(byKey<Service>(copies.service)).map(([key, service]) => [key, seesEnvOf(key) ? service : redactService(service)]))
+        : byKey<Service>(copies.service),
       units,
       machines: Object.fromEntries(copies.machine.values().map((entry) => {
         const id = entry.key.slice(machinePrefix.length);
@@ -323,7 +328,7 @@ export function eventsRoute(server: RoleServer, hub: EventHub, maxStreams = MAX_
     ...apiRoute('GET /events'),
     handler: async (request, reply) => {
       streams.admit(reply);
-      await hub.attach(reply.raw, () => reply.hijack(), !seesEnvValues(request));
+      await hub.attach(reply.raw, () => reply.hijack(), envValuesSeenBy(request));
       // The stream ends with the token or session that opened it; the page then finds out why.
       reply.raw.once('close', untilCredentialsEnd(request, () => reply.raw.end()));
       // A client that left while the watches started got no stream: there is nothing to send.

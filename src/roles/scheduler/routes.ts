@@ -60,7 +60,7 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void 
   server.get(
     '/services/:name/releases',
     { schema: { params: NameParams, response: { 200: Type.Array(Release), ...errorResponses } } },
-    async (request) => (await listReleases(store, await declared(request.params.name))).map((release) => withConfigFor(request, release)),
+    async (request) => (await listReleases(store, await declared(request.params.name))).map((release) => withConfigFor(request, release.service, release)),
   );
 
   server.get(
@@ -70,7 +70,7 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void 
       const version = Number(request.params.version.replace(/^v/, ''));
       const release = await getRelease(store, await declared(request.params.name), version);
       if (!release) throw notFound(`service ${request.params.name} has no release v${version}`);
-      return withConfigFor(request, release);
+      return withConfigFor(request, release.service, release);
     },
   );
 

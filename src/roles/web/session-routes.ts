@@ -7,7 +7,7 @@ import type { TokenRecord } from '../../schemas/token.js';
 import { callerToken, recordFailure, refuseWhileLimited, type AccessControl } from '../../auth/guard.js';
 import { isExpired } from '../../auth/access.js';
 import { cameOverHttps, presentedSession } from '../../auth/caller.js';
-import { sealSession, sessionClaims, sessionCookie } from '../../auth/session.js';
+import { sealSession, sessionClaims, sessionCookie, sessionProof } from '../../auth/session.js';
 
 // Signing in to the dashboard, on both servers that serve it (the orchestrator and the web role):
 // POST /session takes a token and sets the session cookie, GET /session says who the page acts
@@ -38,7 +38,7 @@ export function sessionRoutes(server: RoleServer, access: AccessControl): void {
       tokens.recordUse(token, now);
       const claims = sessionClaims(token, now);
       void reply.header('set-cookie', sessionCookie(sealSession(sessionKey, claims), claims.expiresAt - now, cameOverHttps(request)));
-      return { via: 'session' as const, token: shown(token), expiresAt: new Date(claims.expiresAt).toISOString() };
+      return { via: 'session' as const, token: shown(token), expiresAt: new Date(claims.expiresAt).toISOString(), proof: sessionProof(sessionKey, claims) };
     },
   });
 

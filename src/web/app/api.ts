@@ -4,6 +4,22 @@ import { requestLine } from '../../schemas/route-key.js';
 // Calls to the orchestrator API, relative to the page so the dashboard works wherever it is
 // served. Each call names its route in the API table (src/schemas/api.ts), which types it.
 
+// The session's proof (src/auth/session.ts): the sign-in answer's half of the session, kept in
+// storage only this page's origin reads (a unit on another port of the host gets the cookie, not
+// this) and sent beside the cookie on every call. localStorage, not sessionStorage, so every tab
+// of the dashboard shares the one cookie's session.
+const PROOF_KEY = 'platform.sessionProof';
+const PROOF_HEADER = 'x-platform-session-proof';
+
+export const keepSessionProof = (proof: string): void => localStorage.setItem(PROOF_KEY, proof);
+export const forgetSessionProof = (): void => localStorage.removeItem(PROOF_KEY);
+
+/** The headers every call of the page carries: the session's proof, when the page signed in. */
+export function sessionHeaders(): Record<string, string> {
+  const proof = localStorage.getItem(PROOF_KEY);
+  return proof === null ? {} : { [PROOF_HEADER]: proof };
+}
+
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -27,7 +43,7 @@ export async function api<K extends OrchestratorRoute>(route: K, ...args: Reques
   try {
     response = await fetch(url, {
       method,
-      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      headers: body === undefined ? sessionHeaders() : { ...sessionHeaders(), 'content-type': 'application/json' },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch (error) {

@@ -1,48 +1,74 @@
-import { pageRequest } from './api.js';
+import { pageRequest, sessionHeaders } from './api.js';
 import type { ClusterState } from '../../client/cluster-state.js';
 import type { Change, Deployment, JournalEntry, Machine, Service, Snapshot, Unit } from './model.js';
 
-// The event stream (GET /events): a snapshot, then changes, applied to the cluster copy. The
-// browser reconnects by itself after a dropped connection; after a refused one (a 503 while the
-// orchestrator or the store is down) the stream is reopened here with backoff. Every connection
-// starts with a fresh snapshot, so a reconnect needs no other refetch.
+// The event stream (GET /events): a snapshot, then changes, applied to the cluster copy. It is
+// read with fetch rather than EventSource, which cannot send the session's proof header
+// (src/web/app/api.ts). When the stream ends or is refused (a 503 while the orchestrator or the
+// store is down) it is reopened with backoff. Every connection starts with a fresh snapshot, so a
+// reconnect needs no other refetch.
 
 export type LinkState = 'connecting' | 'live' | 'reconnecting';
 
+type Dispatch = (event: string, data: string) => void;
+
+/** Reads a text/event-stream body to its end, dispatching each event's name and data. */
+async function readEvents(body: NonNullable<Response['body']>, dispatch: Dispatch): Promise<void> {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let partial = '';
+  let event = 'message';
+  let data: string[] = [];
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    const lines = (partial + value).split('\n');
+    partial = lines.pop()!;
+    for (const raw of lines) {
+      const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
+      if (line === '') {
+        if (data.length > 0) dispatch(event, data.join('\n'));
+        event = 'message';
+        data = [];
+      } else if (line.startsWith('event:')) event = line.slice(6).trim();
+      else if (line.startsWith('data:')) data.push(line.slice(line.startsWith('data: ') ? 6 : 5));
+    }
+  }
+}
+
 export function connectLive(state: ClusterState, changed: () => void, linkChanged: (link: LinkState) => void): void {
-  let source: EventSource | undefined;
   let failures = 0;
 
-  const handle = <T>(apply: (change: Change<T>) => void) => (event: Event) => {
-    apply(JSON.parse((event as MessageEvent<string>).data) as Change<T>);
+  const appliers: Record<string, (data: string) => void> = {
+    snapshot: (data) => {
+      failures = 0;
+      state.load(JSON.parse(data) as Snapshot);
+      linkChanged('live');
+    },
+    service: (data) => state.applyService(JSON.parse(data) as Change<Service>),
+    unit: (data) => state.applyUnit(JSON.parse(data) as Change<Unit>),
+    machine: (data) => state.applyMachine(JSON.parse(data) as Change<Machine>),
+    deployment: (data) => state.applyDeployment(JSON.parse(data) as Change<Deployment>),
+    journal: (data) => state.applyJournal(JSON.parse(data) as Change<JournalEntry>),
+  };
+  const dispatch: Dispatch = (event, data) => {
+    const apply = appliers[event];
+    if (!apply) return;
+    apply(data);
     changed();
   };
 
-  const open = () => {
-    source?.close();
-    const current = new EventSource(pageRequest('GET /events').url);
-    source = current;
-    current.addEventListener('snapshot', (event) => {
-      failures = 0;
-      state.load(JSON.parse((event as MessageEvent<string>).data) as Snapshot);
-      linkChanged('live');
-      changed();
-    });
-    current.addEventListener('service', handle<Service>((change) => state.applyService(change)));
-    current.addEventListener('unit', handle<Unit>((change) => state.applyUnit(change)));
-    current.addEventListener('machine', handle<Machine>((change) => state.applyMachine(change)));
-    current.addEventListener('deployment', handle<Deployment>((change) => state.applyDeployment(change)));
-    current.addEventListener('journal', handle<JournalEntry>((change) => state.applyJournal(change)));
-    current.addEventListener('error', () => {
-      if (current !== source) return;
-      linkChanged('reconnecting');
-      if (current.readyState === EventSource.CLOSED) {
-        failures += 1;
-        setTimeout(open, Math.min(10_000, 500 * 2 ** Math.min(failures, 5)));
-      }
-    });
+  const open = async (): Promise<void> => {
+    try {
+      const response = await fetch(pageRequest('GET /events').url, { headers: { ...sessionHeaders(), accept: 'text/event-stream' }, cache: 'no-store' });
+      if (response.ok && response.body) await readEvents(response.body, dispatch);
+    } catch {
+      // A dropped or refused connection: reopened below, like an ended one.
+    }
+    linkChanged('reconnecting');
+    failures += 1;
+    setTimeout(() => void open(), Math.min(10_000, 500 * 2 ** Math.min(failures, 5)));
   };
 
   linkChanged('connecting');
-  open();
+  void open();
 }

@@ -1,4 +1,4 @@
-import { pageRequest } from './api.js';
+import { pageRequest, sessionHeaders } from './api.js';
 import { h, setText } from './element.js';
 
 // The log tail of one unit: GET /services/:name/units/:unit/logs?tail=100&follow=true, a text
@@ -51,7 +51,7 @@ export class LogTail {
   private async follow(unit: string, signal: AbortSignal): Promise<void> {
     try {
       const { url } = pageRequest('GET /services/:name/units/:unit/logs', { params: { name: this.service, unit }, query: { tail: 100, follow: true } });
-      const response = await fetch(url, { signal });
+      const response = await fetch(url, { signal, headers: sessionHeaders() });
       if (!response.ok || !response.body) {
         const body = (await response.json().catch(() => ({}))) as { message?: string };
         setText(this.status, `Could not read the logs: ${body.message ?? response.statusText}`);

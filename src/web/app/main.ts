@@ -1,4 +1,4 @@
-import { api, ApiError } from './api.js';
+import { api, ApiError, forgetSessionProof } from './api.js';
 import type { App, View } from './app.js';
 import { ClusterState } from '../../client/cluster-state.js';
 import { DeploymentsView } from './deployments-view.js';
@@ -127,7 +127,10 @@ async function whoAmI(): Promise<SessionInfo | string> {
   try {
     return await api('GET /session');
   } catch (error) {
-    if (error instanceof ApiError && error.status === 401) return error.message;
+    if (error instanceof ApiError && error.status === 401) {
+      forgetSessionProof();
+      return error.message;
+    }
     // Unreachable or failing: the dashboard starts as before and the API decides each call.
     return { via: 'none' };
   }
@@ -152,6 +155,7 @@ function sessionControls(): HTMLElement[] {
   if (session.via !== 'session' || !session.token) return [];
   const signOut = async () => {
     await api('DELETE /session').catch(() => undefined);
+    forgetSessionProof();
     location.reload();
   };
   return [h('span', { class: 'session' }, `Signed in as ${session.token.name} (${session.token.role})`, h('button', { type: 'button', class: 'button', onclick: () => void signOut() }, 'Sign out'))];

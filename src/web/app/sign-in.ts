@@ -1,11 +1,11 @@
-import { api, ApiError } from './api.js';
+import { api, ApiError, keepSessionProof } from './api.js';
 import type { View } from './app.js';
 import { h } from './element.js';
 import { field, showError } from './field-errors.js';
 
 // The sign-in page, shown instead of the dashboard when the API wants a token and the page has no
-// session: a token is exchanged for the session cookie (POST /session), then the page starts again
-// as that token. The token itself is never kept by the page.
+// session: a token is exchanged for the session cookie and its proof (POST /session), then the page
+// starts again as that token. The token itself is never kept by the page.
 
 export class SignInView implements View {
   readonly element: HTMLElement;
@@ -40,7 +40,8 @@ export class SignInView implements View {
     this.formError.hidden = true;
     this.submit.setAttribute('aria-disabled', 'true');
     try {
-      await api('POST /session', { body: { token: this.input.value.trim() } });
+      const started = await api('POST /session', { body: { token: this.input.value.trim() } });
+      keepSessionProof(started.proof);
       this.input.value = '';
       location.reload();
     } catch (error) {
