@@ -84,6 +84,9 @@ function addServeFlags(command: Command): Command {
     .option('--headers-timeout <seconds>', 'a request head must arrive within this, 408 and closed after (default 10)')
     .option('--body-timeout <seconds>', 'a whole request, head and body, must arrive within this, 408 and closed after (default 30; gateway 300)')
     .option('--max-connections <n>', 'connections one role server holds at once; more are answered 503 (default 2048)')
+    .option('--write-budget <size>', 'directory, scheduler: what one token\'s calls may make the store keep per --write-budget-window, 429 above (env PLATFORM_WRITE_BUDGET; default 64m)')
+    .option('--write-budget-window <duration>', 'directory, scheduler: the window of --write-budget, refilled evenly (env PLATFORM_WRITE_BUDGET_WINDOW; default 1h)')
+    .option('--store-space-limit <size>', 'directory, scheduler: store size above which API writes get 507; keep it below etcd\'s --quota-backend-bytes (env PLATFORM_STORE_SPACE_LIMIT; default 1536m)')
     .option('--max-connections-per-address <n>', 'connections one client address holds to one role server at once; more are answered 503 (default 256)');
 }
 

@@ -10,6 +10,8 @@ import { defaultEngineGraceSeconds } from './roles/scheduler/cluster-snapshot.js
 import { parseAllowedHosts } from './http/host-rule.js';
 import { defaultRetryPolicy, type RetryPolicy } from './notifications/retry-schedule.js';
 import { DurationError, parseDuration } from './auth/duration.js';
+import { DEFAULT_WRITE_BUDGET } from './auth/write-budget.js';
+import { DEFAULT_STORE_SPACE_LIMIT_BYTES } from './store/store-space.js';
 
 // Flags and environment → one typed config. Every role reads its settings from here.
 
@@ -71,6 +73,10 @@ export interface PlatformConfig {
   gateway: GatewayConfig;
   http: HttpLimitsConfig;
   peers: { directoryUrl?: string; schedulerUrl?: string; orchestratorUrl?: string };
+  /** What one token's calls may make the store keep, per window (src/auth/write-budget.ts). */
+  writeBudget: { bytes: number; windowMs: number };
+  /** Store size above which API callers' writes are refused with 507 (src/store/store-space.ts). */
+  storeSpaceLimitBytes: number;
 }
 
 export interface AgentConfig {
@@ -286,12 +292,26 @@ export interface RawFlags {
   engineGrace?: string;
   keepJournal?: string;
   keepReleases?: string;
+  writeBudget?: string;
+  writeBudgetWindow?: string;
+  storeSpaceLimit?: string;
   notifyRetry?: string;
   notifyGiveUp?: string;
   notifyTimeout?: string;
 }
 
 export class ConfigError extends Error {}
+
+const sizeUnits: Record<string, number> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 };
+
+/** A size as people type it: a whole number of bytes, or of k, m or g (binary units). */
+function byteSize(flag: string, text: string | undefined, min: number): number | undefined {
+  if (text === undefined) return undefined;
+  const match = /^([0-9]{1,15})([kmg]?)$/.exec(text.trim().toLowerCase());
+  const bytes = match ? Number(match[1]) * sizeUnits[match[2]!]! : NaN;
+  if (!(bytes >= min)) throw new ConfigError(`${flag} must be a size such as 512m: a whole number of bytes, or of k, m or g, at least ${min}, got ${text}`);
+  return bytes;
+}
 
 export function parseRoles(text: string): Role[] {
   const names = text.split(',').map((name) => name.trim()).filter(Boolean);
@@ -429,6 +449,12 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
       ...(flags.schedulerUrl ? { schedulerUrl: flags.schedulerUrl } : {}),
       ...(flags.orchestratorUrl ? { orchestratorUrl: flags.orchestratorUrl } : {}),
     },
+    writeBudget: {
+      bytes: byteSize('--write-budget', flags.writeBudget ?? (env.PLATFORM_WRITE_BUDGET || undefined), 64 * 1024) ?? DEFAULT_WRITE_BUDGET.bytes,
+      windowMs: duration('--write-budget-window', flags.writeBudgetWindow ?? (env.PLATFORM_WRITE_BUDGET_WINDOW || undefined)) ?? DEFAULT_WRITE_BUDGET.windowMs,
+    },
+    storeSpaceLimitBytes:
+      byteSize('--store-space-limit', flags.storeSpaceLimit ?? (env.PLATFORM_STORE_SPACE_LIMIT || undefined), 1024 ** 2) ?? DEFAULT_STORE_SPACE_LIMIT_BYTES,
   };
 }
 

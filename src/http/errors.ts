@@ -7,6 +7,8 @@ export class HttpError extends Error {
   constructor(
     readonly statusCode: number,
     message: string,
+    /** Sent as Retry-After: when the refused call may succeed (429, 503). */
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
     this.name = 'HttpError';
@@ -84,6 +86,7 @@ const statusNames: Record<number, string> = {
   415: 'Unsupported Media Type',
   421: 'Misdirected Request',
   429: 'Too Many Requests',
+  507: 'Insufficient Storage',
   500: 'Internal Server Error',
   502: 'Bad Gateway',
   503: 'Service Unavailable',
@@ -99,6 +102,7 @@ export function renderError(error: FastifyError | Error, request: FastifyRequest
     message = describeValidation(fastifyError.validation, fastifyError.validationContext ?? 'body');
   } else if (error instanceof HttpError) {
     status = error.statusCode;
+    if (error.retryAfterSeconds !== undefined) void reply.header('retry-after', String(error.retryAfterSeconds));
   } else if (error instanceof StoreUnavailableError) {
     status = 503;
   } else if (typeof fastifyError.statusCode === 'number' && fastifyError.statusCode >= 400) {

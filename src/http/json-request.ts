@@ -11,6 +11,8 @@ export interface JsonReply {
   /** The parsed body, or the raw text when it is not JSON, or undefined when empty. */
   body: unknown;
   text: string;
+  /** The Retry-After header of a refusal, when it has one. */
+  retryAfter?: string;
 }
 
 export async function requestJson(url: string, method: JsonMethod, body?: unknown, timeoutMs = 15_000, headers: Record<string, string> = {}): Promise<JsonReply> {
@@ -22,7 +24,8 @@ export async function requestJson(url: string, method: JsonMethod, body?: unknow
     bodyTimeout: timeoutMs,
   });
   const text = await response.body.text();
-  return { status: response.statusCode, body: text ? parseOrText(text) : undefined, text };
+  const retryAfter = response.headers['retry-after'];
+  return { status: response.statusCode, body: text ? parseOrText(text) : undefined, text, ...(typeof retryAfter === 'string' ? { retryAfter } : {}) };
 }
 
 /** The text parsed as JSON, or the text itself when it is not JSON. */

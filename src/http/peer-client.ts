@@ -19,8 +19,11 @@ export interface PeerReply<T> {
 /**
  * Calls another role found through its announcement key (or a fixed URL given by flag).
  * A peer that is not announced or not answering → 503 naming it; its 4xx → the same status
- * and message; its 5xx → 502 naming it. A failing peer never turns into a 2xx.
+ * and message; its 5xx → 502 naming it. A failing peer never turns into a 2xx. Its 507 (the
+ * store's space is over the platform's limit, src/store/store-space.ts) is a refusal, not a failure: passed on as it is.
  */
+const INSUFFICIENT_STORAGE = 507;
+
 export class PeerClient {
   constructor(
     private readonly store: Store,
@@ -66,11 +69,12 @@ export class PeerClient {
     } catch (error) {
       throw unavailable(`${this.component} at ${base} is not answering: ${(error as Error).message}`);
     }
-    if (reply.status >= 500) {
+    if (reply.status >= 500 && reply.status !== INSUFFICIENT_STORAGE) {
       throw badGateway(`${this.component} failed (${reply.status}): ${messageOf(reply.body) ?? reply.text.slice(0, 200)}`);
     }
     if (reply.status >= 400) {
-      throw new HttpError(reply.status, messageOf(reply.body) ?? `${this.component} answered ${reply.status}`);
+      const retryAfter = reply.retryAfter === undefined ? undefined : Number(reply.retryAfter);
+      throw new HttpError(reply.status, messageOf(reply.body) ?? `${this.component} answered ${reply.status}`, Number.isInteger(retryAfter) ? retryAfter : undefined);
     }
     return { status: reply.status, body: reply.body as T };
   }

@@ -13,6 +13,8 @@ import { loadSessionKey } from '../auth/session-key.js';
 import { relayKeyOf } from '../auth/relayed-caller.js';
 import { EndedSessions } from '../auth/ended-sessions.js';
 import { HostRule } from '../http/host-rule.js';
+import { StoreSpace } from '../store/store-space.js';
+import { WriteBudget } from '../auth/write-budget.js';
 import type { RoleContext, StartedRole } from './role.js';
 import { startDirectory } from './directory/start.js';
 import { startScheduler } from './scheduler/start.js';
@@ -79,10 +81,13 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
       ...(sessionKey ? { sessionKey, relayKey: relayKeyOf(sessionKey) } : {}),
       ...(endedSessions ? { endedSessions } : {}),
     };
+    const storeSpace = new StoreSpace(store, config.storeSpaceLimitBytes);
+    closers.unshift(async () => storeSpace.close());
+    const writeBudget = new WriteBudget(config.writeBudget);
     for (const role of config.roles) {
       const port = portOf(config, role);
       const advertised = `${config.advertiseHost}:${config.advertisePort ?? port}`;
-      const started = await starters[role]({ config, store, log: log.child({ role }) as unknown as FastifyBaseLogger, advertised, access });
+      const started = await starters[role]({ config, store, log: log.child({ role }) as unknown as FastifyBaseLogger, advertised, access, storeSpace, writeBudget });
       closers.unshift(() => started.close());
       await started.listen(config.host, port);
       await started.start?.();

@@ -3,6 +3,8 @@ import type { PlatformConfig } from '../config.js';
 import type { Store } from '../store/store.js';
 import type { RoleServer } from '../http/server.js';
 import type { AccessControl } from '../auth/guard.js';
+import type { StoreSpace } from '../store/store-space.js';
+import type { WriteBudget } from '../auth/write-budget.js';
 
 /** What every role's start function receives. */
 export interface RoleContext {
@@ -13,6 +15,10 @@ export interface RoleContext {
   advertised: string;
   /** Who may call the role's API: every role server of the process shares it. */
   access: AccessControl;
+  /** The store's size against --store-space-limit, read once per process. */
+  storeSpace: StoreSpace;
+  /** What each token's calls may make the store keep; one per process. */
+  writeBudget: WriteBudget;
 }
 
 /** A started role: not yet listening; `close` stops what `listen` and the start function began. */
@@ -36,7 +42,7 @@ export const fastifyRole = (server: RoleServer, stop: () => Promise<void> = asyn
   },
 });
 
-export const storeReadiness = (store: Store) => async (): Promise<Record<string, unknown>> => {
+export const storeReadiness = (store: Store, space?: StoreSpace) => async (): Promise<Record<string, unknown>> => {
   await store.ping();
-  return { store: store.description };
+  return { store: store.description, ...(space ? await space.readiness() : {}) };
 };

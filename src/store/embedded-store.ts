@@ -15,7 +15,7 @@
 // TTL later anyway; here nobody is left to renew them).
 
 import { countRead } from './store-metrics.js';
-import { chmod, link, mkdir, open, readdir, readFile, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
+import { chmod, link, mkdir, open, readdir, readFile, rename, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   StoreUnavailableError,
@@ -193,6 +193,12 @@ export class EmbeddedStore implements Store {
 
   async ping(): Promise<void> {
     this.assertUsable();
+  }
+
+  async dbSize(): Promise<number> {
+    this.assertUsable();
+    const sizes = await Promise.all([SNAPSHOT_FILE, LOG_FILE].map((file) => stat(join(this.dir, file)).then((info) => info.size, () => 0)));
+    return sizes.reduce((sum, size) => sum + size, 0);
   }
 
   async close(): Promise<void> {

@@ -175,6 +175,12 @@ export class EtcdStore implements Store {
     await this.call(() => this.client.get('/platform/').exec());
   }
 
+  async dbSize(): Promise<number> {
+    // The physical size, not dbSizeInUse: etcd's quota alarm counts what the file takes until a defragmentation.
+    const status = await this.call(() => this.client.maintenance.status());
+    return Number(status.dbSize);
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

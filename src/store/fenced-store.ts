@@ -76,6 +76,10 @@ export class FencedStore implements Store {
     return this.inner.ping();
   }
 
+  dbSize(): Promise<number> {
+    return this.inner.dbSize();
+  }
+
   close(): Promise<void> {
     return this.inner.close();
   }

@@ -96,6 +96,8 @@ export interface Store {
   watchPrefix(prefix: string, onEvent: (event: WatchEvent) => void, options?: { fromRevision?: number }): Promise<Watch>;
   /** Resolves when the store answers; rejects with StoreUnavailableError otherwise. */
   ping(): Promise<void>;
+  /** Bytes the store takes on disk (etcd's dbSize of the member that answers; the embedded store's files), as its space quota counts them. */
+  dbSize(): Promise<number>;
   close(): Promise<void>;
 }
 

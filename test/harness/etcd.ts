@@ -57,6 +57,8 @@ export interface EtcdOptions {
   tls?: boolean;
   /** The address it listens on for clients and peers (default 127.0.0.1), e.g. a test bridge's. */
   host?: string;
+  /** etcd's --quota-backend-bytes: past it, etcd raises NOSPACE and refuses every write (default etcd's 2 GiB). */
+  quotaBackendBytes?: number;
 }
 
 export async function startEtcd(options: EtcdOptions = {}): Promise<EtcdProcess> {
@@ -81,6 +83,7 @@ export async function startEtcd(options: EtcdOptions = {}): Promise<EtcdProcess>
     '--initial-cluster-state', 'new',
     '--logger', 'zap',
     '--log-level', 'error',
+    ...(options.quotaBackendBytes ? ['--quota-backend-bytes', String(options.quotaBackendBytes)] : []),
     ...(tls ? ['--cert-file', tls.serverCert, '--key-file', tls.serverKey, '--trusted-ca-file', tls.ca, '--client-cert-auth'] : []),
   ];
 

@@ -31,7 +31,7 @@ t.test("the audit's six merges are refused with 413 naming the record limit, and
   for (let batch = 0; batch < 6; batch++) {
     const patch = await http('PATCH', orch('/services/merged/config/next'), { env: variables(batch, 1000, 900) });
     t.equal(patch.status, 413, `merge ${batch + 1}`);
-    t.match(patch.body.message, /over the limit of 512 KiB for a service record/);
+    t.match(patch.body.message, /over the limit of 128 KiB for a service record/);
   }
   const after = await stored('merged');
   t.equal(after.modRevision, before.modRevision, 'the record was not written');
@@ -54,6 +54,6 @@ t.test('merges past 1,000 variables are refused with 400 naming the limit, and n
 t.test('a fresh declaration over the record limit is refused with 413 too', async (t) => {
   const declared = await http('POST', orch('/services'), { name: 'huge', containerRepository: 'registry.example.com/huge', env: variables(0, 700, 900) });
   t.equal(declared.status, 413);
-  t.match(declared.body.message, /service huge would be stored as \d+ KiB, over the limit of 512 KiB/);
+  t.match(declared.body.message, /service huge would be stored as \d+ KiB, over the limit of 128 KiB/);
   t.equal(await store.get(serviceKey('huge')), undefined);
 });

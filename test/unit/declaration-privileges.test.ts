@@ -9,6 +9,8 @@ import { servicePrefix } from '../../src/store/keys.js';
 import { directoryRoutes } from '../../src/roles/directory/routes.js';
 import { orchestratorApi } from '../../src/schemas/api.js';
 import { splitRouteKey, type RouteKey } from '../../src/schemas/route-key.js';
+import { StoreSpace } from '../../src/store/store-space.js';
+import { WriteBudget } from '../../src/auth/write-budget.js';
 
 // No declaration can ask for privileged mode, host paths, host namespaces or capabilities: every
 // body a client sends is a closed schema, so such a field is a 400 that names it, at the directory
@@ -31,8 +33,10 @@ const store = await EmbeddedStore.open(dir);
 const services = await PrefixCache.start(store, servicePrefix);
 const newServer = () => createRoleServer({ role: 'directory', logger: false, access: { mode: 'none', listenerLoopback: true }, readiness: async () => ({}) });
 const directory = await newServer();
-directoryRoutes(directory, store, services);
+const space = new StoreSpace(store);
+directoryRoutes(directory, store, services, { space, budget: new WriteBudget() });
 t.teardown(async () => {
+  space.close();
   await directory.close();
   services.close();
   await store.close();

@@ -22,6 +22,8 @@ import { applyConfigPatch, assertConsistent } from './config-patch.js';
 import { reservedNames } from './reserved-names.js';
 import { assertRecordSize } from './record-size.js';
 import { cachedConfigFor, cachedWithConfigFor } from '../../auth/env-redaction.js';
+import type { FastifyRequest } from 'fastify';
+import type { WriteLimits } from '../../auth/write-budget.js';
 
 // The service directory owns service declarations and their next config.
 
@@ -55,11 +57,14 @@ const unitShape = (body: DirectoryServiceCreate): Partial<ServiceConfig> => ({
   ...(body.volumeMove ? { volumeMove: body.volumeMove } : {}),
 });
 
+/** A record over its size limit, a token over its write budget, the store over its space limit. */
+const refusedWrites = { 413: ErrorReply, 429: ErrorReply, 507: ErrorReply } as const;
+
 /**
  * Reads come from a watched in-memory copy of the declarations (PrefixCache); every write waits
  * until that copy has seen it, so a client reads its own writes.
  */
-export function directoryRoutes(server: RoleServer, store: Store, services: PrefixCache): void {
+export function directoryRoutes(server: RoleServer, store: Store, services: PrefixCache, limits: WriteLimits): void {
   const cached = (name: string): Service | undefined => {
     const entry = services.get(serviceKey(name));
     return entry ? decodeCached<Service>(entry) : undefined;
@@ -69,12 +74,20 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
     if (!service) throw notFound(`service ${name} is not declared`);
     return service;
   };
-  const update = async (name: string, change: (service: Service) => Service): Promise<Service> => {
-    const updated = await updateRecord<Service>(store, serviceKey(name), (service) => {
-      const next = { ...change(service), updatedAt: new Date().toISOString() };
-      assertRecordSize(next);
-      return next;
-    });
+  /** The record as it would be stored, within the size limit and the caller's budget (charged once, not again on a retried swap). */
+  const admitted = (request: FastifyRequest) => {
+    let charged = false;
+    return (service: Service): Service => {
+      const bytes = assertRecordSize(service);
+      if (!charged) limits.budget.charge(request, bytes);
+      charged = true;
+      return service;
+    };
+  };
+  const update = async (request: FastifyRequest, name: string, change: (service: Service) => Service): Promise<Service> => {
+    await limits.space.assertRoom();
+    const admit = admitted(request);
+    const updated = await updateRecord<Service>(store, serviceKey(name), (service) => admit({ ...change(service), updatedAt: new Date().toISOString() }));
     if (!updated) throw notFound(`service ${name} is not declared`);
     await services.caughtUp(updated.revision);
     return updated.record;
@@ -86,7 +99,7 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
       schema: {
         description: 'Declare a service.',
         body: DirectoryServiceCreate,
-        response: { 201: CreatedReply, ...errorResponses, 413: ErrorReply },
+        response: { 201: CreatedReply, ...errorResponses, ...refusedWrites },
       },
     },
     async (request, reply) => {
@@ -95,7 +108,8 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
       }
       const service = newService(request.body);
       assertConsistent(service.config);
-      assertRecordSize(service);
+      await limits.space.assertRoom();
+      admitted(request)(service);
       // Create-if-absent in one store transaction: of two concurrent creates, exactly one wins.
       const revision = await createRecord(store, serviceKey(service.name), service);
       if (revision === 0) throw conflict(`service ${service.name} already exists`);
@@ -134,10 +148,10 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
         description: 'JSON merge patch of the declaration (the config has its own route).',
         params: NameParams,
         body: ServicePatch,
-        response: { 200: Service, ...errorResponses, 413: ErrorReply },
+        response: { 200: Service, ...errorResponses, ...refusedWrites },
       },
     },
-    async (request) => update(request.params.name, (service) => ({ ...service, ...request.body })),
+    async (request) => update(request, request.params.name, (service) => ({ ...service, ...request.body })),
   );
 
   server.delete(
@@ -164,11 +178,11 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
         description: 'JSON merge patch of the next config: keys set, null removes an env var or resets a field.',
         params: NameParams,
         body: ServiceConfigPatch,
-        response: { 200: ServiceConfig, ...errorResponses, 413: ErrorReply },
+        response: { 200: ServiceConfig, ...errorResponses, ...refusedWrites },
       },
       config: { access: 'deploy', service: { param: 'name' } },
     },
     async (request) =>
-      (await update(request.params.name, (service) => ({ ...service, config: applyConfigPatch(service.config, request.body) }))).config,
+      (await update(request, request.params.name, (service) => ({ ...service, config: applyConfigPatch(service.config, request.body) }))).config,
   );
 }

@@ -6,10 +6,10 @@ import { fastifyRole, storeReadiness, type RoleContext, type StartedRole } from 
 import { directoryRoutes } from './routes.js';
 import { installAudit } from '../../auth/audit.js';
 
-export async function startDirectory({ config, store, log, access }: RoleContext): Promise<StartedRole> {
-  const server = await createRoleServer({ role: 'directory', logger: log, access, limits: apiConnectionLimits(config.http), readiness: storeReadiness(store) });
+export async function startDirectory({ config, store, log, access, storeSpace, writeBudget }: RoleContext): Promise<StartedRole> {
+  const server = await createRoleServer({ role: 'directory', logger: log, access, limits: apiConnectionLimits(config.http), readiness: storeReadiness(store, storeSpace) });
   const services = await PrefixCache.start(store, servicePrefix);
   installAudit(server, store);
-  directoryRoutes(server, store, services);
+  directoryRoutes(server, store, services, { space: storeSpace, budget: writeBudget });
   return fastifyRole(server, () => services.close());
 }

@@ -23,9 +23,23 @@ import type { Service } from '../../schemas/service.js';
 import { triggerTime } from './deploy.js';
 import { readJournal } from './journal.js';
 import { withConfigFor } from '../../auth/env-redaction.js';
+import { callerToken } from '../../auth/guard.js';
+import type { FastifyRequest } from 'fastify';
+import type { WriteLimits } from '../../auth/write-budget.js';
 
-export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void {
+export function schedulerRoutes(server: RoleServer, scheduler: Scheduler, limits: WriteLimits): void {
   const { store } = scheduler;
+  /**
+   * A deploy or rollback writes a release (a copy of the config), a deployment and an assignment
+   * per unit (each with the env): charged to the caller's budget as the config's size once per unit
+   * and once more. Local callers have no budget, and are spared the read.
+   */
+  const admitDeploy = async (request: FastifyRequest, name: string): Promise<void> => {
+    await limits.space.assertRoom();
+    if (!callerToken(request)) return;
+    const config = (await readRecord<Service>(store, serviceKey(name)))?.record.config;
+    if (config) limits.budget.charge(request, Buffer.byteLength(JSON.stringify(config)) * (config.numInstances + 1));
+  };
   /** Releases are the declaration's own: a deleted predecessor's are not shown. */
   const declared = async (name: string): Promise<Service> => {
     const found = await readRecord<Service>(store, serviceKey(name));
@@ -39,12 +53,13 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void 
       schema: {
         description: 'Deploy a declared service: pin the image to its digest, record a release, roll it out.',
         body: DeployRequest,
-        response: { 200: DeployReply, ...errorResponses },
+        response: { 200: DeployReply, ...errorResponses, 429: ErrorReply, 507: ErrorReply },
       },
       config: { access: 'deploy', service: { body: 'serviceName' } },
     },
     async (request) => {
       trace('scheduler.hook', request.body.serviceName);
+      await admitDeploy(request, request.body.serviceName);
       const reply = await scheduler.deploy({ ...request.body, triggeredAt: triggerTime(request.body.pushedAt), trigger: 'manual' });
       trace('scheduler.accepted', request.body.serviceName);
       return reply;
@@ -54,7 +69,10 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler): void 
   server.post(
     '/services/:name/rollback',
     { schema: { ...rollbackSchema, params: NameParams }, config: { access: 'deploy', service: { param: 'name' } } },
-    async (request) => scheduler.rollback(request.params.name, versionNumber(request.body.version)),
+    async (request) => {
+      await admitDeploy(request, request.params.name);
+      return scheduler.rollback(request.params.name, versionNumber(request.body.version));
+    },
   );
 
   server.get(

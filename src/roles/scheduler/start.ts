@@ -7,7 +7,7 @@ import { registerWebhooks } from './webhooks/routes.js';
 import { installAudit } from '../../auth/audit.js';
 import { credentialFor } from '../../auth/registry-credentials.js';
 
-export async function startScheduler({ config, store, log, advertised, access }: RoleContext): Promise<StartedRole> {
+export async function startScheduler({ config, store, log, advertised, access, storeSpace, writeBudget }: RoleContext): Promise<StartedRole> {
   const scheduler = new Scheduler({
     store,
     log,
@@ -31,12 +31,12 @@ export async function startScheduler({ config, store, log, advertised, access }:
     logger: log,
     readiness: async () => {
       await store.ping();
-      return { store: store.description, leader: scheduler.isLeader() };
+      return { store: store.description, leader: scheduler.isLeader(), ...(await storeSpace.readiness()) };
     },
   });
   // The unfenced store: a follower journals the calls it takes too.
   installAudit(server, store);
-  schedulerRoutes(server, scheduler);
+  schedulerRoutes(server, scheduler, { space: storeSpace, budget: writeBudget });
   await registerWebhooks(server, { deployer: scheduler, store, log, secrets: config.scheduler.webhooks, listenHost: config.host });
   // The leader announces itself (src/roles/scheduler/leadership.ts); followers stay unannounced.
   return { ...fastifyRole(server, () => scheduler.close()), selfAnnounced: true, start: () => scheduler.start() };
