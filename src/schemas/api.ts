@@ -8,6 +8,7 @@ import { bootstrapTokenSchema, createTokenSchema, listTokensSchema, revokeTokenS
 import { endSessionSchema, sessionSchema, startSessionSchema } from './session.js';
 import { addEndpointSchema, listDeliveriesSchema, listEndpointsSchema, removeEndpointSchema } from './notification.js';
 import { listRegistryLoginsSchema, registryLoginSchema, registryLogoutSchema } from './registry.js';
+import { listQuotasSchema, removeQuotaSchema, setQuotaSchema } from './quota.js';
 import { addCertificateSchema, listCertificatesSchema, removeCertificateSchema, serviceCertificateSchema } from './certificate.js';
 import type { Access, ServiceSource } from '../auth/access.js';
 
@@ -110,6 +111,10 @@ export const orchestratorApi = {
   'PUT /registries/:host': registryLoginSchema,
   'GET /registries': { ...listRegistryLoginsSchema, access: 'admin' },
   'DELETE /registries/:host': registryLogoutSchema,
+  // Quotas are set and removed by an admin; reading them needs the read right (a team sees what is left).
+  'PUT /quotas/:services': setQuotaSchema,
+  'GET /quotas': listQuotasSchema,
+  'DELETE /quotas/:services': removeQuotaSchema,
   // Certificates carry private keys in: an admin's, listing them too (a listing never holds a key).
   'POST /certificates': addCertificateSchema,
   'GET /certificates': { ...listCertificatesSchema, access: 'admin' },

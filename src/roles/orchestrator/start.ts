@@ -7,6 +7,7 @@ import { tokenRoutes } from './token-routes.js';
 import { notificationRoutes } from './notification-routes.js';
 import { registryRoutes } from './registry-routes.js';
 import { certificateRoutes } from './certificate-routes.js';
+import { quotaRoutes } from './quota-routes.js';
 import { EventHub, eventsRoute } from './events.js';
 import { dashboardRoutes } from '../web/dashboard-assets.js';
 import { sessionRoutes } from '../web/session-routes.js';
@@ -33,6 +34,7 @@ export async function startOrchestrator({ config, store, log, access }: RoleCont
   tokenRoutes(server, store);
   notificationRoutes(server, store);
   registryRoutes(server, store);
+  quotaRoutes(server, store);
   certificateRoutes(server, store, { domain: config.domain, internalDomain: config.gateway.internalDomain });
   sessionRoutes(server, access);
   const events = new EventHub(store, log);
