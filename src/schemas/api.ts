@@ -1,5 +1,5 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { ErrorReply, NameParams, ServiceName, UnitName, errorResponses, textResponse } from './common.js';
+import { ErrorReply, NameParams, ServiceName, UnitName, errorResponses, textResponse, writeRefusals } from './common.js';
 import { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch, ServiceDeleteQuery } from './service.js';
 import { DeployReply, ManualDeployRequest, Release, VersionParams, getDeploymentSchema, journalSchema, listDeploymentsSchema, rollbackSchema } from './release.js';
 import { ClusterUnit, Machine, MachineDrain, MachineDrainRequest, MachineParams } from './cluster.js';
@@ -39,7 +39,7 @@ export const orchestratorApi = {
   'POST /services': {
     description: 'Declare a service (orchestrator form).',
     body: OrchestratorServiceCreate,
-    response: { 201: CreatedReply, ...errorResponses, 413: ErrorReply },
+    response: { 201: CreatedReply, ...errorResponses, 413: ErrorReply, ...writeRefusals },
   },
   'GET /services': { summary: 'List services', response: { 200: Type.Array(Service), ...errorResponses } },
   'GET /services/:name': { summary: 'Get a service', params: NameParams, response: { 200: Service, ...errorResponses } },
@@ -55,7 +55,7 @@ export const orchestratorApi = {
     description: 'Change the next config (JSON merge patch: env keys set, null removes). Takes effect at the next deploy.',
     params: NameParams,
     body: ServiceConfigPatch,
-    response: { 200: ServiceConfig, ...errorResponses, 413: ErrorReply },
+    response: { 200: ServiceConfig, ...errorResponses, 413: ErrorReply, ...writeRefusals },
     ...deployOnName,
   },
   'GET /services/:name/config/last': { description: 'The config of the latest release.', params: NameParams, response: { 200: Release, ...errorResponses } },
@@ -65,7 +65,7 @@ export const orchestratorApi = {
     description: "Deploy the service's image (or the given reference of the same repository) with its next config.",
     params: NameParams,
     body: Type.Optional(ManualDeployRequest),
-    response: { 200: DeployReply, ...errorResponses },
+    response: { 200: DeployReply, ...errorResponses, ...writeRefusals },
     ...deployOnName,
   },
   'POST /services/:name/rollback': { ...rollbackSchema, params: NameParams, ...deployOnName },

@@ -6,7 +6,7 @@ import type { Store } from '../../store/store.js';
 import { serviceKey } from '../../store/keys.js';
 import { decodeCached, type PrefixCache } from '../../store/prefix-cache.js';
 import { createRecord, deleteRecord, updateRecord } from '../../store/json-records.js';
-import { ErrorReply, NameParams, errorResponses } from '../../schemas/common.js';
+import { ErrorReply, NameParams, errorResponses, writeRefusals } from '../../schemas/common.js';
 import {
   CreatedReply,
   DirectoryServiceCreate,
@@ -60,7 +60,7 @@ const unitShape = (body: DirectoryServiceCreate): Partial<ServiceConfig> => ({
 });
 
 /** A record over its size limit, a token over its write budget, the store over its space limit. */
-const refusedWrites = { 413: ErrorReply, 429: ErrorReply, 507: ErrorReply } as const;
+const refusedWrites = { 413: ErrorReply, ...writeRefusals } as const;
 
 /**
  * Reads come from a watched in-memory copy of the declarations (PrefixCache); every write waits
