@@ -87,6 +87,7 @@ function addServeFlags(command: Command): Command {
     .option('--write-budget <size>', 'directory, scheduler: what one token\'s calls may make the store keep per --write-budget-window, 429 above (env PLATFORM_WRITE_BUDGET; default 64m)')
     .option('--write-budget-window <duration>', 'directory, scheduler: the window of --write-budget, refilled evenly (env PLATFORM_WRITE_BUDGET_WINDOW; default 1h)')
     .option('--store-space-limit <size>', 'directory, scheduler: store size above which API writes get 507; keep it below etcd\'s --quota-backend-bytes (env PLATFORM_STORE_SPACE_LIMIT; default 1536m)')
+    .option('--default-unit-memory <MB>', 'directory: memory limit (and reservation) given to units of services declared without resources.memoryMB (env PLATFORM_DEFAULT_UNIT_MEMORY; default none)')
     .option('--max-connections-per-address <n>', 'connections one client address holds to one role server at once; more are answered 503 (default 256)');
 }
 

@@ -77,6 +77,8 @@ export interface PlatformConfig {
   writeBudget: { bytes: number; windowMs: number };
   /** Store size above which API callers' writes are refused with 507 (src/store/store-space.ts). */
   storeSpaceLimitBytes: number;
+  /** Memory (MB) the directory gives units declared without a limit; unset: none. */
+  defaultUnitMemoryMB: number | undefined;
 }
 
 export interface AgentConfig {
@@ -295,6 +297,7 @@ export interface RawFlags {
   writeBudget?: string;
   writeBudgetWindow?: string;
   storeSpaceLimit?: string;
+  defaultUnitMemory?: string;
   notifyRetry?: string;
   notifyGiveUp?: string;
   notifyTimeout?: string;
@@ -455,6 +458,8 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
     },
     storeSpaceLimitBytes:
       byteSize('--store-space-limit', flags.storeSpaceLimit ?? (env.PLATFORM_STORE_SPACE_LIMIT || undefined), 1024 ** 2) ?? DEFAULT_STORE_SPACE_LIMIT_BYTES,
+    // The bounds of a declaration's resources.memoryMB.
+    defaultUnitMemoryMB: integer('--default-unit-memory', flags.defaultUnitMemory ?? (env.PLATFORM_DEFAULT_UNIT_MEMORY || undefined), 6, 1_048_576),
   };
 }
 

@@ -60,6 +60,8 @@ const auditedRoutes: Record<string, AuditedRoute> = {
   'DELETE /notifications/endpoints/:id': { kind: 'notify.endpoint-removed' },
   // The user, never the password.
   'PUT /registries/:host': { kind: 'registry.login', describe: (body) => `user ${String(body.username)}` },
+  'PUT /quotas/:services': { kind: 'quota.set', describe: (body) => Object.entries(body).map(([kind, limit]) => `${kind} ${String(limit)}`).join(', ') },
+  'DELETE /quotas/:services': { kind: 'quota.removed' },
   'DELETE /registries/:host': { kind: 'registry.logout' },
   // The host only: the body carries a private key.
   'POST /certificates': { kind: 'certificate.added', describe: (body) => `certificate for ${String(body.host)}` },

@@ -43,20 +43,78 @@ export function peerOfSsLine(line: string): PeerIdentity {
   return { uid, container: containerOfCgroup(cgroup) };
 }
 
-const endpoint = (address: string, port: number): string => (address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`);
+/** `[::ffff:127.0.0.1]:80`, `127.0.0.1:80` and `::ffff:127.0.0.1` with port 80 as one spelling: an IPv6 listener sees IPv4 callers mapped. */
+const endpoint = (address: string, port: number | string): string => `${address.replace(/^\[|\]$/g, '').replace(/^::ffff:(?=\d)/i, '')}:${port}`;
+
+/** The caller's end and ours in one line of `ss` (the state column is left out when one state is asked for). */
+function endsOfSsLine(line: string): { caller: string; listener: string } | undefined {
+  const match = /(\S+):(\d+)\s+(\S+):(\d+)/.exec(line);
+  return match ? { caller: endpoint(match[1]!, match[2]!), listener: endpoint(match[3]!, match[4]!) } : undefined;
+}
+
+interface Waiting {
+  caller: string;
+  listener: string;
+  resolve: (identity: PeerIdentity) => void;
+}
+
+/**
+ * One `ss` at a time per listening port answers every lookup waiting for it: a caller opening
+ * connections by the thousand (a unit, say) makes at most two processes run, not thousands.
+ */
+class PortLookups {
+  private waiting: Waiting[] = [];
+  private running = false;
+
+  constructor(private readonly port: number) {}
+
+  lookUp(caller: string, listener: string): Promise<PeerIdentity> {
+    return new Promise((resolve) => {
+      this.waiting.push({ caller, listener, resolve });
+      if (!this.running) void this.run();
+    });
+  }
+
+  private async run(): Promise<void> {
+    this.running = true;
+    while (this.waiting.length > 0) {
+      const batch = this.waiting;
+      this.waiting = [];
+      const lines = await this.sockets();
+      for (const { caller, listener, resolve } of batch) {
+        if (typeof lines === 'string') resolve({ unknown: lines });
+        else {
+          const line = lines.find((text) => {
+            const ends = endsOfSsLine(text);
+            return ends?.caller === caller && ends.listener === listener;
+          });
+          resolve(line === undefined ? { unknown: 'the caller’s socket is gone' } : peerOfSsLine(line));
+        }
+      }
+    }
+    this.running = false;
+  }
+
+  /** The connections to this port (the callers' ends), or why they could not be listed. */
+  private sockets(): Promise<string[] | string> {
+    const args = ['-tnHe', '--cgroup', 'state', 'established', 'dport', '=', `:${this.port}`];
+    return new Promise((resolve) => {
+      execFile('ss', args, { timeout: 5000, maxBuffer: 64 * 1024 * 1024 }, (error, stdout) => {
+        resolve(error ? `ss (iproute2) failed: ${error.message}` : stdout.split('\n').filter((text) => text.trim() !== ''));
+      });
+    });
+  }
+}
+
+const lookupsByPort = new Map<number, PortLookups>();
 
 function lookUp(socket: Socket): Promise<PeerIdentity> {
   const { remoteAddress, remotePort, localAddress, localPort } = socket;
   if (!remoteAddress || !remotePort || !localAddress || !localPort) return Promise.resolve({ unknown: 'the connection has closed' });
+  let lookups = lookupsByPort.get(localPort);
+  if (!lookups) lookupsByPort.set(localPort, (lookups = new PortLookups(localPort)));
   // The caller's end of the connection: its source is our peer, its destination our listener.
-  const filter = ['src', endpoint(remoteAddress, remotePort), 'dst', endpoint(localAddress, localPort)];
-  return new Promise((resolve) => {
-    execFile('ss', ['-tnHe', '--cgroup', 'state', 'established', ...filter], { timeout: 5000 }, (error, stdout) => {
-      if (error) return resolve({ unknown: `ss (iproute2) failed: ${error.message}` });
-      const line = stdout.split('\n').find((text) => text.trim() !== '');
-      resolve(line === undefined ? { unknown: 'the caller’s socket is gone' } : peerOfSsLine(line));
-    });
-  });
+  return lookups.lookUp(endpoint(remoteAddress, remotePort), endpoint(localAddress, localPort));
 }
 
 const IDENTITY = Symbol('loopbackPeer');

@@ -121,6 +121,7 @@ export function addClientCommands(program: Command): void {
   addTokenCommands(program.command('token').description('Create, list and revoke API tokens (README "Access tokens").'));
   addNotifyCommands(program.command('notify').description('Send events to your endpoints: add, list and remove them, see their deliveries (README "Notifications").'), client);
   addRegistryCommands(program.command('registry').description('Log in to private registries deploys pull from (README "Private registries").'));
+  addQuotaCommands(program.command('quota').description('Bound what the services a glob matches may reserve together (README "Quotas").'));
   addCertificateCommands(program.command('cert').description('Add, list and remove the TLS certificates the gateways serve (README "HTTPS").'), client);
 
   program.command('services').description('List services.').action(async (_options, command: Command) => {
@@ -364,6 +365,42 @@ function addRegistryCommands(registry: Command): void {
     print(`logged out of ${host}\n`);
   });
 }
+
+/** Memory as `--memory` takes it: megabytes, or a number with m or g (4g = 4096 MB). */
+const memoryMegabytes = (value: string): number => {
+  const match = /^(\d{1,9})([mg]?)$/i.exec(value.trim());
+  if (!match) throw new InvalidArgumentError('megabytes, or a number with m or g such as 4g, is needed.');
+  return Number(match[1]) * (match[2]?.toLowerCase() === 'g' ? 1024 : 1);
+};
+
+function addQuotaCommands(quota: Command): void {
+  quota
+    .command('set <services>')
+    .description("Bound the units, memory and CPUs the services matching the glob (e.g. 'team-a-*') may reserve together; replaces the glob's quota.")
+    .option('--units <n>', 'units of all matching services together', wholeNumber)
+    .option('--memory <size>', 'memory their units declare together: MB, or e.g. 4g', memoryMegabytes)
+    .option('--cpus <n>', 'CPUs their units declare together', decimalNumber)
+    .action(async (services: string, options: { units?: number; memory?: number; cpus?: number }, command: Command) => {
+      const limits = { units: options.units, memoryMB: options.memory, cpus: options.cpus };
+      const set = await client(command).setQuota(services, Object.fromEntries(Object.entries(limits).filter(([, limit]) => limit !== undefined)));
+      print(`quota ${set.services}: ${describeQuota(set)}\n`);
+    });
+
+  quota.command('list').description('List quotas: globs and their limits.').action(async (_o, command: Command) => {
+    const quotas = await client(command).quotas();
+    print(table(['SERVICES', 'UNITS', 'MEMORY MB', 'CPUS', 'SET'], quotas.map((q) => [q.services, String(q.units ?? '-'), String(q.memoryMB ?? '-'), String(q.cpus ?? '-'), q.setAt])));
+  });
+
+  quota.command('remove <services>').description("Remove the glob's quota.").action(async (services: string, _o, command: Command) => {
+    await client(command).removeQuota(services);
+    print(`removed the quota of ${services}\n`);
+  });
+}
+
+const describeQuota = (quota: { units?: number; memoryMB?: number; cpus?: number }): string =>
+  [quota.units === undefined ? '' : `${quota.units} units`, quota.memoryMB === undefined ? '' : `${quota.memoryMB} MB`, quota.cpus === undefined ? '' : `${quota.cpus} CPUs`]
+    .filter(Boolean)
+    .join(', ');
 
 const describeToken = (token: Token): string =>
   [token.role, token.services ? `services ${token.services}` : '', token.expiresAt ? `expires ${token.expiresAt}` : ''].filter(Boolean).join(', ');

@@ -1,3 +1,4 @@
+import type { QuotaLimits } from '../schemas/quota.js';
 import type { Readable } from 'node:stream';
 import { request } from 'undici';
 import { messageOf, parseOrText, requestJson } from '../http/json-request.js';
@@ -67,6 +68,9 @@ export class OrchestratorClient {
   registryLogin = (host: string, username: string, password: string) => this.call('PUT /registries/:host', { params: { host }, body: { username, password } });
   registryLogins = () => this.call('GET /registries');
   registryLogout = (host: string) => this.call('DELETE /registries/:host', { params: { host } });
+  setQuota = (services: string, limits: QuotaLimits) => this.call('PUT /quotas/:services', { params: { services }, body: limits });
+  quotas = () => this.call('GET /quotas');
+  removeQuota = (services: string) => this.call('DELETE /quotas/:services', { params: { services } });
   addCertificate = (body: CertificateAdd) => this.call('POST /certificates', { body });
   listCertificates = () => this.call('GET /certificates');
   removeCertificate = (host: string) => this.call('DELETE /certificates/:host', { params: { host } });

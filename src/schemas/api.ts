@@ -1,5 +1,5 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { ErrorReply, NameParams, ServiceName, UnitName, errorResponses, textResponse } from './common.js';
+import { ErrorReply, NameParams, ServiceName, UnitName, errorResponses, textResponse, writeRefusals } from './common.js';
 import { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch, ServiceDeleteQuery } from './service.js';
 import { DeployReply, ManualDeployRequest, Release, VersionParams, getDeploymentSchema, journalSchema, listDeploymentsSchema, rollbackSchema } from './release.js';
 import { ClusterUnit, Machine, MachineDrain, MachineDrainRequest, MachineParams } from './cluster.js';
@@ -8,6 +8,7 @@ import { bootstrapTokenSchema, createTokenSchema, listTokensSchema, revokeTokenS
 import { endSessionSchema, sessionSchema, startSessionSchema } from './session.js';
 import { addEndpointSchema, listDeliveriesSchema, listEndpointsSchema, removeEndpointSchema } from './notification.js';
 import { listRegistryLoginsSchema, registryLoginSchema, registryLogoutSchema } from './registry.js';
+import { listQuotasSchema, removeQuotaSchema, setQuotaSchema } from './quota.js';
 import { addCertificateSchema, listCertificatesSchema, removeCertificateSchema, serviceCertificateSchema } from './certificate.js';
 import type { Access, ServiceSource } from '../auth/access.js';
 
@@ -38,7 +39,7 @@ export const orchestratorApi = {
   'POST /services': {
     description: 'Declare a service (orchestrator form).',
     body: OrchestratorServiceCreate,
-    response: { 201: CreatedReply, ...errorResponses, 413: ErrorReply },
+    response: { 201: CreatedReply, ...errorResponses, 413: ErrorReply, ...writeRefusals },
   },
   'GET /services': { summary: 'List services', response: { 200: Type.Array(Service), ...errorResponses } },
   'GET /services/:name': { summary: 'Get a service', params: NameParams, response: { 200: Service, ...errorResponses } },
@@ -54,7 +55,7 @@ export const orchestratorApi = {
     description: 'Change the next config (JSON merge patch: env keys set, null removes). Takes effect at the next deploy.',
     params: NameParams,
     body: ServiceConfigPatch,
-    response: { 200: ServiceConfig, ...errorResponses, 413: ErrorReply },
+    response: { 200: ServiceConfig, ...errorResponses, 413: ErrorReply, ...writeRefusals },
     ...deployOnName,
   },
   'GET /services/:name/config/last': { description: 'The config of the latest release.', params: NameParams, response: { 200: Release, ...errorResponses } },
@@ -64,7 +65,7 @@ export const orchestratorApi = {
     description: "Deploy the service's image (or the given reference of the same repository) with its next config.",
     params: NameParams,
     body: Type.Optional(ManualDeployRequest),
-    response: { 200: DeployReply, ...errorResponses },
+    response: { 200: DeployReply, ...errorResponses, ...writeRefusals },
     ...deployOnName,
   },
   'POST /services/:name/rollback': { ...rollbackSchema, params: NameParams, ...deployOnName },
@@ -110,6 +111,10 @@ export const orchestratorApi = {
   'PUT /registries/:host': registryLoginSchema,
   'GET /registries': { ...listRegistryLoginsSchema, access: 'admin' },
   'DELETE /registries/:host': registryLogoutSchema,
+  // Quotas are set and removed by an admin; reading them needs the read right (a team sees what is left).
+  'PUT /quotas/:services': setQuotaSchema,
+  'GET /quotas': listQuotasSchema,
+  'DELETE /quotas/:services': removeQuotaSchema,
   // Certificates carry private keys in: an admin's, listing them too (a listing never holds a key).
   'POST /certificates': addCertificateSchema,
   'GET /certificates': { ...listCertificatesSchema, access: 'admin' },

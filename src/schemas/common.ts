@@ -35,6 +35,9 @@ export type NameParams = Static<typeof NameParams>;
 export const literalUnion = <T extends string>(values: readonly T[], options?: SchemaOptions) => Type.Union(values.map((value) => Type.Literal(value)), options);
 
 /** Error replies every route may give, for the OpenAPI document. */
+/** A caller's write refused: its token is over its write budget (429), the store over its space limit (507). */
+export const writeRefusals = { 429: ErrorReply, 507: ErrorReply } as const;
+
 export const errorResponses = {
   400: ErrorReply,
   404: ErrorReply,

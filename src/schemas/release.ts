@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { ServiceName, errorResponses, literalUnion } from './common.js';
+import { ServiceName, errorResponses, literalUnion, writeRefusals } from './common.js';
 import { UnitActiveState, UnitSubState } from './cluster.js';
 import { ImageReference } from './image.js';
 import { ServiceConfig } from './service.js';
@@ -168,5 +168,5 @@ export const journalSchema = {
 export const rollbackSchema = {
   description: "Deploy an earlier release's digest and config as a new release that records where it came from.",
   body: RollbackRequest,
-  response: { 200: DeployReply, ...errorResponses },
+  response: { 200: DeployReply, ...errorResponses, ...writeRefusals },
 };

@@ -15,6 +15,16 @@ export const PortNumber = Type.Integer({ minimum: 1, maximum: 65535, description
  */
 export const PLATFORM_PORTS: readonly number[] = [2379, 2380, 4001, 7001, 8080, 8081, 8443, 9000, 9001, 9002, 9003, 9004];
 
+/** The port of an announced `host:port` (a role's address), or undefined when it names none. */
+export function portOfAddress(address: string): number | undefined {
+  const port = Number(address.slice(address.lastIndexOf(':') + 1));
+  return Number.isInteger(port) && port >= 1 && port <= 65535 ? port : undefined;
+}
+
+/** The ports of the roles' announced addresses (`/platform/services/<component>` values). */
+export const announcedPorts = (addresses: readonly string[]): number[] =>
+  addresses.map(portOfAddress).filter((port): port is number => port !== undefined);
+
 export const HostPortNumber = Type.Integer({
   minimum: 1,
   maximum: 65535,

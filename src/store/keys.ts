@@ -126,6 +126,13 @@ export const registryCredentialPrefix = `${ROOT}registry-credentials/`;
 export const registryCredentialKey = (host: string): string => `${registryCredentialPrefix}${host}`;
 
 /**
+ * Quotas by the service glob they bound (`team-a-*`): the units, memory and CPUs the matching
+ * services may reserve together. Written only through src/store/quota-records.ts.
+ */
+export const quotaPrefix = `${ROOT}quotas/`;
+export const quotaKey = (services: string): string => `${quotaPrefix}${services}`;
+
+/**
  * TLS certificates the gateways serve, by host (`svc.example.com` or `*.example.com`): the chain,
  * its private key and where it came from. Written only through src/certificates/certificate-records.ts;
  * the private keys make this prefix as sensitive as the tokens (README "HTTPS").

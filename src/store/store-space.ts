@@ -41,6 +41,7 @@ export class StoreSpace {
     readonly limitBytes: number = DEFAULT_STORE_SPACE_LIMIT_BYTES,
   ) {
     limitGauge.set(limitBytes);
+    void this.read().catch(() => undefined);
     this.timer = setInterval(() => void this.read().catch(() => undefined), POLL_MS).unref();
   }
 

@@ -69,7 +69,8 @@ t.test('a root process on the host cannot bind the gateway\'s port beside HAProx
 });
 
 t.test('nor beside the Node data plane, whose listener never shares its port', async (t) => {
-  const nodePlane = await startGateway('node', flags);
+  // Not announced: the HAProxy gateway's announcement is the one later tests need.
+  const nodePlane = await startGateway('node', [...flags, '--no-announce']);
   t.teardown(() => nodePlane.stop());
   t.equal(bindBeside(nodePlane.port), 'refused Address already in use');
 });
@@ -102,6 +103,25 @@ t.test('the agent refuses an assignment whose host port is one its machine\'s pl
     return found ? (JSON.parse(found.value) as { errorKind?: string; error?: string }) : undefined;
   }, 20_000, { what: 'the agent\'s report on the assignment' });
   t.equal(refused.errorKind, 'refused');
-  t.equal(refused.error, `assignment refused: host port ${agentPort} is one the platform listens on at this machine`);
+  t.equal(refused.error, `assignment refused: host port ${agentPort} is one the platform listens on`);
   t.same(await engine.docker.listContainers({ all: true, filters: { label: ['platform.service=sneaky'] } }), [], 'no container made');
+});
+
+t.test('a gateway on a port of its own: a deploy asking for it as a host port fails naming it, and an agent refuses it', async (t) => {
+  const ports = [{ container: gateway.port, host: gateway.port }];
+  t.equal((await http('POST', orch('/services'), { name: 'squatter', containerRepository: `${registry.host}/${repository}`, ports })).status, 201);
+  const deployed = await http('POST', orch('/services/squatter/deploy'), { containerRepository: image.reference });
+  const outcome = await finished(deployed.body.deployment);
+  t.equal(outcome.state, 'failed');
+  t.equal(outcome.reason, `squatter asks for host port ${gateway.port}, which the platform listens on; no unit may bind it`);
+
+  const assignment = sampleAssignment({ unit: 'squatter-9.service', service: 'squatter', instance: 9, image: image.reference, ports });
+  const { healthCheck: _none, ...written } = assignment;
+  await store.put(assignmentKey('m1', slotOf(assignment)), JSON.stringify(written));
+  const refused = await waitFor(async () => {
+    const found = await store.get(unitStatusKey('m1', slotOf(assignment)));
+    return found ? (JSON.parse(found.value) as { errorKind?: string; error?: string }) : undefined;
+  }, 20_000, { what: 'the agent\'s report on the assignment' });
+  t.equal(refused.error, `assignment refused: host port ${gateway.port} is one the platform listens on`);
+  t.same(await engine.docker.listContainers({ all: true, filters: { label: ['platform.service=squatter'] } }), [], 'no container made');
 });

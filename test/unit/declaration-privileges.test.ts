@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { createRoleServer, type RoleServer } from '../../src/http/server.js';
 import { EmbeddedStore } from '../../src/store/embedded-store.js';
 import { PrefixCache } from '../../src/store/prefix-cache.js';
-import { servicePrefix } from '../../src/store/keys.js';
+import { quotaPrefix, servicePrefix } from '../../src/store/keys.js';
 import { directoryRoutes } from '../../src/roles/directory/routes.js';
 import { orchestratorApi } from '../../src/schemas/api.js';
 import { splitRouteKey, type RouteKey } from '../../src/schemas/route-key.js';
@@ -31,14 +31,16 @@ const fieldOf = (body: Record<string, unknown>) => Object.keys(body)[0]!;
 const dir = mkdtempSync(join(tmpdir(), 'declaration-privileges-'));
 const store = await EmbeddedStore.open(dir);
 const services = await PrefixCache.start(store, servicePrefix);
+const quotas = await PrefixCache.start(store, quotaPrefix);
 const newServer = () => createRoleServer({ role: 'directory', logger: false, access: { mode: 'none', listenerLoopback: true }, readiness: async () => ({}) });
 const directory = await newServer();
 const space = new StoreSpace(store);
-directoryRoutes(directory, store, services, { space, budget: new WriteBudget() });
+directoryRoutes(directory, store, services, { space, budget: new WriteBudget() }, { quotas, defaultUnitMemoryMB: undefined });
 t.teardown(async () => {
   space.close();
   await directory.close();
   services.close();
+  await quotas.close();
   await store.close();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -74,6 +76,7 @@ const acceptedBodies: Record<string, Record<string, unknown>> = {
   'POST /tokens': { name: 'ci', role: 'read' },
   'POST /session': { token: 'plt_x' },
   'PUT /registries/:host': { username: 'ci', password: 'secret' },
+  'PUT /quotas/:services': { units: 4 },
   'POST /notifications/endpoints': { url: 'https://hooks.example.com/deploys' },
   'POST /certificates': { host: 'shop.example.com', certificate: 'PEM', key: 'PEM' },
 };

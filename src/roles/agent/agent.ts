@@ -4,7 +4,9 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Assignment, Machine, UnitStatus } from '../../schemas/cluster.js';
 import type { RoleServer } from '../../http/server.js';
 import type { Store, Watch } from '../../store/store.js';
-import { assignmentPrefix } from '../../store/keys.js';
+import { assignmentPrefix, componentPrefix } from '../../store/keys.js';
+import { PrefixCache } from '../../store/prefix-cache.js';
+import { announcedPorts, portOfAddress } from '../../schemas/service.js';
 import { LeasedKeys } from '../../store/leased-keys.js';
 import { credentialFor } from '../../auth/registry-credentials.js';
 import { defaultHostNetworkUser, defaultUnitLogs, type UnitLogRotation } from '../../config.js';
@@ -95,15 +97,18 @@ class MachineAgent implements Agent {
   private closed = false;
   /** The engine's CPUs and memory, asked once it answers (they do not change while it runs). */
   private engineResources: EngineResources | undefined;
-  private readonly platformPorts: number[];
+  /** Ports this process's roles listen on (the agent's own included), reported in the machine record. */
+  private readonly ownPlatformPorts: number[];
+  /** The roles' announcements: their ports are the platform's wherever they run. */
+  private components: PrefixCache | undefined;
 
   constructor(
     private readonly options: AgentOptions,
     private readonly leasedKeys: LeasedKeys,
   ) {
     this.machineId = options.machineId;
-    const agentPort = Number(options.address.split(':').pop());
-    this.platformPorts = [...new Set([...(options.platformPorts ?? []), ...(Number.isInteger(agentPort) ? [agentPort] : [])])].sort((a, b) => a - b);
+    const agentPort = portOfAddress(options.address);
+    this.ownPlatformPorts = [...new Set([...(options.platformPorts ?? []), ...(agentPort === undefined ? [] : [agentPort])])].sort((a, b) => a - b);
     this.docker = connectDocker(options.dockerHost);
     this.engine = new EngineCheck(this.docker);
     this.reporter = new UnitStatusReporter(leasedKeys, options.machineId);
@@ -114,7 +119,7 @@ class MachineAgent implements Agent {
       labels: options.labels ?? {},
       network: options.network ?? 'bridge',
       capacity: { units: options.capacityUnits ?? 100 },
-      platformPorts: this.platformPorts,
+      platformPorts: this.ownPlatformPorts,
     });
     this.units = new UnitReconciler({
       docker: this.docker,
@@ -124,14 +129,14 @@ class MachineAgent implements Agent {
       stopGraceSeconds: options.stopGraceSeconds ?? 10,
       drainSeconds: options.drainSeconds ?? 2,
       unitLogs: options.unitLogs ?? defaultUnitLogs,
-      platformPorts: this.platformPorts,
+      platformPorts: () => this.platformPorts(),
       hostNetworkUser: options.hostNetworkUser ?? defaultHostNetworkUser,
       reporter: this.reporter,
       credentials: (registry) => credentialFor(options.store, registry),
       wakeIn: (ms) => this.wakeIn(ms),
       log: options.log,
     });
-    this.assignmentCheck = new AssignmentCheck(options.log, this.platformPorts);
+    this.assignmentCheck = new AssignmentCheck(options.log, () => this.platformPorts());
     this.runner = new CoalescingRunner(
       () => this.reconcileOnce(),
       (error) => options.log.warn({ err: error, machine: this.machineId }, 'reconcile failed; retrying at the next resync'),
@@ -140,6 +145,7 @@ class MachineAgent implements Agent {
 
   async start(): Promise<void> {
     const trigger = () => void this.runner.trigger();
+    this.components = await PrefixCache.start(this.options.store, componentPrefix);
     this.leasedKeys.onLost(() => {
       this.reporter.forgetAll();
       trigger();
@@ -175,9 +181,15 @@ class MachineAgent implements Agent {
     clearTimeout(this.wakeTimer);
     this.dockerEvents?.close();
     await this.assignmentWatch?.close();
+    await this.components?.close();
     await this.runner.close();
     await this.units.settled();
     await this.leasedKeys.close();
+  }
+
+  /** Ports no unit here may take besides PLATFORM_PORTS: this process's roles' and every announced role's. */
+  private platformPorts(): number[] {
+    return [...this.ownPlatformPorts, ...announcedPorts((this.components?.values() ?? []).map((entry) => entry.value))];
   }
 
   /** Asks for a pass in `ms`; only the earliest pending wake-up is kept, later ones are re-asked by that pass. */

@@ -68,10 +68,10 @@ export function refusalOf(record: unknown): string | undefined {
 export class AssignmentCheck {
   private logged = new Map<string, string>();
 
-  /** `platformPorts`: ports this machine's platform roles listen on besides PLATFORM_PORTS (the schema refuses those). */
+  /** `platformPorts`: ports the platform's roles listen on besides PLATFORM_PORTS (the schema refuses those), asked at each check. */
   constructor(
     private readonly log: FastifyBaseLogger,
-    private readonly platformPorts: readonly number[] = [],
+    private readonly platformPorts: () => readonly number[] = () => [],
   ) {}
 
   check(records: KeyValue[]): CheckedAssignments {
@@ -87,8 +87,9 @@ export class AssignmentCheck {
   }
 
   private platformPortRefusal(assignment: Assignment): string | undefined {
-    const taken = assignment.ports.find((mapping) => mapping.host !== undefined && this.platformPorts.includes(mapping.host));
-    return taken ? `assignment refused: host port ${taken.host} is one the platform listens on at this machine` : undefined;
+    const platformPorts = this.platformPorts();
+    const taken = assignment.ports.find((mapping) => mapping.host !== undefined && platformPorts.includes(mapping.host));
+    return taken ? `assignment refused: host port ${taken.host} is one the platform listens on` : undefined;
   }
 
   private logChanges(refused: RefusedAssignment[]): void {

@@ -30,8 +30,8 @@ export interface UnitReconcilerOptions {
   drainSeconds: number;
   /** How much output of each unit the engine keeps. */
   unitLogs: UnitLogRotation;
-  /** Ports the platform listens on at this machine besides PLATFORM_PORTS: never a unit's. */
-  platformPorts: readonly number[];
+  /** Ports the platform listens on besides PLATFORM_PORTS (asked at each create): never a unit's. */
+  platformPorts: () => readonly number[];
   /** `uid[:gid]` units on host networking run as. */
   hostNetworkUser: string;
   reporter: UnitStatusReporter;
@@ -207,7 +207,7 @@ export class UnitReconciler {
     try {
       const mounts = await unitMounts(docker, assignment, this.options.machineId);
       const { network, platformPorts, hostNetworkUser } = this.options;
-      const ports = await chooseUnitPorts(assignment, network, taken.ports, platformPorts);
+      const ports = await chooseUnitPorts(assignment, network, taken.ports, platformPorts());
       const user = network === 'host' ? { user: hostNetworkUser } : {};
       const spec = { assignment, machineId: this.options.machineId, network, logs: this.options.unitLogs, mounts, ...user, ...ports };
       const fallbackName = `${assignment.unit}.${assignment.spec}.${this.options.machineId}`;

@@ -6,7 +6,7 @@ import type { Store } from '../../store/store.js';
 import { serviceKey } from '../../store/keys.js';
 import { decodeCached, type PrefixCache } from '../../store/prefix-cache.js';
 import { createRecord, deleteRecord, updateRecord } from '../../store/json-records.js';
-import { ErrorReply, NameParams, errorResponses } from '../../schemas/common.js';
+import { ErrorReply, NameParams, errorResponses, writeRefusals } from '../../schemas/common.js';
 import {
   CreatedReply,
   DirectoryServiceCreate,
@@ -24,6 +24,8 @@ import { assertRecordSize } from './record-size.js';
 import { cachedConfigFor, cachedWithConfigFor } from '../../auth/env-redaction.js';
 import type { FastifyRequest } from 'fastify';
 import type { WriteLimits } from '../../auth/write-budget.js';
+import type { Quota } from '../../schemas/quota.js';
+import { assertWithinQuotas } from './quota-check.js';
 
 // The service directory owns service declarations and their next config.
 
@@ -58,13 +60,25 @@ const unitShape = (body: DirectoryServiceCreate): Partial<ServiceConfig> => ({
 });
 
 /** A record over its size limit, a token over its write budget, the store over its space limit. */
-const refusedWrites = { 413: ErrorReply, 429: ErrorReply, 507: ErrorReply } as const;
+const refusedWrites = { 413: ErrorReply, ...writeRefusals } as const;
 
 /**
  * Reads come from a watched in-memory copy of the declarations (PrefixCache); every write waits
  * until that copy has seen it, so a client reads its own writes.
  */
-export function directoryRoutes(server: RoleServer, store: Store, services: PrefixCache, limits: WriteLimits): void {
+/** What the services may reserve: the quotas (a watched copy of quotaPrefix) and the memory a unit gets when it declares none. */
+export interface ReservationPolicy {
+  quotas: PrefixCache;
+  defaultUnitMemoryMB: number | undefined;
+}
+
+/** The config with the default memory limit for units that declare none (--default-unit-memory). */
+const withDefaultMemory = (service: Service, memoryMB: number | undefined): Service =>
+  memoryMB === undefined || service.config.resources?.memoryMB !== undefined
+    ? service
+    : { ...service, config: { ...service.config, resources: { ...service.config.resources, memoryMB } } };
+
+export function directoryRoutes(server: RoleServer, store: Store, services: PrefixCache, limits: WriteLimits, policy: ReservationPolicy): void {
   const cached = (name: string): Service | undefined => {
     const entry = services.get(serviceKey(name));
     return entry ? decodeCached<Service>(entry) : undefined;
@@ -74,10 +88,16 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
     if (!service) throw notFound(`service ${name} is not declared`);
     return service;
   };
-  /** The record as it would be stored, within the size limit and the caller's budget (charged once, not again on a retried swap). */
+  /**
+   * The record as it would be stored, with the default memory, within the quotas, the size limit
+   * and the caller's budget (charged once, not again on a retried swap).
+   */
   const admitted = (request: FastifyRequest) => {
     let charged = false;
-    return (service: Service): Service => {
+    return (asked: Service): Service => {
+      const service = withDefaultMemory(asked, policy.defaultUnitMemoryMB);
+      const declared = services.values().map((entry) => decodeCached<Service>(entry));
+      assertWithinQuotas(policy.quotas.values().map((entry) => decodeCached<Quota>(entry)), declared, service);
       const bytes = assertRecordSize(service);
       if (!charged) limits.budget.charge(request, bytes);
       charged = true;
@@ -106,10 +126,10 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
       if (reservedNames.has(request.body.name)) {
         throw badRequest(`name ${request.body.name} is reserved for a platform component`);
       }
-      const service = newService(request.body);
-      assertConsistent(service.config);
+      const asked = newService(request.body);
+      assertConsistent(asked.config);
       await limits.space.assertRoom();
-      admitted(request)(service);
+      const service = admitted(request)(asked);
       // Create-if-absent in one store transaction: of two concurrent creates, exactly one wins.
       const revision = await createRecord(store, serviceKey(service.name), service);
       if (revision === 0) throw conflict(`service ${service.name} already exists`);

@@ -1,6 +1,6 @@
 import { createRoleServer } from '../../http/server.js';
 import { apiConnectionLimits } from '../../http/connection-limits.js';
-import { servicePrefix } from '../../store/keys.js';
+import { quotaPrefix, servicePrefix } from '../../store/keys.js';
 import { PrefixCache } from '../../store/prefix-cache.js';
 import { fastifyRole, storeReadiness, type RoleContext, type StartedRole } from '../role.js';
 import { directoryRoutes } from './routes.js';
@@ -9,7 +9,10 @@ import { installAudit } from '../../auth/audit.js';
 export async function startDirectory({ config, store, log, access, storeSpace, writeBudget }: RoleContext): Promise<StartedRole> {
   const server = await createRoleServer({ role: 'directory', logger: log, access, limits: apiConnectionLimits(config.http), readiness: storeReadiness(store, storeSpace) });
   const services = await PrefixCache.start(store, servicePrefix);
+  const quotas = await PrefixCache.start(store, quotaPrefix);
   installAudit(server, store);
-  directoryRoutes(server, store, services, { space: storeSpace, budget: writeBudget });
-  return fastifyRole(server, () => services.close());
+  directoryRoutes(server, store, services, { space: storeSpace, budget: writeBudget }, { quotas, defaultUnitMemoryMB: config.defaultUnitMemoryMB });
+  return fastifyRole(server, async () => {
+    await Promise.all([services.close(), quotas.close()]);
+  });
 }

@@ -7,6 +7,7 @@ import { tokenRoutes, warnWhileNoToken } from './token-routes.js';
 import { notificationRoutes } from './notification-routes.js';
 import { registryRoutes } from './registry-routes.js';
 import { certificateRoutes } from './certificate-routes.js';
+import { quotaRoutes } from './quota-routes.js';
 import { EventHub, eventsRoute } from './events.js';
 import { dashboardRoutes } from '../web/dashboard-assets.js';
 import { sessionRoutes } from '../web/session-routes.js';
@@ -34,6 +35,7 @@ export async function startOrchestrator({ config, store, log, access }: RoleCont
   await warnWhileNoToken(store, access.mode, log);
   notificationRoutes(server, store);
   registryRoutes(server, store);
+  quotaRoutes(server, store);
   certificateRoutes(server, store, { domain: config.domain, internalDomain: config.gateway.internalDomain });
   sessionRoutes(server, access);
   const events = new EventHub(store, log);

@@ -1,8 +1,8 @@
 import type { Store, WatchEvent } from '../../store/store.js';
-import { assignmentRoot, machineDrainPrefix, machinePrefix, serviceKey, servicePrefix, unitStatusRoot } from '../../store/keys.js';
+import { assignmentRoot, componentPrefix, machineDrainPrefix, machinePrefix, serviceKey, servicePrefix, unitStatusRoot } from '../../store/keys.js';
 import { PrefixCache, decodeCached, type CachedValue } from '../../store/prefix-cache.js';
 import type { Assignment, Machine, MachineDrain, UnitStatus } from '../../schemas/cluster.js';
-import { keepsUnitsWithVolumes, type Service } from '../../schemas/service.js';
+import { announcedPorts, keepsUnitsWithVolumes, type Service } from '../../schemas/service.js';
 import type { PlacedUnit, PlannerMachine, ServiceRules } from '../../placement/planner.js';
 
 // What the scheduler plans from: every machine, assignment, service declaration, drain and unit
@@ -20,6 +20,8 @@ export interface ClusterSnapshot {
   /** Ids of machines whose Docker engine has been unreachable for longer than the grace period. */
   engineLost: Set<string>;
   statuses: UnitStatus[];
+  /** Ports of the roles' announced addresses (a gateway on a port of its own): no unit's host port. */
+  announcedPorts?: number[];
 }
 
 /** How long a machine may go without a Docker engine before its units move (--engine-grace). */
@@ -36,7 +38,14 @@ export const engineLostAt = (machine: Machine, graceMs: number, now: number): bo
 /** Machines whose units move elsewhere: drained ones and those without an engine past the grace period. */
 export const evictedMachines = (snapshot: Pick<ClusterSnapshot, 'drained' | 'engineLost'>): Set<string> => new Set([...snapshot.drained, ...snapshot.engineLost]);
 
-const prefixes = { machines: machinePrefix, assignments: assignmentRoot, services: servicePrefix, drains: machineDrainPrefix, statuses: unitStatusRoot } as const;
+const prefixes = {
+  machines: machinePrefix,
+  assignments: assignmentRoot,
+  services: servicePrefix,
+  drains: machineDrainPrefix,
+  statuses: unitStatusRoot,
+  components: componentPrefix,
+} as const;
 type Part = keyof typeof prefixes;
 
 export class ClusterWatch {
@@ -72,6 +81,7 @@ export class ClusterWatch {
       services: this.records<Service>('services'),
       drained: new Set(this.records<MachineDrain>('drains').map((drain) => drain.machine)),
       statuses: this.records<UnitStatus>('statuses'),
+      announcedPorts: announcedPorts(this.caches.components.values().map((entry) => entry.value)),
     };
   }
 
@@ -128,12 +138,13 @@ export class ClusterWatch {
   }
 }
 
-export const plannerMachine = (machine: Machine, drained: ReadonlySet<string>): PlannerMachine => ({
+/** `announced`: ports of the roles' announcements, which count as platform ports on every machine (as PLATFORM_PORTS do). */
+export const plannerMachine = (machine: Machine, drained: ReadonlySet<string>, announced: readonly number[] = []): PlannerMachine => ({
   id: machine.id,
   capacity: machine.capacity.units,
   memoryMB: machine.capacity.memoryMB,
   cpus: machine.capacity.cpus,
-  platformPorts: machine.platformPorts,
+  platformPorts: [...(machine.platformPorts ?? []), ...announced],
   ...(drained.has(machine.id)
     ? { unavailable: 'is being drained' }
     : machine.docker.reachable

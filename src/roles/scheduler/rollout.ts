@@ -93,7 +93,7 @@ async function rollOutSteps(options: RolloutOptions, release: Release, deploymen
       maxSurge: settings.maxSurge,
       maxUnavailable: settings.maxUnavailable,
       units: units.map((u) => u.unit),
-      machines: snapshot.machines.map((machine) => plannerMachine(machine, snapshot.drained)),
+      machines: snapshot.machines.map((machine) => plannerMachine(machine, snapshot.drained, snapshot.announcedPorts)),
       cluster: snapshot.assignments.map(placedUnit),
       rules: [...snapshot.services.filter((s) => s.name !== release.service), { name: release.service, conflictsWith: conflictsOf(snapshot, release.service), config: release.config }].map(serviceRules),
     });

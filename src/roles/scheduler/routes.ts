@@ -2,7 +2,7 @@ import { trace } from '../../trace.js';
 import { Type } from '@sinclair/typebox';
 import type { RoleServer } from '../../http/server.js';
 import { notFound, unavailable } from '../../http/errors.js';
-import { ErrorReply, NameParams, errorResponses } from '../../schemas/common.js';
+import { ErrorReply, NameParams, errorResponses, writeRefusals } from '../../schemas/common.js';
 import {
   DeployReply,
   DeployRequest,
@@ -53,7 +53,7 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler, limits
       schema: {
         description: 'Deploy a declared service: pin the image to its digest, record a release, roll it out.',
         body: DeployRequest,
-        response: { 200: DeployReply, ...errorResponses, 429: ErrorReply, 507: ErrorReply },
+        response: { 200: DeployReply, ...errorResponses, ...writeRefusals },
       },
       config: { access: 'deploy', service: { body: 'serviceName' } },
     },
