@@ -15,6 +15,7 @@ import { sampleAssignment } from '../harness/assignment.js';
 import { openStore } from '../../src/store/open-store.js';
 import { assignmentKey, unitStatusKey } from '../../src/store/keys.js';
 import { slotOf } from '../../src/units.js';
+import type { Assignment } from '../../src/schemas/cluster.js';
 
 // What a unit may not take of its machine, on real parts (etcd, Docker, a registry, an agent on
 // host networking, a gateway running HAProxy): the platform's ports, by binding beside a
@@ -64,6 +65,16 @@ const bindBeside = (port: number): string => {
   return `${result.stdout}${result.stderr}`.trim();
 };
 
+/** Writes an assignment for m1 as whoever can write the store could, and waits for the agent's report on it. */
+async function assignDirectly(fields: Partial<Assignment>): Promise<{ errorKind?: string; error?: string }> {
+  const { healthCheck: _none, ...assignment } = sampleAssignment({ image: image.reference, ...fields });
+  await store.put(assignmentKey('m1', slotOf(assignment)), JSON.stringify(assignment));
+  return waitFor(async () => {
+    const found = await store.get(unitStatusKey('m1', slotOf(assignment)));
+    return found ? (JSON.parse(found.value) as { errorKind?: string; error?: string }) : undefined;
+  }, 20_000, { what: `the agent's report on ${assignment.unit}` });
+}
+
 t.test('a root process on the host cannot bind the gateway\'s port beside HAProxy', async (t) => {
   t.equal(bindBeside(gateway.port), 'refused Address already in use');
 });
@@ -95,13 +106,7 @@ t.test('a unit on host networking runs as nobody, not as root', async (t) => {
 });
 
 t.test('the agent refuses an assignment whose host port is one its machine\'s platform roles listen on', async (t) => {
-  const assignment = sampleAssignment({ unit: 'sneaky-1.service', service: 'sneaky', image: image.reference, ports: [{ container: 80, host: agentPort }], healthCheck: undefined });
-  const { healthCheck: _none, ...written } = assignment;
-  await store.put(assignmentKey('m1', slotOf(assignment)), JSON.stringify(written));
-  const refused = await waitFor(async () => {
-    const found = await store.get(unitStatusKey('m1', slotOf(assignment)));
-    return found ? (JSON.parse(found.value) as { errorKind?: string; error?: string }) : undefined;
-  }, 20_000, { what: 'the agent\'s report on the assignment' });
+  const refused = await assignDirectly({ unit: 'sneaky-1.service', service: 'sneaky', ports: [{ container: 80, host: agentPort }] });
   t.equal(refused.errorKind, 'refused');
   t.equal(refused.error, `assignment refused: host port ${agentPort} is one the platform listens on`);
   t.same(await engine.docker.listContainers({ all: true, filters: { label: ['platform.service=sneaky'] } }), [], 'no container made');
@@ -115,13 +120,7 @@ t.test('a gateway on a port of its own: a deploy asking for it as a host port fa
   t.equal(outcome.state, 'failed');
   t.equal(outcome.reason, `squatter asks for host port ${gateway.port}, which the platform listens on; no unit may bind it`);
 
-  const assignment = sampleAssignment({ unit: 'squatter-9.service', service: 'squatter', instance: 9, image: image.reference, ports });
-  const { healthCheck: _none, ...written } = assignment;
-  await store.put(assignmentKey('m1', slotOf(assignment)), JSON.stringify(written));
-  const refused = await waitFor(async () => {
-    const found = await store.get(unitStatusKey('m1', slotOf(assignment)));
-    return found ? (JSON.parse(found.value) as { errorKind?: string; error?: string }) : undefined;
-  }, 20_000, { what: 'the agent\'s report on the assignment' });
+  const refused = await assignDirectly({ unit: 'squatter-9.service', service: 'squatter', instance: 9, ports });
   t.equal(refused.error, `assignment refused: host port ${gateway.port} is one the platform listens on`);
   t.same(await engine.docker.listContainers({ all: true, filters: { label: ['platform.service=squatter'] } }), [], 'no container made');
 });
