@@ -17,32 +17,37 @@ const WARN_SHARE = 0.8;
 const FRESH_MS = 1000;
 const POLL_MS = 10_000;
 
-const dbSizeGauge = new Gauge({
-  name: 'platform_store_db_size_bytes',
-  help: "Bytes the key-value store takes on disk (etcd's dbSize; the embedded store's files), as last read by this process.",
-  registers: [metricsRegistry],
-});
-const limitGauge = new Gauge({
-  name: 'platform_store_space_limit_bytes',
-  help: 'The store size above which API writes are refused with 507 (--store-space-limit).',
-  registers: [metricsRegistry],
-});
+/** The process's gauge of `name`: one per process, however many StoreSpace a test makes. */
+const gauge = (name: string, help: string): Gauge =>
+  (metricsRegistry.getSingleMetric(name) as Gauge | undefined) ?? new Gauge({ name, help, registers: [metricsRegistry] });
 
 const mebibytes = (bytes: number): string => `${(bytes / 1024 ** 2).toFixed(1)} MiB`;
 
+/**
+ * Made once per process; only the roles that take API callers' writes (the directory, the
+ * scheduler) `watch` it, so a process of agents and gateways neither polls the store's status nor
+ * serves the series.
+ */
 export class StoreSpace {
   private dbSizeBytes: number | undefined;
   private readAt = 0;
   private pending: Promise<number> | undefined;
-  private readonly timer: NodeJS.Timeout;
+  private timer: NodeJS.Timeout | undefined;
+  private dbSizeGauge: Gauge | undefined;
 
   constructor(
     private readonly store: Store,
     readonly limitBytes: number = DEFAULT_STORE_SPACE_LIMIT_BYTES,
-  ) {
-    limitGauge.set(limitBytes);
-    void this.read().catch(() => undefined);
-    this.timer = setInterval(() => void this.read().catch(() => undefined), POLL_MS).unref();
+  ) {}
+
+  /** Serves the store's size and the limit on /metrics, read every 10 s. */
+  watch(): void {
+    if (this.timer) return;
+    gauge('platform_store_space_limit_bytes', 'The store size above which API writes are refused with 507 (--store-space-limit).').set(this.limitBytes);
+    this.dbSizeGauge = gauge('platform_store_db_size_bytes', "Bytes the key-value store takes on disk (etcd's dbSize; the embedded store's files), as last read by this process.");
+    const poll = () => void this.read().catch(() => undefined);
+    poll();
+    this.timer = setInterval(poll, POLL_MS).unref();
   }
 
   /** The store's size now, or as read within the last second. */
@@ -53,7 +58,7 @@ export class StoreSpace {
       (bytes) => {
         this.dbSizeBytes = bytes;
         this.readAt = Date.now();
-        dbSizeGauge.set(bytes);
+        this.dbSizeGauge?.set(bytes);
         return bytes;
       },
     ).finally(() => (this.pending = undefined));
@@ -83,5 +88,6 @@ export class StoreSpace {
 
   close(): void {
     clearInterval(this.timer);
+    this.timer = undefined;
   }
 }

@@ -1,8 +1,6 @@
 import t from 'tap';
-import { startEtcd } from '../harness/etcd.js';
-import { freePort } from '../harness/free-port.js';
-import { http, runCli, serveRole } from '../harness/platform.js';
-import { EtcdStore } from '../../src/store/etcd-store.js';
+import { http, runCli } from '../harness/platform.js';
+import { startRolesOnEtcd } from '../harness/roles-on-etcd.js';
 import { serviceKey } from '../../src/store/keys.js';
 
 // What a token's scope may reserve (audit L5: a scoped deploy token reserved a whole machine's
@@ -10,16 +8,8 @@ import { serviceKey } from '../../src/store/keys.js';
 // the directory (giving units 256 MB when they declare no memory) and the orchestrator as
 // `platform serve` processes under --auth auto.
 
-const etcd = await startEtcd();
-const flags = ['--etcd', etcd.url];
-const directory = await serveRole('directory', await freePort(), flags, { PLATFORM_DEFAULT_UNIT_MEMORY: '256' });
-const orchestrator = await serveRole('orchestrator', await freePort(), flags);
-const store = new EtcdStore([etcd.url]);
-t.teardown(async () => {
-  await store.close();
-  await Promise.all([directory.stop(), orchestrator.stop()]);
-  await etcd.stop();
-});
+const { store, roles } = await startRolesOnEtcd(t, { directory: { PLATFORM_DEFAULT_UNIT_MEMORY: '256' }, orchestrator: {} });
+const { orchestrator } = roles;
 
 const orch = (path: string) => `${orchestrator.url}${path}`;
 const bearer = (secret: string) => ({ authorization: `Bearer ${secret}` });

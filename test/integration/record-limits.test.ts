@@ -1,24 +1,14 @@
 import t from 'tap';
-import { startEtcd } from '../harness/etcd.js';
-import { freePort } from '../harness/free-port.js';
-import { http, serveRole } from '../harness/platform.js';
-import { EtcdStore } from '../../src/store/etcd-store.js';
+import { http } from '../harness/platform.js';
+import { startRolesOnEtcd } from '../harness/roles-on-etcd.js';
 import { serviceKey } from '../../src/store/keys.js';
 
 // Limits a merge must not escape, on a real etcd with the directory and the orchestrator as
 // `platform serve` processes. The audit's sequence: six PATCH …/config/next of 1,000 new
 // variables of about 900 bytes each built a 6,000-variable, 5.4 MB service record.
 
-const etcd = await startEtcd();
-const flags = ['--etcd', etcd.url];
-const directory = await serveRole('directory', await freePort(), flags);
-const orchestrator = await serveRole('orchestrator', await freePort(), flags);
-const store = new EtcdStore([etcd.url]);
-t.teardown(async () => {
-  await store.close();
-  await Promise.all([directory.stop(), orchestrator.stop()]);
-  await etcd.stop();
-});
+const { store, roles } = await startRolesOnEtcd(t, { directory: {}, orchestrator: {} });
+const { orchestrator } = roles;
 
 const orch = (path: string) => `${orchestrator.url}${path}`;
 const variables = (batch: number, count: number, size: number): Record<string, string> =>

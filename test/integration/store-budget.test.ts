@@ -1,8 +1,6 @@
 import t from 'tap';
-import { startEtcd } from '../harness/etcd.js';
-import { freePort } from '../harness/free-port.js';
-import { http, serveRole } from '../harness/platform.js';
-import { EtcdStore } from '../../src/store/etcd-store.js';
+import { http } from '../harness/platform.js';
+import { startRolesOnEtcd } from '../harness/roles-on-etcd.js';
 
 // One scoped token must not fill the store (audit H5: 112 config patches of 480 KB filled a 64 MiB
 // etcd quota in 17 s, and every write of the cluster failed after). A real etcd with a 40 MiB
@@ -11,18 +9,9 @@ import { EtcdStore } from '../../src/store/etcd-store.js';
 
 const MiB = 1024 ** 2;
 const QUOTA_BYTES = 40 * MiB;
-const etcd = await startEtcd({ quotaBackendBytes: QUOTA_BYTES });
-const flags = ['--etcd', etcd.url];
 const env = { PLATFORM_WRITE_BUDGET: '4m', PLATFORM_STORE_SPACE_LIMIT: '16m' };
-const directory = await serveRole('directory', await freePort(), flags, env);
-const orchestrator = await serveRole('orchestrator', await freePort(), flags, env);
-const scheduler = await serveRole('scheduler', await freePort(), flags, env);
-const store = new EtcdStore([etcd.url]);
-t.teardown(async () => {
-  await store.close();
-  await Promise.all([directory.stop(), orchestrator.stop(), scheduler.stop()]);
-  await etcd.stop();
-});
+const { etcd, store, roles } = await startRolesOnEtcd(t, { directory: env, orchestrator: env, scheduler: env }, { quotaBackendBytes: QUOTA_BYTES });
+const { directory, orchestrator } = roles;
 
 const orch = (path: string) => `${orchestrator.url}${path}`;
 const bearer = (secret: string) => ({ authorization: `Bearer ${secret}` });

@@ -8,6 +8,7 @@ import { installAudit } from '../../auth/audit.js';
 
 export async function startDirectory({ config, store, log, access, storeSpace, writeBudget }: RoleContext): Promise<StartedRole> {
   const server = await createRoleServer({ role: 'directory', logger: log, access, limits: apiConnectionLimits(config.http), readiness: storeReadiness(store, storeSpace) });
+  storeSpace.watch();
   const services = await PrefixCache.start(store, servicePrefix);
   const quotas = await PrefixCache.start(store, quotaPrefix);
   installAudit(server, store);

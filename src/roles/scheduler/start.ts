@@ -8,6 +8,7 @@ import { installAudit } from '../../auth/audit.js';
 import { credentialFor } from '../../auth/registry-credentials.js';
 
 export async function startScheduler({ config, store, log, advertised, access, storeSpace, writeBudget }: RoleContext): Promise<StartedRole> {
+  storeSpace.watch();
   const scheduler = new Scheduler({
     store,
     log,
