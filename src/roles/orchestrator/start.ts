@@ -5,6 +5,7 @@ import { fastifyRole, type RoleContext, type StartedRole } from '../role.js';
 import { orchestratorRoutes } from './routes.js';
 import { tokenRoutes } from './token-routes.js';
 import { notificationRoutes } from './notification-routes.js';
+import { RegistryAllowList } from '../scheduler/registry-policy.js';
 import { registryRoutes } from './registry-routes.js';
 import { certificateRoutes } from './certificate-routes.js';
 import { EventHub, eventsRoute } from './events.js';
@@ -31,7 +32,7 @@ export async function startOrchestrator({ config, store, log, access }: RoleCont
   installAudit(server, store);
   orchestratorRoutes(server, store, peers);
   tokenRoutes(server, store);
-  notificationRoutes(server, store);
+  notificationRoutes(server, store, new RegistryAllowList(config.allowedNotificationDestinations, '--allowed-notification-destination'));
   registryRoutes(server, store);
   certificateRoutes(server, store, { domain: config.domain, internalDomain: config.gateway.internalDomain });
   sessionRoutes(server, access);

@@ -21,7 +21,7 @@ export async function startScheduler({ config, store, log, advertised, access }:
       credentials: (registry) => credentialFor(store, registry),
     },
     retention: config.scheduler.retention,
-    notify: config.scheduler.notify,
+    notify: { ...config.scheduler.notify, allowedDestinations: config.allowedNotificationDestinations },
     engineGraceSeconds: config.scheduler.engineGraceSeconds,
   });
   const server = await createRoleServer({
