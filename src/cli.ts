@@ -53,7 +53,8 @@ function addServeFlags(command: Command): Command {
     .option('--allowed-registry <host...>', 'scheduler: registries on loopback, private or link-local addresses deploys may use: host, host:port or a range such as 10.0.0.0/8 (env PLATFORM_ALLOWED_REGISTRIES, comma-separated); public ones always may')
     .option(
       '--allowed-notification-destination <host...>',
-      'orchestrator and scheduler: notification endpoints on loopback, private or link-local addresses that may be added and delivered to, as for --allowed-registry (env PLATFORM_ALLOWED_NOTIFICATION_DESTINATIONS, comma-separated); public ones always may',
+      'orchestrator and scheduler: notification endpoints on loopback, private or link-local addresses that may be added and delivered to, ' +
+        'as for --allowed-registry (env PLATFORM_ALLOWED_NOTIFICATION_DESTINATIONS, comma-separated); public ones always may',
     )
     .option('--registry-webhook-token <token>', 'scheduler: bearer token POST /hooks/registry requires (env PLATFORM_REGISTRY_WEBHOOK_TOKEN, preferred: flags show in ps)')
     .option('--dockerhub-webhook-token <token>', 'scheduler: ?token= POST /hooks/dockerhub requires (env PLATFORM_DOCKERHUB_WEBHOOK_TOKEN)')

@@ -391,7 +391,11 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
     auth: authMode(flags.auth ?? (env.PLATFORM_AUTH || undefined) ?? 'auto'),
     corsOrigins: corsOrigins(flags.corsOrigin ?? env.PLATFORM_CORS_ORIGIN ?? ''),
     allowedHosts: parseAllowedHosts(flags.allowedHost ?? env.PLATFORM_ALLOWED_HOSTS ?? '', (message) => new ConfigError(message)),
-    allowedNotificationDestinations: allowList('--allowed-notification-destination', flags.allowedNotificationDestination, env.PLATFORM_ALLOWED_NOTIFICATION_DESTINATIONS),
+    allowedNotificationDestinations: allowList(
+      '--allowed-notification-destination',
+      flags.allowedNotificationDestination,
+      env.PLATFORM_ALLOWED_NOTIFICATION_DESTINATIONS,
+    ),
     agent: {
       machineId,
       network,

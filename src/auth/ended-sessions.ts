@@ -75,7 +75,8 @@ export class EndedSessions {
     }
     const record = JSON.stringify({ token: claims.token, endsAt: new Date(claims.expiresAt).toISOString() });
     // At most 100 deletions a time: etcd refuses a transaction of more than 128 operations.
-    await this.store.txn([], [{ op: 'put', key: endedSessionKey(claims.id), value: record }, ...over.slice(0, 100).map(({ key }) => ({ op: 'delete' as const, key }))]);
+    const drops = over.slice(0, 100).map(({ key }) => ({ op: 'delete' as const, key }));
+    await this.store.txn([], [{ op: 'put', key: endedSessionKey(claims.id), value: record }, ...drops]);
   }
 
   /** Calls `listener` whenever a session is signed out; returns what stops it. */

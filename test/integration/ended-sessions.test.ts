@@ -40,7 +40,10 @@ t.test('one token keeps at most 50 ended sessions: its next sign-out is refused 
   t.equal(await records(), 50);
   const refused = await signOut(await signIn(secret));
   t.equal(refused.status, 429);
-  t.equal(refused.body.message, 'token churner has 50 signed-out sessions that have not expired yet, the most one token may have: revoke or reissue the token to end all its sessions');
+  t.equal(
+    refused.body.message,
+    'token churner has 50 signed-out sessions that have not expired yet, the most one token may have: revoke or reissue the token to end all its sessions',
+  );
   t.equal(await records(), 50, 'no record was added');
   const other = await signOut(await signIn(await newToken('bystander')));
   t.equal(other.status, 204, "another token's sign-out is not held to the first one's share");

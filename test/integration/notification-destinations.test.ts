@@ -66,16 +66,19 @@ t.test('the operator allows a destination by name; a scheduler without the flag 
   }
   const schedulerFlags = [...flags, '--notify-retry', '1s', '--notify-timeout', '2'];
   const unallowed = await serveRole('scheduler', await freePort(), schedulerFlags);
-  const event = deploymentEvent({ id: 'd-destinations', service: 'web', release: 1, image: 'registry.example/web@sha256:' + 'a'.repeat(64), trigger: 'manual' }, 'started', new Date().toISOString());
+  const deployment = { id: 'd-destinations', service: 'web', release: 1, image: 'registry.example/web@sha256:' + 'a'.repeat(64), trigger: 'manual' as const };
+  const event = deploymentEvent(deployment, 'started', new Date().toISOString());
   t.ok(await recordObservedEvent(store, event), 'the event is in the outbox');
-  const deliveries = async () => ((await http('GET', `${strict.url}/notifications/deliveries`)).body as NotifyDelivery[]).filter((delivery) => delivery.event.id === event.id);
+  const deliveries = async () =>
+    ((await http('GET', `${strict.url}/notifications/deliveries`)).body as NotifyDelivery[]).filter((delivery) => delivery.event.id === event.id);
   const attempted = await waitFor(async () => {
     const found = await deliveries();
     return found.length === 2 && found.every((delivery) => delivery.attempts >= 1) ? found : undefined;
   }, 30_000, { what: 'both deliveries to be attempted' });
   for (const delivery of attempted) {
     t.equal(delivery.state, 'pending', `${delivery.url}: kept for a retry`);
-    t.match(delivery.error, /(127\.0\.0\.1 is a loopback address|localhost resolves only to addresses not allowed: .*\(loopback\))/, `${delivery.url}: the refusal`);
+    const refusal = /(127\.0\.0\.1 is a loopback address|localhost resolves only to addresses not allowed: .*\(loopback\))/;
+    t.match(delivery.error, refusal, `${delivery.url}: the refusal`);
     t.ok(delivery.error?.endsWith(rule), `${delivery.url}: names the rule`);
   }
   t.same(received, [], 'the receiver got nothing');
