@@ -66,6 +66,7 @@ t.test('the operator allows a destination by name; a scheduler without the flag 
   }
   const schedulerFlags = [...flags, '--notify-retry', '1s', '--notify-timeout', '2'];
   const unallowed = await serveRole('scheduler', await freePort(), schedulerFlags);
+  t.teardown(() => unallowed.stop());
   const deployment = { id: 'd-destinations', service: 'web', release: 1, image: 'registry.example/web@sha256:' + 'a'.repeat(64), trigger: 'manual' as const };
   const event = deploymentEvent(deployment, 'started', new Date().toISOString());
   t.ok(await recordObservedEvent(store, event), 'the event is in the outbox');
