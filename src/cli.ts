@@ -52,6 +52,11 @@ function addServeFlags(command: Command): Command {
     .option('--capacity-cpus <n>', 'agent: report this many CPUs for units instead of the engine\'s count less the reserve (to cap a machine)')
     .option('--insecure-registry <host:port...>', 'scheduler: registries reached over plain HTTP (loopback ones always are)')
     .option('--allowed-registry <host...>', 'scheduler: registries on loopback, private or link-local addresses deploys may use: host, host:port or a range such as 10.0.0.0/8 (env PLATFORM_ALLOWED_REGISTRIES, comma-separated); public ones always may')
+    .option(
+      '--allowed-notification-destination <host...>',
+      'orchestrator and scheduler: notification endpoints on loopback, private or link-local addresses that may be added and delivered to, ' +
+        'as for --allowed-registry (env PLATFORM_ALLOWED_NOTIFICATION_DESTINATIONS, comma-separated); public ones always may',
+    )
     .option('--registry-webhook-token <token>', 'scheduler: bearer token POST /hooks/registry requires (env PLATFORM_REGISTRY_WEBHOOK_TOKEN, preferred: flags show in ps)')
     .option('--dockerhub-webhook-token <token>', 'scheduler: ?token= POST /hooks/dockerhub requires (env PLATFORM_DOCKERHUB_WEBHOOK_TOKEN)')
     .option('--github-webhook-secret <secret>', 'scheduler: HMAC secret of POST /hooks/github (env PLATFORM_GITHUB_WEBHOOK_SECRET)')

@@ -68,6 +68,11 @@ export interface PlatformConfig {
   corsOrigins: string[];
   /** Host names the API roles answer besides their own addresses and localhost (--allowed-host; src/http/host-rule.ts). */
   allowedHosts: string[];
+  /**
+   * Notification endpoints on loopback, private or link-local addresses the operator allows
+   * (--allowed-notification-destination): checked by the orchestrator when one is added, by the scheduler at each delivery.
+   */
+  allowedNotificationDestinations: string[];
   agent: AgentConfig;
   scheduler: SchedulerConfig;
   gateway: GatewayConfig;
@@ -264,6 +269,7 @@ export interface RawFlags {
   allowedHost?: string;
   insecureRegistry?: string[];
   allowedRegistry?: string[];
+  allowedNotificationDestination?: string[];
   registryWebhookToken?: string;
   dockerhubWebhookToken?: string;
   githubWebhookSecret?: string;
@@ -418,6 +424,11 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
     auth: authMode(flags.auth ?? (env.PLATFORM_AUTH || undefined) ?? 'auto'),
     corsOrigins: corsOrigins(flags.corsOrigin ?? env.PLATFORM_CORS_ORIGIN ?? ''),
     allowedHosts: parseAllowedHosts(flags.allowedHost ?? env.PLATFORM_ALLOWED_HOSTS ?? '', (message) => new ConfigError(message)),
+    allowedNotificationDestinations: allowList(
+      '--allowed-notification-destination',
+      flags.allowedNotificationDestination,
+      env.PLATFORM_ALLOWED_NOTIFICATION_DESTINATIONS,
+    ),
     agent: {
       machineId,
       network,
@@ -435,7 +446,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
     },
     scheduler: {
       insecureRegistries: flags.insecureRegistry ?? [],
-      allowedRegistries: allowedRegistries(flags.allowedRegistry, env),
+      allowedRegistries: allowList('--allowed-registry', flags.allowedRegistry, env.PLATFORM_ALLOWED_REGISTRIES),
       webhooks: resolveWebhookSecrets(flags, env),
       retention: {
         deploymentsPerService: integer('--keep-deployments', flags.keepDeployments, 1, 100_000) ?? defaultRetention.deploymentsPerService,
@@ -518,14 +529,17 @@ function readFileFor(flag: string, path: string): Buffer {
   return content;
 }
 
-/** --allowed-registry (repeatable, or comma-separated), else PLATFORM_ALLOWED_REGISTRIES; checked here so a typo stops the start. */
-function allowedRegistries(flags: string[] | undefined, env: NodeJS.ProcessEnv): string[] {
-  const entries = (flags && flags.length > 0 ? flags : [env.PLATFORM_ALLOWED_REGISTRIES ?? ''])
+/**
+ * An allow-list of destinations on special addresses (--allowed-registry, --allowed-notification-destination;
+ * repeatable, or comma-separated), else its environment variable; checked here so a typo stops the start.
+ */
+function allowList(flag: string, flags: string[] | undefined, envText: string | undefined): string[] {
+  const entries = (flags && flags.length > 0 ? flags : [envText ?? ''])
     .flatMap((text) => text.split(','))
     .map((entry) => entry.trim())
     .filter(Boolean);
   try {
-    new RegistryAllowList(entries);
+    new RegistryAllowList(entries, flag);
   } catch (error) {
     throw new ConfigError((error as Error).message);
   }

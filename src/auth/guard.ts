@@ -83,7 +83,12 @@ function authenticate(control: AccessControl, request: FastifyRequest, reply: Fa
 }
 
 /** A session stands for its token while both last; a refused session cookie is cleared. */
-function authenticateSession(control: AccessControl, session: SessionCredential & { from: 'cookie' | 'header' }, request: FastifyRequest, reply: FastifyReply): TokenRecord {
+function authenticateSession(
+  control: AccessControl,
+  session: SessionCredential & { from: 'cookie' | 'header' },
+  request: FastifyRequest,
+  reply: FastifyReply,
+): TokenRecord {
   const { sessionKey, tokens, endedSessions } = control;
   const check =
     sessionKey && tokens && endedSessions

@@ -103,6 +103,11 @@ export function checkSession(
   if (!proves(key, claims, credential.proof)) return { refused: WITHOUT_PROOF, proven: false };
   if (claims.expiresAt <= now) return { refused: `the session ended at ${new Date(claims.expiresAt).toISOString()}: sign in again`, proven: true };
   if (ended(claims.id)) return { refused: 'the session was signed out: sign in again', proven: true };
+  return sessionToken(claims, find, now);
+}
+
+/** The token a session's claims stand for while it lasts, or why it stands for none now (revoked, reissued or expired). */
+export function sessionToken(claims: SessionClaims, find: (name: string) => TokenRecord | undefined, now: number): SessionCheck {
   const token = find(claims.token);
   if (!token || !token.hash.startsWith(claims.hash)) return { refused: `the session ended: token ${claims.token} was revoked`, proven: true };
   if (isExpired(token, now)) return { refused: `the session ended: token ${token.name} expired at ${token.expiresAt}`, proven: true };

@@ -62,7 +62,8 @@ export class StreamLimit {
     const held = this.byHolder.get(holder) ?? 0;
     if (held >= this.perCaller) {
       void reply.header('retry-after', String(STREAM_RETRY_AFTER_SECONDS));
-      throw new HttpError(429, `too many ${this.what} from ${holder}: one caller holds at most ${this.perCaller} at once (of ${this.max} served); close one first`);
+      const share = `one caller holds at most ${this.perCaller} at once (of ${this.max} served)`;
+      throw new HttpError(429, `too many ${this.what} from ${holder}: ${share}; close one first`);
     }
     this.open += 1;
     this.byHolder.set(holder, held + 1);

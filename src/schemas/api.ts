@@ -128,7 +128,11 @@ export const orchestratorApi = {
     description:
       'Server-Sent Events for the dashboard: a `snapshot` first, then `service`, `deployment`, `journal`, `machine` and `unit` events, ' +
       'each `{key, value}` or `{key, deleted: true}`, with the store revision as `id`. See docs/dashboard.md.',
-    response: { 200: textResponse('text/event-stream', 'The event stream, open until the client leaves (or its token or session ends).'), 429: ErrorReply, 503: ErrorReply },
+    response: {
+      200: textResponse('text/event-stream', 'The event stream, open until the client leaves (or its token or session ends).'),
+      429: ErrorReply,
+      503: ErrorReply,
+    },
   },
 } satisfies Record<RouteKey, RouteSchema>;
 

@@ -48,6 +48,7 @@ export const sessionSchema = {
 };
 
 export const endSessionSchema = {
-  description: 'Sign out: the session cookie is cleared.',
-  response: { 204: Type.Null(), 403: ErrorReply },
+  description:
+    'Sign out: the session ends everywhere and its cookie is cleared; 429 when its token has too many signed-out sessions that have not expired yet.',
+  response: { 204: Type.Null(), 403: ErrorReply, 429: ErrorReply },
 };

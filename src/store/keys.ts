@@ -95,9 +95,10 @@ export const tokensIssuedKey = `${ROOT}tokens-issued`;
 export const sessionKeyKey = `${ROOT}session-key`;
 
 /**
- * Dashboard sessions that were signed out before they ended (value: when the session would have
- * ended, ISO time), so a copy of the cookie is refused. Written only through
- * src/auth/ended-sessions.ts, which drops records whose session is over anyway.
+ * Dashboard sessions that were signed out before they ended (value: `{token, endsAt}`, the
+ * session's token and when it would have ended, ISO time; older records hold only the time), so a
+ * copy of the cookie is refused. Written only through src/auth/ended-sessions.ts, which bounds
+ * them and drops records whose session is over anyway.
  */
 export const endedSessionPrefix = `${ROOT}ended-sessions/`;
 export const endedSessionKey = (id: string): string => `${endedSessionPrefix}${id}`;

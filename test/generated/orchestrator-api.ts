@@ -629,12 +629,12 @@ export interface paths {
         put?: never;
         /**
          * Sign in
-         * @description Sign in: exchange a token for a session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS) lasting 12 h or until the token expires.
+         * @description Sign in: exchange a token for a session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS) lasting 12 h or until the token expires, and its proof, which every call of the session sends as X-Platform-Session-Proof: the cookie alone is no credential.
          */
         post: operations["postSession"];
         /**
          * Sign out
-         * @description Sign out: the session cookie is cleared.
+         * @description Sign out: the session ends everywhere and its cookie is cleared; 429 when its token has too many signed-out sessions that have not expired yet.
          */
         delete: operations["deleteSession"];
         options?: never;
@@ -3834,6 +3834,19 @@ export interface operations {
                 };
             };
             /** @description Every error: the HTTP status, its name, and what went wrong. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
             502: {
                 headers: {
                     [name: string]: unknown;
@@ -6244,6 +6257,8 @@ export interface operations {
                          * @description when the session ends
                          */
                         expiresAt?: string;
+                        /** @description the half of the session the page keeps (in storage of its own origin) and sends as X-Platform-Session-Proof beside the cookie */
+                        proof: string;
                     };
                 };
             };
@@ -6382,6 +6397,19 @@ export interface operations {
                     };
                 };
             };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
         };
     };
     getEvents: {
@@ -6417,6 +6445,19 @@ export interface operations {
             };
             /** @description The token may not do this. */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -69,7 +69,7 @@ t.test('changes are journaled once, where they are made, with the token name and
   ]);
 });
 
-t.test("a read token, and a deploy token scoped to other services, see env names with values redacted; the service's deploy and admin tokens see the values", async (t) => {
+t.test("a read token and a deploy token scoped elsewhere see env names with values redacted; the service's deploy and admin tokens see values", async (t) => {
   const release: Release = {
     service: 'web-a',
     version: 1,
@@ -119,9 +119,16 @@ t.test("the event stream redacts env for a read token and a deploy token scoped 
     };
     return { snapshot: await next('snapshot'), next };
   };
-  const streams = { viewer: await streamOf(secrets.viewer!), 'ci-b': await streamOf(secrets['ci-b']!), 'ci-a': await streamOf(secrets['ci-a']!), admin: await streamOf(secrets.admin!) };
+  const streams = {
+    viewer: await streamOf(secrets.viewer!),
+    'ci-b': await streamOf(secrets['ci-b']!),
+    'ci-a': await streamOf(secrets['ci-a']!),
+    admin: await streamOf(secrets.admin!),
+  };
   const sees = { viewer: { API_KEY: '(redacted)' }, 'ci-b': { API_KEY: '(redacted)' }, 'ci-a': { API_KEY: MARKER }, admin: { API_KEY: MARKER } };
-  for (const [who, stream] of Object.entries(streams)) t.same(stream.snapshot.services['web-a'].config.env, sees[who as keyof typeof sees], `${who}: the snapshot`);
+  for (const [who, stream] of Object.entries(streams)) {
+    t.same(stream.snapshot.services['web-a'].config.env, sees[who as keyof typeof sees], `${who}: the snapshot`);
+  }
   t.equal((await call('PATCH', orch('/services/web-a/config/next'), secrets.admin, { env: { ROUND: MARKER } })).status, 200);
   const seesAfter = { viewer: { API_KEY: '(redacted)', ROUND: '(redacted)' }, 'ci-b': { API_KEY: '(redacted)', ROUND: '(redacted)' } };
   for (const [who, stream] of Object.entries(streams)) {

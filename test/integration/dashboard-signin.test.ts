@@ -169,9 +169,11 @@ t.test("a unit on another port of the dashboard's host receives the session cook
   };
   for (const [what, headers] of Object.entries(replays)) {
     for (const url of [`${orchestrator.url}/services`, `${web.url}/services`, `${orchestrator.url}/session`]) {
-      t.match(await replay('GET', url, headers), { status: 401, body: { message: /^the session cookie alone is not a credential/ } }, `${what} replayed at ${url}`);
+      const refusal = { status: 401, body: { message: /^the session cookie alone is not a credential/ } };
+      t.match(await replay('GET', url, headers), refusal, `${what} replayed at ${url}`);
     }
-    const deploy = await replay('POST', `${orchestrator.url}/services/${service}/deploy`, { ...headers, origin: orchestrator.url, 'content-type': 'application/json' });
+    const fromDashboardPage = { ...headers, origin: orchestrator.url, 'content-type': 'application/json' };
+    const deploy = await replay('POST', `${orchestrator.url}/services/${service}/deploy`, fromDashboardPage);
     t.equal(deploy.status, 401, `${what} cannot deploy`);
   }
   t.equal((await pageFetch(page, 'GET', 'services')).status, 200, "the dashboard's own page still calls with its session");
@@ -237,7 +239,8 @@ t.test('a page of another origin cannot deploy with the session: its form is ref
   t.teardown(() => optedIn.close());
   const allowed = await opted.evaluate(
     async ({ base, token }) => {
-      const signIn = await fetch(`${base}/session`, { method: 'POST', credentials: 'include', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
+      const json = { 'content-type': 'application/json' };
+      const signIn = await fetch(`${base}/session`, { method: 'POST', credentials: 'include', headers: json, body: JSON.stringify({ token }) });
       const { proof } = (await signIn.json()) as { proof: string };
       const response = await fetch(`${base}/session`, { credentials: 'include', headers: { 'x-platform-session-proof': proof } });
       const cookieAlone = await fetch(`${base}/session`, { credentials: 'include' });
@@ -331,7 +334,8 @@ t.test('signing out shows the sign-in page again, and the data routes answer 401
   await page.getByRole('status').filter({ hasText: /^Live$/ }).waitFor();
   // A copy of the whole session (the cookie and its proof), as a stolen one would be, with an event stream it keeps open.
   const cookie = `platform_session=${(await adminContext.cookies()).find((cookie) => cookie.name === 'platform_session')!.value}`;
-  const copy = { cookie, 'x-platform-session-proof': (await page.evaluate(() => (globalThis as unknown as PageStorage).localStorage.getItem('platform.sessionProof')))! };
+  const proof = await page.evaluate(() => (globalThis as unknown as PageStorage).localStorage.getItem('platform.sessionProof'));
+  const copy = { cookie, 'x-platform-session-proof': proof! };
   const stream = await fetch(`${orchestrator.url}/events`, { headers: copy });
   t.equal(stream.status, 200, 'the copy opens a stream');
   const streamEnded = stream.text().then(() => 'ended', () => 'ended');

@@ -29,11 +29,13 @@ const [good, crash] = await Promise.all([
   buildTestImage(engine.docker, registry.host, repository, 'crash', { variant: 'crash' }),
 ]);
 const flags = ['--etcd', etcd.url, '--announce-ttl', String(TTL)];
-const schedulerFlags = [...flags, '--notify-retry', '1s', '--notify-give-up', `${GIVE_UP_SECONDS}s`, '--notify-timeout', '2'];
+// The receivers listen on loopback, which the destination rule allows only when the operator names it.
+const allowReceivers = ['--allowed-notification-destination', '127.0.0.1'];
+const schedulerFlags = [...flags, ...allowReceivers, '--notify-retry', '1s', '--notify-give-up', `${GIVE_UP_SECONDS}s`, '--notify-timeout', '2'];
 type Role = PlatformProcess & { url: string };
 const agent = await serveRole('agent', await freePort(), [...flags, '--network', 'host', '--machine-id', 'm1', '--stop-grace', '1', '--drain-seconds', '0'], { DOCKER_HOST: engine.dockerHost });
 const directory = await serveRole('directory', await freePort(), flags);
-const orchestrator = await serveRole('orchestrator', await freePort(), flags);
+const orchestrator = await serveRole('orchestrator', await freePort(), [...flags, ...allowReceivers]);
 const schedulers: Role[] = [await serveRole('scheduler', await freePort(), schedulerFlags), await serveRole('scheduler', await freePort(), schedulerFlags)];
 
 /** A webhook receiver as a careful user writes one: it checks the signature and drops an event id it has seen. */

@@ -1,6 +1,16 @@
 import t from 'tap';
 import { createHmac, randomBytes } from 'node:crypto';
-import { checkSession, cookieValue, openSession, sealSession, sessionClaims, sessionCookie, sessionProof, SESSION_MAX_AGE_MS, type SessionClaims } from '../../src/auth/session.js';
+import {
+  checkSession,
+  cookieValue,
+  openSession,
+  sealSession,
+  sessionClaims,
+  sessionCookie,
+  sessionProof,
+  SESSION_MAX_AGE_MS,
+  type SessionClaims,
+} from '../../src/auth/session.js';
 import { csrfRefusal } from '../../src/auth/csrf.js';
 import { passedOnAuthorization, sessionCredential } from '../../src/auth/caller.js';
 import { hashSecret, newSecret } from '../../src/auth/tokens.js';
@@ -38,7 +48,9 @@ t.test('a session stands for its token until it ends, the token is revoked, reis
   t.same(checkSession(key, sealed, find, live, now + 1000), { token: viewer });
   t.match(checkSession(key, sealed, find, live, now + SESSION_MAX_AGE_MS), { refused: /^the session ended at 2030-01-01T12:00:00.000Z/ });
   t.same(checkSession(key, sealed, () => undefined, live, now), { refused: 'the session ended: token viewer was revoked', proven: true });
-  t.same(checkSession(key, sealed, () => ({ ...viewer, hash: hashSecret(newSecret()) }), live, now), { refused: 'the session ended: token viewer was revoked', proven: true }, 'a new token of the same name is another token');
+  const reissued = () => ({ ...viewer, hash: hashSecret(newSecret()) });
+  const revoked = { refused: 'the session ended: token viewer was revoked', proven: true };
+  t.same(checkSession(key, sealed, reissued, live, now), revoked, 'a new token of the same name is another token');
   const expiring = { ...viewer, expiresAt: '2030-01-01T00:00:10Z' };
   t.match(checkSession(key, presented(sessionClaims(viewer, now)), () => expiring, live, now + 20_000), { refused: /token viewer expired/ });
   t.match(checkSession(key, { value: 'x.y', proof: undefined }, find, live, now), { refused: /not one this platform signed/ });
@@ -59,11 +71,15 @@ t.test('a signed-out session is refused, and only that one', async (t) => {
 t.test('the cookie alone is no session: without its proof, or with another session\'s, it is refused and not cleared', async (t) => {
   const claims = sessionClaims(viewer, now);
   const value = sealSession(key, claims);
-  const refusal = { refused: /^the session cookie alone is not a credential: the dashboard's page sends its proof \(x-platform-session-proof\)/, proven: false };
+  const refusal = {
+    refused: /^the session cookie alone is not a credential: the dashboard's page sends its proof \(x-platform-session-proof\)/,
+    proven: false,
+  };
   t.match(checkSession(key, { value, proof: undefined }, find, live, now), refusal, 'no proof');
   t.match(checkSession(key, { value, proof: sessionProof(key, sessionClaims(viewer, now)) }, find, live, now), refusal, "another session's proof");
   t.match(checkSession(key, { value, proof: sessionProof(randomBytes(32), claims) }, find, live, now), refusal, "another key's proof");
-  t.match(checkSession(key, { value, proof: createHmac('sha256', key).update(value.split('.')[0]!).digest('base64url') }, find, live, now), refusal, "the cookie's own MAC");
+  const cookieMac = createHmac('sha256', key).update(value.split('.')[0]!).digest('base64url');
+  t.match(checkSession(key, { value, proof: cookieMac }, find, live, now), refusal, "the cookie's own MAC");
   t.same(checkSession(key, { value, proof: sessionProof(key, claims) }, find, live, now), { token: viewer });
 });
 
@@ -73,8 +89,10 @@ t.test('the cookie is HttpOnly, SameSite=Strict, for the whole site, Secure only
   t.equal(cookieValue('a=1; platform_session=xyz.sig; b=2', 'platform_session'), 'xyz.sig');
   t.equal(cookieValue('platform_session_other=1', 'platform_session'), undefined);
   t.same(sessionCredential({ cookie: 'platform_session=v' }), { value: 'v', proof: undefined, from: 'cookie' });
-  t.same(sessionCredential({ cookie: 'platform_session=v', 'x-platform-session-proof': 'p' }), { value: 'v', proof: 'p', from: 'cookie' }, 'the page sends the proof');
-  t.same(sessionCredential({ authorization: 'Session v p', cookie: 'platform_session=w' }), { value: 'v', proof: 'p', from: 'header' }, 'a role passes a session on as a header');
+  const proven = { cookie: 'platform_session=v', 'x-platform-session-proof': 'p' };
+  t.same(sessionCredential(proven), { value: 'v', proof: 'p', from: 'cookie' }, 'the page sends the proof');
+  const passedOn = { authorization: 'Session v p', cookie: 'platform_session=w' };
+  t.same(sessionCredential(passedOn), { value: 'v', proof: 'p', from: 'header' }, 'a role passes a session on as a header');
   t.same(passedOnAuthorization({ cookie: 'platform_session=v', 'x-platform-session-proof': 'p' }), 'Session v p', 'with its proof');
   t.equal(sessionCredential({ authorization: 'Bearer plt_x' }), undefined);
 });

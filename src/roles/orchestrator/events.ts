@@ -258,7 +258,8 @@ export class EventHub {
     const data = value === undefined ? { key, deleted: true } : { key, value };
     if (kind === 'unit') trace('orchestrator.unit', `${key} ${value ? `${(value as ClusterUnit).active}/${(value as ClusterUnit).sub}` : 'deleted'}`);
     const text = frame(kind, event.modRevision, data);
-    const redacted = kind === 'service' && value ? { service: key, text: frame(kind, event.modRevision, { key, value: redactService(value as Service) }) } : undefined;
+    const redacted =
+      kind === 'service' && value ? { service: key, text: frame(kind, event.modRevision, { key, value: redactService(value as Service) }) } : undefined;
     this.broadcast(text, redacted);
   }
 

@@ -2,19 +2,27 @@ import type { RoleServer } from '../../http/server.js';
 import { badRequest, conflict, notFound } from '../../http/errors.js';
 import type { Store } from '../../store/store.js';
 import { apiRoute } from '../../schemas/api.js';
-import { EndpointUrlError, MAX_ENDPOINTS, addEndpoint, listEndpoints, removeEndpoint } from '../../notifications/endpoints.js';
+import { EndpointUrlError, MAX_ENDPOINTS, addEndpoint, endpointUrl, listEndpoints, removeEndpoint } from '../../notifications/endpoints.js';
+import { destinationRefusal, type RegistryAllowList } from '../scheduler/registry-policy.js';
 import { listDeliveries } from '../../notifications/outbox.js';
 
 // Notification endpoints and their deliveries on the orchestrator, for admins only: an endpoint's
 // URL may hold a secret in its path (Slack's do), and the deliveries show those URLs. The signing
 // secret is in the reply to the add, and nowhere after.
 
-export function notificationRoutes(server: RoleServer, store: Store): void {
+/** Why an endpoint is refused its destination: the registries' rule (src/roles/scheduler/registry-policy.ts), which deliveries apply again. */
+const DESTINATION_RULE = 'endpoints on loopback, private, link-local and other special addresses need --allowed-notification-destination';
+
+export function notificationRoutes(server: RoleServer, store: Store, allowedDestinations: RegistryAllowList): void {
   server.route({
     ...apiRoute('POST /notifications/endpoints'),
     handler: async (request, reply) => {
       let added;
       try {
+        const url = new URL(endpointUrl(request.body.url));
+        const refusal = await destinationRefusal(url, allowedDestinations);
+        // The origin only: the rest of the URL may be a secret.
+        if (refusal) throw new EndpointUrlError(`url ${url.origin} is not allowed: ${refusal}; ${DESTINATION_RULE}`);
         added = await addEndpoint(store, request.body);
       } catch (error) {
         if (error instanceof EndpointUrlError) throw badRequest(error.message);

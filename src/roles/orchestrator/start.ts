@@ -5,6 +5,7 @@ import { fastifyRole, type RoleContext, type StartedRole } from '../role.js';
 import { orchestratorRoutes } from './routes.js';
 import { tokenRoutes, warnWhileNoToken } from './token-routes.js';
 import { notificationRoutes } from './notification-routes.js';
+import { RegistryAllowList } from '../scheduler/registry-policy.js';
 import { registryRoutes } from './registry-routes.js';
 import { certificateRoutes } from './certificate-routes.js';
 import { quotaRoutes } from './quota-routes.js';
@@ -33,7 +34,7 @@ export async function startOrchestrator({ config, store, log, access }: RoleCont
   orchestratorRoutes(server, store, peers);
   tokenRoutes(server, store);
   await warnWhileNoToken(store, access.mode, log);
-  notificationRoutes(server, store);
+  notificationRoutes(server, store, new RegistryAllowList(config.allowedNotificationDestinations, '--allowed-notification-destination'));
   registryRoutes(server, store);
   quotaRoutes(server, store);
   certificateRoutes(server, store, { domain: config.domain, internalDomain: config.gateway.internalDomain });

@@ -1,7 +1,8 @@
-import { Agent, request } from 'undici';
+import { request } from 'undici';
 import type { NotifyDelivery } from '../../schemas/notification.js';
 import type { AttemptResult } from '../../notifications/outbox.js';
 import { SIGNATURE_HEADER, signBody } from '../../notifications/signature.js';
+import { DestinationPolicy, RegistryAllowList, refusalIn } from './registry-policy.js';
 
 // One delivery attempt: a signed POST of the event, bounded by a timeout. Redirects are never
 // followed (undici's request does not; a 3xx is a failed attempt naming where it pointed), so an
@@ -11,11 +12,19 @@ import { SIGNATURE_HEADER, signBody } from '../../notifications/signature.js';
 /** How much of a response body is read before the connection is dropped. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
 
-export class NotificationSender {
-  private readonly dispatcher: Agent;
+/** What a delivery refused its destination says: the registries' rule, checked again at each attempt since DNS can change. */
+const DESTINATION_RULE = 'endpoints on loopback, private, link-local and other special addresses need --allowed-notification-destination';
 
-  constructor(private readonly timeoutMs: number) {
-    this.dispatcher = new Agent({ connectTimeout: timeoutMs, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connections: 8 });
+export class NotificationSender {
+  private readonly destinations: DestinationPolicy;
+
+  /** `allowedDestinations`: --allowed-notification-destination. */
+  constructor(
+    private readonly timeoutMs: number,
+    allowedDestinations: readonly string[] = [],
+  ) {
+    const allowed = new RegistryAllowList(allowedDestinations, '--allowed-notification-destination');
+    this.destinations = new DestinationPolicy(allowed, { connectTimeout: timeoutMs, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connections: 8 });
   }
 
   async send(delivery: NotifyDelivery, secret: string): Promise<AttemptResult> {
@@ -23,7 +32,7 @@ export class NotificationSender {
     try {
       const response = await request(delivery.url, {
         method: 'POST',
-        dispatcher: this.dispatcher,
+        dispatcher: this.destinations.dispatcherFor(new URL(delivery.url)),
         signal: AbortSignal.timeout(this.timeoutMs),
         headers: {
           'content-type': 'application/json',
@@ -40,12 +49,13 @@ export class NotificationSender {
       if (statusCode >= 300 && statusCode < 400) return { statusCode, error: `redirect ${statusCode} to ${redirectHost(response.headers.location)} not followed` };
       return statusCode >= 200 && statusCode < 300 ? { statusCode } : { statusCode, error: `HTTP ${statusCode}` };
     } catch (error) {
-      return { error: attemptError(error, this.timeoutMs) };
+      const refused = refusalIn(error);
+      return { error: refused ? `${refused.message}; ${DESTINATION_RULE}` : attemptError(error, this.timeoutMs) };
     }
   }
 
   close(): Promise<void> {
-    return this.dispatcher.close();
+    return this.destinations.close();
   }
 }
 

@@ -29,6 +29,8 @@ export interface NotifierOptions {
   policy: RetryPolicy;
   /** How long one attempt may take, connecting included. */
   timeoutMs: number;
+  /** --allowed-notification-destination: endpoints on special addresses deliveries may reach. */
+  allowedDestinations?: readonly string[];
 }
 
 /** Attempts under way at once, over all endpoints. */
@@ -53,7 +55,7 @@ export class Notifier {
     private readonly options: NotifierOptions,
     private readonly caches: Caches,
   ) {
-    this.sender = new NotificationSender(options.timeoutMs);
+    this.sender = new NotificationSender(options.timeoutMs, options.allowedDestinations);
     for (const cache of Object.values(caches)) cache.onChange(() => this.kick());
     new FailureObserver(options.cluster, (event) => void this.observed(event));
   }

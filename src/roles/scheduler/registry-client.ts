@@ -1,9 +1,8 @@
-import { isIP } from 'node:net';
-import { Agent, request, type Dispatcher } from 'undici';
+import { request, type Dispatcher } from 'undici';
 import { HttpError, badGateway, badRequest } from '../../http/errors.js';
 import { DOCKER_HUB, type ImageReference } from '../../image-reference.js';
 import type { CredentialLookup, RegistryCredential } from '../../auth/registry-credentials.js';
-import { RegistryAllowList, RegistryRefused, checkedLookup, refusalOf } from './registry-policy.js';
+import { DestinationPolicy, RegistryAllowList, refusalIn } from './registry-policy.js';
 
 // Resolves a tag to its manifest digest through the Registry HTTP API v2, so that a release pins
 // exactly what was pushed, even if the tag moves later. Every host it contacts (the registry, the
@@ -36,8 +35,6 @@ const UNTRUSTED_CERTIFICATE = new Set(['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'SELF_
 const REASON_REPLY_BYTES = 16 * 1024;
 const REASON_CHARS = 200;
 
-const portOf = (url: URL): number => Number(url.port || (url.protocol === 'https:' ? 443 : 80));
-
 /** Reads at most `limit` bytes of a body; undefined when it is longer. */
 async function boundedText(body: Dispatcher.ResponseData['body'], limit: number): Promise<string | undefined> {
   const chunks: Buffer[] = [];
@@ -65,22 +62,17 @@ export interface RegistryClientOptions {
 
 export class RegistryClient {
   private readonly insecure: ReadonlySet<string>;
-  private readonly allowed: RegistryAllowList;
-  /** For hosts the operator named: no address check. */
-  private readonly named = new Agent();
-  /** For every other host: a name connects only to the allowed addresses it resolves to. */
-  private readonly checked: Agent;
+  private readonly destinations: DestinationPolicy;
   /** Loopback and --insecure-registry registries found to speak plain HTTP (the others are tried with TLS first, as Docker does). */
   private readonly plainHttp = new Set<string>();
 
   constructor(private readonly options: RegistryClientOptions = {}) {
     this.insecure = new Set(options.insecureRegistries ?? []);
-    this.allowed = new RegistryAllowList(options.allowedRegistries ?? []);
-    this.checked = new Agent({ connect: { lookup: checkedLookup(this.allowed) } });
+    this.destinations = new DestinationPolicy(new RegistryAllowList(options.allowedRegistries ?? []));
   }
 
-  async close(): Promise<void> {
-    await Promise.all([this.named.close(), this.checked.close()]);
+  close(): Promise<void> {
+    return this.destinations.close();
   }
 
   /**
@@ -192,12 +184,11 @@ export class RegistryClient {
 
   /** A request that passes the policy: named hosts as they are, an address checked here, a name when it is resolved. */
   private send(url: URL, options: { method: 'GET' | 'HEAD'; headers: Record<string, string> }) {
-    const port = portOf(url);
-    let dispatcher = this.checked;
-    if (this.allowed.names(url.hostname, port)) dispatcher = this.named;
-    else if (isIP(url.hostname.replace(/^\[(.*)\]$/, '$1')) !== 0) {
-      const refusal = refusalOf(url.hostname.replace(/^\[(.*)\]$/, '$1'), this.allowed);
-      if (refusal) return Promise.reject(new RegistryRefused(refusal));
+    let dispatcher;
+    try {
+      dispatcher = this.destinations.dispatcherFor(url);
+    } catch (error) {
+      return Promise.reject(error as Error);
     }
     const timeout = this.options.timeoutMs ?? 10_000;
     return request(url, { ...options, dispatcher, headersTimeout: timeout, bodyTimeout: timeout });
@@ -250,12 +241,6 @@ export class RegistryClient {
     }
     throw badGateway(`the token realm ${url.origin} of registry ${registry} answered no token`);
   }
-}
-
-function refusalIn(error: unknown): RegistryRefused | undefined {
-  if (error instanceof RegistryRefused) return error;
-  const cause = (error as { cause?: unknown } | undefined)?.cause;
-  return cause instanceof RegistryRefused ? cause : undefined;
 }
 
 function codeOf(error: unknown): string {

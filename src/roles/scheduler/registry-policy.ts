@@ -1,5 +1,6 @@
 import { BlockList, isIP } from 'node:net';
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
+import { Agent } from 'undici';
 
 // Which hosts the scheduler's registry client may contact. A declaration names its registry, so
 // without a rule anyone who may declare a service could make the scheduler call into the network
@@ -8,6 +9,8 @@ import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'nod
 // unspecified and other special addresses only when the operator names the registry
 // (--allowed-registry). A host name is checked by the addresses it resolves to, at connect time,
 // so the address checked is the address connected to (a name that re-resolves cannot slip by).
+// The same rule guards the scheduler's notification deliveries (--allowed-notification-destination):
+// DestinationPolicy is how both clients apply it.
 
 const specialRanges: [kind: string, network: string, prefix: number][] = [
   ['unspecified', '0.0.0.0', 8],
@@ -49,6 +52,13 @@ export class RegistryRefused extends Error {
   override name = 'RegistryRefused';
 }
 
+/** The policy's refusal behind an error: thrown itself, or the cause of a failed connection (its lookup refused every address). */
+export function refusalIn(error: unknown): RegistryRefused | undefined {
+  if (error instanceof RegistryRefused) return error;
+  const cause = (error as { cause?: unknown } | undefined)?.cause;
+  return cause instanceof RegistryRefused ? cause : undefined;
+}
+
 const ALLOW_SYNTAX = 'host, host:port, [IPv6]:port or an address range such as 10.0.0.0/8';
 const HOST_NAME = /^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/;
 
@@ -61,8 +71,11 @@ export class RegistryAllowList {
   private readonly ranges = new BlockList();
   private hasRanges = false;
 
-  /** Throws an Error naming the entry and the syntax when an entry is not one of ALLOW_SYNTAX. */
-  constructor(entries: readonly string[]) {
+  /** Throws an Error naming the entry, the flag and the syntax when an entry is not one of ALLOW_SYNTAX. */
+  constructor(
+    entries: readonly string[],
+    private readonly flag = '--allowed-registry',
+  ) {
     for (const entry of entries) this.add(entry.trim());
   }
 
@@ -78,7 +91,7 @@ export class RegistryAllowList {
   }
 
   private add(entry: string): void {
-    const refuse = () => new Error(`--allowed-registry takes ${ALLOW_SYNTAX}, got ${entry}`);
+    const refuse = () => new Error(`${this.flag} takes ${ALLOW_SYNTAX}, got ${entry}`);
     const range = /^([^/]+)\/(\d{1,3})$/.exec(entry);
     if (range) {
       const [, network, prefixText] = range;
@@ -129,4 +142,50 @@ export function checkedLookup(allowed: RegistryAllowList) {
       return callback(null, usable[0]!.address, usable[0]!.family);
     });
   };
+}
+
+const portOf = (url: URL): number => Number(url.port || (url.protocol === 'https:' ? 443 : 80));
+
+/**
+ * The policy as a client applies it to a URL: hosts the operator named go as they are; an address
+ * is checked before connecting; a name connects only to the allowed addresses it resolves to.
+ */
+export class DestinationPolicy {
+  /** For hosts the operator named: no address check. */
+  private readonly named: Agent;
+  /** For every other host: a name connects only to the allowed addresses it resolves to. */
+  private readonly checked: Agent;
+
+  constructor(
+    readonly allowed: RegistryAllowList,
+    options: Agent.Options = {},
+  ) {
+    this.named = new Agent(options);
+    this.checked = new Agent({ ...options, connect: { ...options.connect, lookup: checkedLookup(allowed) } });
+  }
+
+  /** The dispatcher a request to `url` goes through; throws RegistryRefused when its address is not allowed. */
+  dispatcherFor(url: URL): Agent {
+    if (this.allowed.names(url.hostname, portOf(url))) return this.named;
+    const host = bare(url.hostname);
+    const refusal = isIP(host) === 0 ? undefined : refusalOf(host, this.allowed);
+    if (refusal) throw new RegistryRefused(refusal);
+    return this.checked;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.named.close(), this.checked.close()]);
+  }
+}
+
+/**
+ * Why a request to `url` would be refused now, resolving a name as a connection would, or
+ * undefined; a name that does not resolve now is not refused (a connection checks it again).
+ */
+export async function destinationRefusal(url: URL, allowed: RegistryAllowList): Promise<string | undefined> {
+  const host = bare(url.hostname);
+  if (allowed.names(host, portOf(url))) return undefined;
+  if (isIP(host) !== 0) return refusalOf(host, allowed);
+  const lookup = checkedLookup(allowed);
+  return new Promise((resolve) => lookup(host, { all: true }, (error) => resolve(error instanceof RegistryRefused ? error.message : undefined)));
 }

@@ -42,7 +42,7 @@ export interface SchedulerOptions {
   /** How much history the leader keeps. */
   retention?: RetentionLimits;
   /** Outbound notifications: when failed deliveries are retried, and how long one attempt may take. */
-  notify?: { policy: RetryPolicy; timeoutMs: number };
+  notify?: { policy: RetryPolicy; timeoutMs: number; allowedDestinations?: readonly string[] };
   /** How long a machine may have no Docker engine before its units move (default 30 s). */
   engineGraceSeconds?: number;
 }

@@ -22,7 +22,7 @@ export async function startScheduler({ config, store, log, advertised, access, s
       credentials: (registry) => credentialFor(store, registry),
     },
     retention: config.scheduler.retention,
-    notify: config.scheduler.notify,
+    notify: { ...config.scheduler.notify, allowedDestinations: config.allowedNotificationDestinations },
     engineGraceSeconds: config.scheduler.engineGraceSeconds,
   });
   const server = await createRoleServer({

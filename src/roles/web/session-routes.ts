@@ -7,7 +7,7 @@ import type { TokenRecord } from '../../schemas/token.js';
 import { callerToken, recordFailure, refuseWhileLimited, type AccessControl } from '../../auth/guard.js';
 import { isExpired } from '../../auth/access.js';
 import { cameOverHttps, presentedSession } from '../../auth/caller.js';
-import { sealSession, sessionClaims, sessionCookie, sessionProof } from '../../auth/session.js';
+import { sealSession, sessionClaims, sessionCookie, sessionProof, sessionToken, type SessionClaims } from '../../auth/session.js';
 
 // Signing in to the dashboard, on both servers that serve it (the orchestrator and the web role):
 // POST /session takes a token and sets the session cookie, GET /session says who the page acts
@@ -48,11 +48,15 @@ export function sessionRoutes(server: RoleServer, access: AccessControl): void {
     ...unaudited(apiRoute('DELETE /session')),
     handler: async (request, reply) => {
       const claims = presentedSession(request.headers, access.sessionKey);
-      if (claims && access.endedSessions) await access.endedSessions.end(claims);
+      // Only a session that could still be used needs a record: not one already ended, nor one whose token is gone.
+      if (claims && access.endedSessions && stillUsable(claims, access)) await access.endedSessions.end(claims);
       return reply.header('set-cookie', sessionCookie('', 0, cameOverHttps(request))).status(204).send(null);
     },
   });
 }
+
+const stillUsable = (claims: SessionClaims, { tokens }: AccessControl): boolean =>
+  tokens !== undefined && 'token' in sessionToken(claims, (name) => tokens.named(name), Date.now());
 
 function sessionInfo(request: FastifyRequest, access: AccessControl): SessionInfo {
   const token = callerToken(request);
