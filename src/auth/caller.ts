@@ -105,8 +105,14 @@ export function callerKey(request: CallerRequest): string | Promise<string> {
 /** The address a call comes from, for the journal: the relayed caller's, else the peer's. */
 export const clientAddress = (request: CallerRequest): string => relayedCaller(request)?.split(' ')[0] ?? request.ip;
 
-/** The operator's own process: identified, and in no container (a unit, on host networking too, always runs in one). */
-const isOperatorProcess = (peer: PeerIdentity): boolean => !('unknown' in peer) && peer.container === undefined;
+/**
+ * The operator's own process: identified, and in no container (a unit, on host networking too,
+ * always runs in one). Where the caller's cgroup cannot be seen (this role runs in a container of
+ * its own), only a caller of this process's own user is: host-network units run as another
+ * (`--host-network-user`, 65534 by default), bridge-network units never share this loopback.
+ */
+const isOperatorProcess = (peer: PeerIdentity): boolean =>
+  !('unknown' in peer) && peer.container === undefined && (peer.cgroupUnseen === undefined || peer.uid === process.getuid?.());
 
 /**
  * A call made on this machine by one of its own processes: from a loopback peer, passed on by

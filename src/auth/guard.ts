@@ -151,7 +151,11 @@ function authenticateAndAuthorize(control: AccessControl, need: RouteAccess, req
 /** Why a loopback call under auto was not taken for a local one, when its caller could not be identified (ss missing, say). */
 function whyNotLocal(control: AccessControl, request: FastifyRequest): string {
   const peer = control.mode === 'auto' ? knownPeerOf(request.raw.socket) : undefined;
-  return peer && 'unknown' in peer ? `; it was not taken for a local call: ${peer.unknown}` : '';
+  if (peer && 'unknown' in peer) return `; it was not taken for a local call: ${peer.unknown}`;
+  if (peer?.cgroupUnseen !== undefined && peer.container === undefined && peer.uid !== process.getuid?.()) {
+    return `; it was not taken for a local call: its process runs as uid ${peer.uid}, not as this role's user, and its cgroup is unseen (${peer.cgroupUnseen})`;
+  }
+  return '';
 }
 
 /** Under auto, a local call without credentials is let through as `local`; every other call shows its token. */

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import type { Socket } from 'node:net';
 
 // Which process is behind a loopback connection. The peer address cannot tell the operator's
@@ -13,8 +14,14 @@ import type { Socket } from 'node:net';
 export interface LoopbackPeer {
   /** The uid owning the caller's socket. */
   uid: number;
-  /** The id of the container the caller runs in (12 hex digits, as `docker ps` shows it); undefined: none. */
+  /** The id of the container the caller runs in (12 hex digits, as `docker ps` shows it); undefined: none, or unseen. */
   container: string | undefined;
+  /**
+   * Why the caller's cgroup could not be read, when it could not: this process runs in a container
+   * of its own (the image, compose.yaml) without `ss` or without the host's cgroup namespace. Only
+   * the uid is known then, and only a caller running as this process's own user is taken for local.
+   */
+  cgroupUnseen?: string;
 }
 
 /** Why the caller could not be identified: it is then treated as neither local nor anyone in particular. */
@@ -34,12 +41,12 @@ export function containerOfCgroup(path: string): string | undefined {
 /** The identity in one line of `ss -tnHe --cgroup`: `… uid:1000 ino:… sk:… cgroup:/… <-> …`. */
 export function peerOfSsLine(line: string): PeerIdentity {
   const cgroup = /\bcgroup:(\S+)/.exec(line)?.[1];
-  // Without the socket's cgroup (an old kernel, or cgroup v1 only) a container cannot be told from the host.
-  if (cgroup === undefined) return { unknown: 'the kernel reports no cgroup for the socket (cgroup v2 is needed)' };
-  // A cgroup outside the one this process sees: it runs in a container of its own (give it the host's cgroup namespace).
-  if (cgroup.startsWith('unreachable:')) return { unknown: "the caller's cgroup is outside this process's cgroup namespace" };
   // ss prints the uid only when it is not root's.
   const uid = Number(/\buid:(\d+)/.exec(line)?.[1] ?? 0);
+  // Without the socket's cgroup (an old kernel, or cgroup v1 only) a container cannot be told from the host.
+  if (cgroup === undefined) return { uid, container: undefined, cgroupUnseen: 'the kernel reports no cgroup for the socket (cgroup v2 is needed)' };
+  // A cgroup outside the one this process sees: it runs in a container of its own (give it the host's cgroup namespace).
+  if (cgroup.startsWith('unreachable:')) return { uid, container: undefined, cgroupUnseen: "the caller's cgroup is outside this process's cgroup namespace" };
   return { uid, container: containerOfCgroup(cgroup) };
 }
 
@@ -82,7 +89,7 @@ class PortLookups {
       this.waiting = [];
       const lines = await this.sockets();
       for (const { caller, listener, resolve } of batch) {
-        if (typeof lines === 'string') resolve({ unknown: lines });
+        if (typeof lines === 'string') resolve(await ownerInProcNet(caller, listener, lines));
         else {
           const line = lines.find((text) => {
             const ends = endsOfSsLine(text);
@@ -104,6 +111,42 @@ class PortLookups {
       });
     });
   }
+}
+
+/** `0100007F:1F90` (IPv4) or 32 hex digits of four little-endian words (IPv6) and a port, as /proc/net/tcp writes an end. */
+export function endOfProcNet(hex: string): string | undefined {
+  const [address, port] = hex.split(':');
+  if (address === undefined || port === undefined) return undefined;
+  const words = address.match(/.{8}/g) ?? [];
+  const bytes = words.flatMap((word) => (word.match(/../g) ?? []).reverse().map((byte) => parseInt(byte, 16)));
+  let ip: string;
+  if (bytes.length === 4) ip = bytes.join('.');
+  else if (bytes.length === 16 && bytes.slice(0, 10).every((byte) => byte === 0) && bytes[10] === 255 && bytes[11] === 255) ip = bytes.slice(12).join('.');
+  else if (bytes.length === 16) ip = bytes.every((byte, index) => byte === (index === 15 ? 1 : 0)) ? '::1' : `ipv6 ${address}`;
+  else return undefined;
+  return endpoint(ip, parseInt(port, 16));
+}
+
+/** The uid of the socket whose ends are `caller` and `listener`, in one line of /proc/net/tcp or tcp6. */
+export function uidOfProcNetLine(line: string, caller: string, listener: string): number | undefined {
+  const fields = line.trim().split(/\s+/);
+  if (fields.length < 8 || endOfProcNet(fields[1]!) !== caller || endOfProcNet(fields[2]!) !== listener) return undefined;
+  return Number(fields[7]);
+}
+
+/**
+ * Where `ss` cannot run (the container image has no iproute2), the kernel's socket table of this
+ * network namespace still names the owner's uid, though not its cgroup.
+ */
+async function ownerInProcNet(caller: string, listener: string, ssFailure: string): Promise<PeerIdentity> {
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    const text = await readFile(table, 'utf8').catch(() => '');
+    for (const line of text.split('\n').slice(1)) {
+      const uid = uidOfProcNetLine(line, caller, listener);
+      if (uid !== undefined) return { uid, container: undefined, cgroupUnseen: ssFailure };
+    }
+  }
+  return { unknown: `${ssFailure}, and the caller's socket is not in /proc/net/tcp` };
 }
 
 const lookupsByPort = new Map<number, PortLookups>();

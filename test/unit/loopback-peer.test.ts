@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
-import { containerOfCgroup, loopbackPeerOf, peerOfSsLine } from '../../src/auth/loopback-peer.js';
+import { containerOfCgroup, endOfProcNet, loopbackPeerOf, peerOfSsLine, uidOfProcNetLine } from '../../src/auth/loopback-peer.js';
 
 // Which process is behind a loopback connection, read from `ss -tnHe --cgroup`: the parts that
 // tell a unit (any container) from the operator's own processes.
@@ -24,8 +24,16 @@ t.test("a container's cgroup names it, under every engine's layout; the host's o
 t.test("a socket line gives its owner's uid (root's when ss prints none) and its container", async (t) => {
   t.same(peerOfSsLine(`ESTAB 0 0 127.0.0.1:45492 127.0.0.1:45319 ino:43191 sk:1001 cgroup:/docker/${ID} <-> cgroup:/docker/${ID}`), { uid: 0, container: ID.slice(0, 12) });
   t.same(peerOfSsLine('ESTAB 0 0 127.0.0.1:45492 127.0.0.1:45319 uid:1000 ino:43191 sk:1001 cgroup:/user.slice/user-1000.slice <->'), { uid: 1000, container: undefined });
-  t.match(peerOfSsLine('ESTAB 0 0 127.0.0.1:45492 127.0.0.1:45319 uid:1000 ino:43191 sk:1001 <->'), { unknown: /cgroup v2/ }, 'without a cgroup a unit cannot be told apart');
-  t.match(peerOfSsLine('ESTAB 0 0 127.0.0.1:45492 127.0.0.1:45319 ino:43191 sk:1001 cgroup:unreachable:2f1a <->'), { unknown: /cgroup namespace/ }, 'nor from a cgroup namespace of its own');
+  t.match(
+    peerOfSsLine('ESTAB 0 0 127.0.0.1:45492 127.0.0.1:45319 uid:1000 ino:43191 sk:1001 <->'),
+    { uid: 1000, container: undefined, cgroupUnseen: /cgroup v2/ },
+    'without a cgroup only the uid tells a unit apart',
+  );
+  t.match(
+    peerOfSsLine('ESTAB 0 0 127.0.0.1:45492 127.0.0.1:45319 ino:43191 sk:1001 cgroup:unreachable:2f1a <->'),
+    { uid: 0, container: undefined, cgroupUnseen: /cgroup namespace/ },
+    'nor from a cgroup namespace of its own',
+  );
 });
 
 /** `count` connections to a new loopback listener at `host`; the server's ends. */
@@ -48,5 +56,24 @@ t.test('connections opened at once are each identified as this process, by one l
     const identities = await Promise.all(sockets.map((socket) => loopbackPeerOf(socket)));
     t.same(new Set(identities.map((identity) => JSON.stringify(identity))), new Set([JSON.stringify({ uid: process.getuid!(), container: undefined })]), host);
     t.same(loopbackPeerOf(sockets[0]!), identities[0], 'kept on the connection');
+  }
+});
+
+t.test("the kernel's socket table names both ends and the owner's uid, over IPv4, IPv6 and IPv4 mapped into IPv6", async (t) => {
+  t.equal(endOfProcNet('0100007F:B1B4'), '127.0.0.1:45492');
+  t.equal(endOfProcNet('00000000000000000000000001000000:1F90'), '::1:8080');
+  t.equal(endOfProcNet('0000000000000000FFFF00000100007F:1F90'), '127.0.0.1:8080');
+  const line = '   3: 0100007F:B1B4 0100007F:B0C7 01 00000000:00000000 00:00000000 00000000 65534        0 43191 1 0000000000000000 20 4 30 10 -1';
+  t.equal(uidOfProcNetLine(line, '127.0.0.1:45492', '127.0.0.1:45255'), 65534);
+  t.equal(uidOfProcNetLine(line, '127.0.0.1:45493', '127.0.0.1:45255'), undefined, 'another connection');
+});
+
+t.test('without ss (the container image has no iproute2) a caller is identified by its uid from /proc/net/tcp', async (t) => {
+  const path = process.env.PATH;
+  process.env.PATH = '/nonexistent';
+  t.teardown(() => void (process.env.PATH = path));
+  for (const host of ['127.0.0.1', '::1']) {
+    const [socket] = await connections(t, host, 1);
+    t.match(await loopbackPeerOf(socket!), { uid: process.getuid!(), container: undefined, cgroupUnseen: /ss \(iproute2\) failed/ }, host);
   }
 });
