@@ -11,6 +11,7 @@ import { claimProcessSeries, metricsContentType, metricsOf, observeRequests } fr
 import { openapiOptions } from './openapi.js';
 import { ErrorReply } from '../schemas/common.js';
 import { discardBody } from './oversized-body.js';
+import { installBodyCharsetRule } from './body-charset.js';
 import { installAccessControl, isKnownCaller, type AccessControl } from '../auth/guard.js';
 import { installCsrfCheck } from '../auth/csrf.js';
 import { installCors } from './cors.js';
@@ -74,6 +75,7 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
   installHostRule(server, options.access.hosts);
   installCors(server, options.access.corsOrigins ?? []);
   installCsrfCheck(server, options.access.corsOrigins);
+  installBodyCharsetRule(server);
   // The API's description is no secret; the swagger-ui plugin's routes cannot be given a config otherwise.
   server.addHook('onRoute', (route) => {
     if (route.url.startsWith('/documentation')) route.config = { ...route.config, access: 'open' };
