@@ -687,7 +687,7 @@ export interface components {
                 ports: {
                     /** @description an integer from 1 to 65535 */
                     container: number;
-                    /** @description an integer from 1 to 65535 */
+                    /** @description an integer from 1 to 65535 that is no platform port (2379, 2380, 4001, 7001, 8080, 8081, 8443, 9000, 9001, 9002, 9003, 9004) */
                     host?: number;
                 }[];
                 /** @description a map of POSIX environment variable names (letters, digits, "_", not starting with a digit) to strings */
@@ -999,7 +999,7 @@ export interface operations {
                     ports?: {
                         /** @description an integer from 1 to 65535 */
                         container: number;
-                        /** @description an integer from 1 to 65535 */
+                        /** @description an integer from 1 to 65535 that is no platform port (2379, 2380, 4001, 7001, 8080, 8081, 8443, 9000, 9001, 9002, 9003, 9004) */
                         host?: number;
                     }[];
                     /** @description a map of POSIX environment variable names (letters, digits, "_", not starting with a digit) to strings */
@@ -1226,7 +1226,7 @@ export interface operations {
                             ports: {
                                 /** @description an integer from 1 to 65535 */
                                 container: number;
-                                /** @description an integer from 1 to 65535 */
+                                /** @description an integer from 1 to 65535 that is no platform port (2379, 2380, 4001, 7001, 8080, 8081, 8443, 9000, 9001, 9002, 9003, 9004) */
                                 host?: number;
                             }[];
                             /** @description a map of POSIX environment variable names (letters, digits, "_", not starting with a digit) to strings */
@@ -1519,7 +1519,7 @@ export interface operations {
                         ports: {
                             /** @description an integer from 1 to 65535 */
                             container: number;
-                            /** @description an integer from 1 to 65535 */
+                            /** @description an integer from 1 to 65535 that is no platform port (2379, 2380, 4001, 7001, 8080, 8081, 8443, 9000, 9001, 9002, 9003, 9004) */
                             host?: number;
                         }[];
                         /** @description a map of POSIX environment variable names (letters, digits, "_", not starting with a digit) to strings */
@@ -1683,7 +1683,7 @@ export interface operations {
                     ports?: {
                         /** @description an integer from 1 to 65535 */
                         container: number;
-                        /** @description an integer from 1 to 65535 */
+                        /** @description an integer from 1 to 65535 that is no platform port (2379, 2380, 4001, 7001, 8080, 8081, 8443, 9000, 9001, 9002, 9003, 9004) */
                         host?: number;
                     }[] | null;
                     /** @description a map of POSIX environment variable names to strings, or null to remove one */
@@ -1746,7 +1746,7 @@ export interface operations {
                         ports: {
                             /** @description an integer from 1 to 65535 */
                             container: number;
-                            /** @description an integer from 1 to 65535 */
+                            /** @description an integer from 1 to 65535 that is no platform port (2379, 2380, 4001, 7001, 8080, 8081, 8443, 9000, 9001, 9002, 9003, 9004) */
                             host?: number;
                         }[];
                         /** @description a map of POSIX environment variable names (letters, digits, "_", not starting with a digit) to strings */
@@ -1961,7 +1961,7 @@ export interface operations {
                             ports: {
                                 /** @description an integer from 1 to 65535 */
                                 container: number;
-                                /** @description an integer from 1 to 65535 */
+                                /** @description an integer from 1 to 65535 that is no platform port (2379, 2380, 4001, 7001, 8080, 8081, 8443, 9000, 9001, 9002, 9003, 9004) */
                                 host?: number;
                             }[];
                             /** @description a map of POSIX environment variable names (letters, digits, "_", not starting with a digit) to strings */
@@ -2144,7 +2144,7 @@ export interface operations {
                             ports: {
                                 /** @description an integer from 1 to 65535 */
                                 container: number;
-                                /** @description an integer from 1 to 65535 */
+                                /** @description an integer from 1 to 65535 that is no platform port (2379, 2380, 4001, 7001, 8080, 8081, 8443, 9000, 9001, 9002, 9003, 9004) */
                                 host?: number;
                             }[];
                             /** @description a map of POSIX environment variable names (letters, digits, "_", not starting with a digit) to strings */
@@ -2329,7 +2329,7 @@ export interface operations {
                             ports: {
                                 /** @description an integer from 1 to 65535 */
                                 container: number;
-                                /** @description an integer from 1 to 65535 */
+                                /** @description an integer from 1 to 65535 that is no platform port (2379, 2380, 4001, 7001, 8080, 8081, 8443, 9000, 9001, 9002, 9003, 9004) */
                                 host?: number;
                             }[];
                             /** @description a map of POSIX environment variable names (letters, digits, "_", not starting with a digit) to strings */
@@ -2883,6 +2883,7 @@ export interface operations {
                             memoryMB?: number;
                             cpus?: number;
                         };
+                        platformPorts?: number[];
                         unitCount: number;
                         startedAt: string;
                         updatedAt: string;
