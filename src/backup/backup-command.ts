@@ -69,7 +69,10 @@ async function verify(file: string): Promise<void> {
 
 async function restore(file: string, flags: StoreFlags & { force?: boolean }): Promise<void> {
   const backup = decodeBackup(await readFile(file, 'utf8'));
-  const outcome = await withStore(flags, false, async (store) => ({ ...(await restoreBackup(store, backup, { force: flags.force === true })), store: store.description }));
+  const outcome = await withStore(flags, false, async (store) => ({
+    ...(await restoreBackup(store, backup, { force: flags.force === true })),
+    store: store.description,
+  }));
   const { manifest } = backup;
   const lines = [
     `restored ${outcome.written} keys from ${file} (revision ${manifest.revision} of ${manifest.createdAt}) into ${outcome.store}` +
@@ -77,7 +80,9 @@ async function restore(file: string, flags: StoreFlags & { force?: boolean }): P
   ];
   if (outcome.settled.length > 0) lines.push(`deployments in flight at backup time, now failed (not rolled out again): ${outcome.settled.join(', ')}`);
   // Anything that remembers a revision of the old store would wait for revisions this one has not reached.
-  if (outcome.revision < manifest.revision) lines.push(`the store's revision is ${outcome.revision}, below the backup's ${manifest.revision}: start (or restart) every role on it now`);
+  if (outcome.revision < manifest.revision) {
+    lines.push(`the store's revision is ${outcome.revision}, below the backup's ${manifest.revision}: start (or restart) every role on it now`);
+  }
   process.stdout.write(`${lines.join('\n')}\n`);
 }
 
@@ -92,7 +97,10 @@ export function addBackupCommands(program: Command, addEtcdFlags: (command: Comm
     .command('verify <file>')
     .description('Check a backup: checksum, versions, a restore into a scratch store, every record against its schema; exit 1 naming the first bad one.')
     .action((file: string) => verify(file));
-  withStoreFlags(backup.command('restore <file>').description('Write a backup into an empty store; the roles start on it afterwards and adopt the running units.'))
+  const restoreCommand = backup
+    .command('restore <file>')
+    .description('Write a backup into an empty store; the roles start on it afterwards and adopt the running units.');
+  withStoreFlags(restoreCommand)
     .option('--force', 'delete everything the store holds under /platform/ first')
     .action((file: string, flags: StoreFlags & { force?: boolean }) => restore(file, flags));
 }

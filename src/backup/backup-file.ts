@@ -50,7 +50,9 @@ export function decodeBackup(text: string): BackupContents {
   const manifest = parseManifest(text.slice(0, newline));
   const body = text.slice(newline + 1);
   const actual = sha256(body);
-  if (actual !== manifest.sha256) throw new BackupFileError(`the backup is damaged: its entries hash to sha256 ${actual}, the manifest says ${manifest.sha256}`);
+  if (actual !== manifest.sha256) {
+    throw new BackupFileError(`the backup is damaged: its entries hash to sha256 ${actual}, the manifest says ${manifest.sha256}`);
+  }
   const entries = parseEntries(body);
   if (entries.length !== manifest.keyCount) throw new BackupFileError(`the backup holds ${entries.length} keys, its manifest says ${manifest.keyCount}`);
   return { manifest, entries };
@@ -68,7 +70,9 @@ function parseManifest(line: string): BackupManifest {
 
 function refuseNewer(what: string, version: unknown, known: number, writtenBy: unknown): void {
   if (typeof version === 'number' && version > known) {
-    throw new BackupFileError(`the backup's ${what} version ${version} (written by platform ${String(writtenBy)}) is newer than this program's ${known}: use that version or later`);
+    throw new BackupFileError(
+      `the backup's ${what} version ${version} (written by platform ${String(writtenBy)}) is newer than this program's ${known}: use that version or later`,
+    );
   }
 }
 

@@ -50,7 +50,8 @@ interface Run {
 }
 const platform = (...args: string[]): Promise<Run> =>
   new Promise((resolve) => {
-    execFile(process.execPath, [platformBin, ...args], { env: { ...process.env, PLATFORM_ETCD: '', PLATFORM_DATA_DIR: '' }, timeout: 120_000 }, (error, stdout, stderr) => {
+    const env = { ...process.env, PLATFORM_ETCD: '', PLATFORM_DATA_DIR: '' };
+    execFile(process.execPath, [platformBin, ...args], { env, timeout: 120_000 }, (error, stdout, stderr) => {
       resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
     });
   });
@@ -80,7 +81,8 @@ async function container(): Promise<{ id: string; startedAt: string }> {
 async function runningUnit(orchestrator: string, token: string, release: number): Promise<void> {
   await waitFor(
     async () => {
-      const units = (await http('GET', `${orchestrator}/services/${service}/units`, undefined, as(token))).body as { release: number; active: string; sub: string }[];
+      const reply = await http('GET', `${orchestrator}/services/${service}/units`, undefined, as(token));
+      const units = reply.body as { release: number; active: string; sub: string }[];
       return units.length === 1 && units[0]!.release === release && units[0]!.active === 'active' && units[0]!.sub === 'running';
     },
     90_000,
@@ -119,12 +121,14 @@ t.test('a deployed platform is backed up at one revision to a 0600 file, leased 
 
   const created = await platform('backup', 'create', '--etcd', etcdA.url, '--out', backupFile);
   t.equal(created.code, 0, created.stderr);
-  t.match(created.stdout, new RegExp(`^backup of \\d+ keys at revision \\d+ written to ${backupFile} \\([\\d.]+ kB, sha256 [0-9a-f]{64}\\); [1-9]\\d* leased keys of live processes left out\\n$`));
+  const summary = `^backup of \\d+ keys at revision \\d+ written to ${backupFile} \\([\\d.]+ kB, sha256 [0-9a-f]{64}\\); `;
+  t.match(created.stdout, new RegExp(`${summary}[1-9]\\d* leased keys of live processes left out\\n$`));
   t.equal(statSync(backupFile).mode & 0o777, 0o600, 'the file is readable by its owner only');
   const { manifest, entries } = decodeBackup(readFileSync(backupFile, 'utf8'));
   t.equal(manifest.keyCount, entries.length);
   t.ok(entries.some((entry) => entry.key.startsWith(releasePrefix(service))), 'releases are in it');
-  t.notOk(entries.some((entry) => entry.key.startsWith(`${ROOT}machines/`) || entry.key.startsWith(`${ROOT}unit-status/`)), 'machines and unit statuses are not');
+  const leased = (key: string) => key.startsWith(`${ROOT}machines/`) || key.startsWith(`${ROOT}unit-status/`);
+  t.notOk(entries.some((entry) => leased(entry.key)), 'machines and unit statuses are not');
   t.notOk(entries.some((entry) => entry.key === `${ROOT}services/orchestrator`), 'nor announcements');
 
   const late = await orch('POST', '/tokens', { name: 'late', role: 'read' });
@@ -137,7 +141,10 @@ t.test('verify accepts the backup: every record is checked or named as having no
   const verified = await platform('backup', 'verify', backupFile);
   t.equal(verified.code, 0, verified.stderr);
   t.comment(verified.stdout);
-  const counts = /^.*: backup of (\d+) keys .*checksum good, restores into a scratch store, (\d+) records match their schemas(?:, (\d+) have no schema to check \(.+\))?\n$/.exec(verified.stdout);
+  const counts = new RegExp(
+    String.raw`^.*: backup of (\d+) keys .*checksum good, restores into a scratch store, (\d+) records match their schemas` +
+      String.raw`(?:, (\d+) have no schema to check \(.+\))?\n$`,
+  ).exec(verified.stdout);
   t.ok(counts, verified.stdout);
   const [, keys, checked, unchecked] = counts ?? [];
   t.equal(Number(checked) + Number(unchecked ?? 0), Number(keys), 'each key is either checked or named');
@@ -163,7 +170,7 @@ t.test('after etcd is destroyed, a restore onto a new etcd brings everything bac
   const restored = await platform('backup', 'restore', backupFile, '--etcd', etcdB.url);
   t.equal(restored.code, 0, restored.stderr);
   t.match(restored.stdout, new RegExp(`^restored \\d+ keys from ${backupFile} \\(revision \\d+ of .*\\) into etcd ${etcdB.url}\\n`));
-  t.match(restored.stdout, /below the backup's \d+: start \(or restart\) every role on it now/, 'a new etcd starts at a lower revision, and the operator is told');
+  t.match(restored.stdout, /below the backup's \d+: start \(or restart\) every role on it now/, 'a new etcd starts at a lower revision; the operator is told');
   const again = await platform('backup', 'restore', backupFile, '--etcd', etcdB.url);
   t.equal(again.code, 1, 'a second restore into the now full store is refused');
   t.match(again.stderr, new RegExp(`the store \\(etcd ${etcdB.url}\\) is not empty: it holds \\d+ keys under /platform/ .* give --force`));
@@ -173,7 +180,8 @@ t.test('after etcd is destroyed, a restore onto a new etcd brings everything bac
   t.same(await container(), before, 'the same container, never restarted');
   const orch = (path: string, token = admin) => http('GET', `${roles.orchestrator}${path}`, undefined, as(token));
   t.match((await orch(`/services/${service}`)).body, { name: service, description: 'backed up' });
-  t.same(((await orch(`/services/${service}/config/history`)).body as { version: number; digest: string }[]).map((r) => [r.version, r.digest]), [[1, v1.digest], [2, v2.digest]]);
+  const history = (await orch(`/services/${service}/config/history`)).body as { version: number; digest: string }[];
+  t.same(history.map((release) => [release.version, release.digest]), [[1, v1.digest], [2, v2.digest]], 'the releases');
   t.same(((await orch('/tokens')).body as { name: string }[]).map((token) => token.name).sort(), ['bootstrap', 'ci']);
   t.match((await orch('/registries')).body, [{ host: registry.host, username: 'robot' }]);
   t.match((await orch('/certificates')).body, [{ host: 'web.example.com', certificate: { source: 'operator', names: ['web.example.com'] } }]);

@@ -39,10 +39,13 @@ t.test('a newer format or store schema is refused naming both versions and the w
   const { text } = encodeBackup(entries, fields);
   const newerFormat = withManifest(text, (m) => ({ ...m, formatVersion: BACKUP_FORMAT_VERSION + 1, platformVersion: '9.0.0', extra: true }));
   t.throws(() => decodeBackup(newerFormat), {
-    message: `the backup's format version ${BACKUP_FORMAT_VERSION + 1} (written by platform 9.0.0) is newer than this program's ${BACKUP_FORMAT_VERSION}: use that version or later`,
+    message:
+      `the backup's format version ${BACKUP_FORMAT_VERSION + 1} (written by platform 9.0.0) ` +
+      `is newer than this program's ${BACKUP_FORMAT_VERSION}: use that version or later`,
   });
   const newerSchema = withManifest(text, (m) => ({ ...m, schemaVersion: STORE_SCHEMA_VERSION + 1 }));
-  t.throws(() => decodeBackup(newerSchema), new RegExp(`store schema version ${STORE_SCHEMA_VERSION + 1} .* newer than this program's ${STORE_SCHEMA_VERSION}`));
+  const named = new RegExp(`store schema version ${STORE_SCHEMA_VERSION + 1} .* newer than this program's ${STORE_SCHEMA_VERSION}`);
+  t.throws(() => decodeBackup(newerSchema), named);
 });
 
 t.test('files that are not backups, or whose manifest does not add up, are refused', async (t) => {
@@ -75,7 +78,8 @@ t.test('deployments in flight at backup time are settled as failed, finished one
   t.same(result.settled, ['b']);
   t.equal(result.entries[0], done);
   t.equal(result.entries[2], entries[0]);
-  t.match(JSON.parse(result.entries[1]!.value), { state: 'failed', finishedAt: now.toISOString(), reason: /in flight when the backup at revision 42 was taken/ });
+  const reason = /in flight when the backup at revision 42 was taken/;
+  t.match(JSON.parse(result.entries[1]!.value), { state: 'failed', finishedAt: now.toISOString(), reason });
 });
 
 t.test('records are checked against their family schema; the first bad one is named, families without one are counted', async (t) => {
