@@ -1,4 +1,4 @@
-import { deploymentPrefix, ROOT } from '../store/keys.js';
+import { deploymentPrefix, machinePrefix, ROOT } from '../store/keys.js';
 import type { Store } from '../store/store.js';
 import type { Deployment } from '../schemas/release.js';
 import { isFinished } from '../schemas/states.js';
@@ -9,6 +9,8 @@ import type { BackupContents } from './backup-file.js';
 // (or, with --force, after deleting what it holds). A deployment in flight when the backup was
 // taken is written as failed, so the next scheduler leader does not roll out again what an
 // operator may have long since replaced: the units its assignments name are adopted as they run.
+// Machine registrations go back under a lease nobody renews: each agent replaces its own when it
+// starts, and a machine whose agent never comes back expires and is healed as lost.
 
 export class RestoreRefusedError extends Error {
   constructor(message: string) {
@@ -29,6 +31,8 @@ export interface RestoreOutcome {
 
 /** etcd takes 128 operations per transaction by default. */
 const PUT_BATCH = 100;
+/** How long restored machine registrations wait for their agents (the embedded store drops them when it next opens). */
+export const MACHINE_GRACE_SECONDS = 60;
 
 export async function restoreBackup(store: Store, backup: BackupContents, options: { force: boolean; now?: Date }): Promise<RestoreOutcome> {
   const existing = await store.list(ROOT);
@@ -40,9 +44,13 @@ export async function restoreBackup(store: Store, backup: BackupContents, option
   }
   const deleted = existing.length > 0 ? await store.deletePrefix(ROOT) : 0;
   const { entries, settled } = settleInFlight(backup.entries, backup.manifest.revision, options.now ?? new Date());
+  const machines = entries.some((entry) => entry.key.startsWith(machinePrefix))
+    ? (await store.grantLease(MACHINE_GRACE_SECONDS, { autoKeepAlive: false })).id
+    : undefined;
+  const leaseOf = (key: string) => (machines !== undefined && key.startsWith(machinePrefix) ? { lease: machines } : {});
   let revision = 0;
   for (let i = 0; i < entries.length; i += PUT_BATCH) {
-    const batch = entries.slice(i, i + PUT_BATCH).map(({ key, value }) => ({ op: 'put' as const, key, value }));
+    const batch = entries.slice(i, i + PUT_BATCH).map(({ key, value }) => ({ op: 'put' as const, key, value, ...leaseOf(key) }));
     revision = (await store.txn([], batch)).revision;
   }
   return { written: entries.length, deleted, settled, revision };
