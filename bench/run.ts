@@ -9,3 +9,4 @@ await import('./gateway.js');
 await import('./tls.js');
 await import('./image.js');
 await import('./auth.js');
+await import('./backup.js');

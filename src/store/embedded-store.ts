@@ -121,6 +121,12 @@ export class EmbeddedStore implements Store {
     return keys.map((key) => toKeyValue(key, this.data.get(key)!));
   }
 
+  async listWithRevision(prefix: string): Promise<{ revision: number; kvs: KeyValue[] }> {
+    // The map is read synchronously, so no write lands between the list and the revision.
+    const revision = this.revision;
+    return { revision, kvs: await this.list(prefix) };
+  }
+
   async put(key: string, value: string, options: PutOptions = {}): Promise<number> {
     const result = this.write([{ op: 'put', key, value, lease: options.lease }]);
     await result.durable;

@@ -79,9 +79,13 @@ export class EtcdStore implements Store {
   }
 
   async list(prefix: string): Promise<KeyValue[]> {
+    return (await this.listWithRevision(prefix)).kvs;
+  }
+
+  async listWithRevision(prefix: string): Promise<{ revision: number; kvs: KeyValue[] }> {
     const response = await this.call(() => this.client.getAll().prefix(prefix).sort('Key', 'Ascend').exec());
     countRead('list', response.kvs.length);
-    return response.kvs.map(toKeyValue);
+    return { revision: Number(response.header.revision), kvs: response.kvs.map(toKeyValue) };
   }
 
   async put(key: string, value: string, options: PutOptions = {}): Promise<number> {

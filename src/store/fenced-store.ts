@@ -30,6 +30,10 @@ export class FencedStore implements Store {
     return this.inner.list(prefix);
   }
 
+  listWithRevision(prefix: string): Promise<{ revision: number; kvs: KeyValue[] }> {
+    return this.inner.listWithRevision(prefix);
+  }
+
   async put(key: string, value: string, options?: PutOptions): Promise<number> {
     return (await this.fencedTxn([], [{ op: 'put', key, value, ...(options?.lease ? { lease: options.lease } : {}) }])).revision;
   }

@@ -76,6 +76,8 @@ export interface Store {
   get(key: string): Promise<KeyValue | undefined>;
   /** Every key starting with `prefix`, sorted by key. */
   list(prefix: string): Promise<KeyValue[]>;
+  /** `list` and the store revision it was read at, in one read: what a backup needs to name its revision. */
+  listWithRevision(prefix: string): Promise<{ revision: number; kvs: KeyValue[] }>;
   /** Returns the store revision after the write. */
   put(key: string, value: string, options?: PutOptions): Promise<number>;
   /** Returns whether the key existed. */

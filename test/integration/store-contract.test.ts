@@ -79,6 +79,17 @@ function contract(t: Tap, store: Store): void {
     t.same(await store.list(`${root}nothing/`), []);
   });
 
+  t.test('listWithRevision names the revision its list was read at, deletes counted (backups name it)', async (t) => {
+    const root = space();
+    await store.put(`${root}a`, 'one');
+    const last = await store.put(`${root}b`, 'two');
+    t.same(await store.listWithRevision(`${root}`), { revision: last, kvs: await store.list(root) });
+    const deleted = (await store.txn([], [{ op: 'delete', key: `${root}b` }])).revision;
+    const after = await store.listWithRevision(root);
+    t.equal(after.revision, deleted, 'a delete moves the revision past every key listed');
+    t.same(after.kvs.map((kv) => kv.key), [`${root}a`]);
+  });
+
   t.test("a list larger than gRPC's default 4 MiB message arrives whole", async (t) => {
     const root = space();
     const value = 'x'.repeat(200 * 1024);
