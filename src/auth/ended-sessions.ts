@@ -3,6 +3,7 @@ import { endedSessionKey, endedSessionPrefix } from '../store/keys.js';
 import { PrefixCache, type CachedValue } from '../store/prefix-cache.js';
 import { HttpError } from '../http/errors.js';
 import type { SessionClaims } from './session.js';
+import type { EndedSessionRecord } from '../schemas/session.js';
 
 // Signing out ends a session everywhere, not only in the browser that signs out: the session's id
 // is recorded until the time it would have ended, every role watches the records, and a cookie
@@ -33,7 +34,7 @@ interface EndedSession {
 
 function readRecord(entry: CachedValue): EndedSession {
   if (!entry.value.startsWith('{')) return { endsAt: Date.parse(entry.value) };
-  const { token, endsAt } = JSON.parse(entry.value) as { token?: string; endsAt: string };
+  const { token, endsAt } = JSON.parse(entry.value) as EndedSessionRecord;
   return { ...(token === undefined ? {} : { token }), endsAt: Date.parse(endsAt) };
 }
 
@@ -73,7 +74,7 @@ export class EndedSessions {
           'revoke or reissue the token to end all its sessions',
       );
     }
-    const record = JSON.stringify({ token: claims.token, endsAt: new Date(claims.expiresAt).toISOString() });
+    const record = JSON.stringify({ token: claims.token, endsAt: new Date(claims.expiresAt).toISOString() } satisfies EndedSessionRecord);
     // At most 100 deletions a time: etcd refuses a transaction of more than 128 operations.
     const drops = over.slice(0, 100).map(({ key }) => ({ op: 'delete' as const, key }));
     await this.store.txn([], [{ op: 'put', key: endedSessionKey(claims.id), value: record }, ...drops]);

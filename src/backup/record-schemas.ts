@@ -7,6 +7,8 @@ import { Deployment, JournalEntry, Release } from '../schemas/release.js';
 import { Assignment, Machine, MachineDrain } from '../schemas/cluster.js';
 import { Token } from '../schemas/token.js';
 import { RegistryLogin } from '../schemas/registry.js';
+import { Quota } from '../schemas/quota.js';
+import { EndedSessionRecord } from '../schemas/session.js';
 import { AcmeStatus, Certificate } from '../schemas/certificate.js';
 import { NotificationEvent, NotifyDelivery, NotifyEndpoint } from '../schemas/notification.js';
 import type { BackupEntry } from '../schemas/backup.js';
@@ -21,8 +23,8 @@ interface RecordFamily {
   name: string;
   /** A prefix (ends with "/") or one exact key. */
   key: string;
-  /** JSON records are parsed first; text values are checked as the string they are. */
-  encoding: 'json' | 'text';
+  /** JSON records are parsed first; text values are checked as the string they are; `json or text`: a family whose older records were text. */
+  encoding: 'json' | 'text' | 'json or text';
   schema: TSchema;
 }
 
@@ -42,7 +44,9 @@ const families: readonly RecordFamily[] = [
   { name: 'token use', key: keys.tokenUsePrefix, encoding: 'text', schema: isoTime },
   { name: 'tokens issued', key: keys.tokensIssuedKey, encoding: 'text', schema: isoTime },
   { name: 'session key', key: keys.sessionKeyKey, encoding: 'text', schema: Type.String({ pattern: '^[A-Za-z0-9_-]{43}$' }) },
-  { name: 'ended sessions', key: keys.endedSessionPrefix, encoding: 'text', schema: isoTime },
+  // Records made before sign-outs named their token hold only the time.
+  { name: 'ended sessions', key: keys.endedSessionPrefix, encoding: 'json or text', schema: Type.Union([EndedSessionRecord, isoTime]) },
+  { name: 'quotas', key: keys.quotaPrefix, encoding: 'json', schema: Quota },
   { name: 'registry logins', key: keys.registryCredentialPrefix, encoding: 'json', schema: withSecrets(RegistryLogin, ['password']) },
   { name: 'certificates', key: keys.certificatePrefix, encoding: 'json', schema: withSecrets(Certificate, ['chain', 'key']) },
   { name: 'ACME status', key: keys.acmeStatusPrefix, encoding: 'json', schema: AcmeStatus },
@@ -83,7 +87,7 @@ export function checkRecords(entries: readonly BackupEntry[]): RecordCheck {
 
 function recordProblem(value: string, family: RecordFamily, validate: ValidateFunction): string | undefined {
   let record: unknown = value;
-  if (family.encoding === 'json') {
+  if (family.encoding === 'json' || (family.encoding === 'json or text' && value.startsWith('{'))) {
     try {
       record = JSON.parse(value);
     } catch (error) {

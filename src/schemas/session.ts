@@ -52,3 +52,10 @@ export const endSessionSchema = {
     'Sign out: the session ends everywhere and its cookie is cleared; 429 when its token has too many signed-out sessions that have not expired yet.',
   response: { 204: Type.Null(), 403: ErrorReply, 429: ErrorReply },
 };
+
+/** A sign-out record (/platform/ended-sessions/<id>): kept until the session would have ended (src/auth/ended-sessions.ts). */
+export const EndedSessionRecord = Type.Object(
+  { token: Type.String(), endsAt: Type.String({ format: 'date-time' }) },
+  { additionalProperties: false, description: "the signed-out session's token and when it would have ended" },
+);
+export type EndedSessionRecord = Static<typeof EndedSessionRecord>;

@@ -102,3 +102,17 @@ t.test('records are checked against their family schema; the first bad one is na
   const noHash = [{ key: '/platform/tokens/ci', value: JSON.stringify({ ...token, hash: undefined }) }];
   t.match(checkRecords(noHash).firstBad, { reason: /hash/ }, 'the secret part of a record is required too');
 });
+
+t.test('quotas and both forms of sign-out records are checked against their schemas', async (t) => {
+  const good = [
+    { key: '/platform/quotas/team-a-*', value: JSON.stringify({ services: 'team-a-*', units: 20, setAt: '2026-11-26T19:00:00.000Z' }) },
+    { key: '/platform/ended-sessions/a', value: JSON.stringify({ token: 'ci', endsAt: '2026-11-27T07:00:00.000Z' }) },
+    { key: '/platform/ended-sessions/b', value: '2026-11-27T07:00:00.000Z' },
+  ];
+  const result = checkRecords(good);
+  t.equal(result.checked, 3);
+  t.same([...result.unchecked], []);
+  t.equal(result.firstBad, undefined);
+  t.match(checkRecords([{ key: '/platform/ended-sessions/c', value: '{"endsAt":"soon"}' }]).firstBad, { family: 'ended sessions' });
+  t.match(checkRecords([{ key: '/platform/quotas/x', value: '{"services":"x","units":-1,"setAt":"2026-11-26T19:00:00.000Z"}' }]).firstBad, { family: 'quotas' });
+});
