@@ -42,6 +42,7 @@ function addServeFlags(command: Command): Command {
     .addOption(new Option('--network <mode>', 'agent: how units are networked').choices(['bridge', 'host']).default('bridge'))
     .option('--machine-id <id>', 'agent: machine id (default /etc/machine-id)')
     .option('--unit-host <host>', 'agent: host units are reached at (env PLATFORM_UNIT_HOST; default 127.0.0.1)', undefined)
+    .option('--default-memory-limit <mb>', 'agent: memory limit of a unit declared without one, in MB; 0: none (env PLATFORM_DEFAULT_MEMORY_LIMIT; default 1024)')
     .option('--host-network-user <uid[:gid]>', 'agent: user units on host networking run as (env PLATFORM_HOST_NETWORK_USER; default 65534:65534, nobody; 0:0 is root)', undefined)
     .option('--stop-grace <seconds>', 'agent: seconds between SIGTERM and SIGKILL when a unit stops (services may set their own)')
     .option('--drain-seconds <seconds>', 'agent: seconds a unit is marked draining (deactivating) before it is stopped (default 2)')

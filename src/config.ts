@@ -104,7 +104,15 @@ export interface AgentConfig {
   unitLogs: UnitLogRotation;
   /** `uid[:gid]` units on host networking run as (--host-network-user); `0:0` gives them root back. */
   hostNetworkUser: string;
+  /** The memory limit, in MB, of a unit declared without one (--default-memory-limit); 0: none. */
+  defaultMemoryLimitMB: number;
 }
+
+/**
+ * A unit declared without memory would otherwise have no limit and could take its machine's
+ * memory from every other unit; this bounds it (a limit only: placement reserves nothing for it).
+ */
+export const defaultMemoryLimitMB = 1024;
 
 /**
  * Host networking shares the machine's ports with the platform, so its units run as nobody unless
@@ -250,6 +258,7 @@ export interface RawFlags {
   machineId?: string;
   unitHost?: string;
   hostNetworkUser?: string;
+  defaultMemoryLimit?: string;
   stopGrace?: string;
   drainSeconds?: string;
   logMaxSize?: string;
@@ -443,6 +452,8 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
       },
       ...resolveAgentResources(flags),
       hostNetworkUser: hostNetworkUser(flags.hostNetworkUser ?? (env.PLATFORM_HOST_NETWORK_USER || undefined) ?? defaultHostNetworkUser),
+      defaultMemoryLimitMB:
+        integer('--default-memory-limit', flags.defaultMemoryLimit ?? (env.PLATFORM_DEFAULT_MEMORY_LIMIT || undefined), 0, 1_073_741_824) ?? defaultMemoryLimitMB,
     },
     scheduler: {
       insecureRegistries: flags.insecureRegistry ?? [],

@@ -119,6 +119,9 @@ t.test('a unit with a volume keeps its data across a deploy and a restart, and s
   t.equal((await deployAndWait('store', volume.reference)).state, 'succeeded');
   const [first] = await settled('store', 1);
   t.match(await page(first!), /^store-1\.service v1 first v1\/$/m, 'the first release wrote its file');
+  const [declaredNone] = (await containersOf('store')).filter((c) => c.State === 'running');
+  const limits = (await engine.docker.getContainer(declaredNone!.Id).inspect()).HostConfig;
+  t.equal(limits.Memory, 1024 * 1024 * 1024, 'a unit declared without memory gets the agent’s default limit, 1024 MB (L5)');
   t.ok((await volumeNames()).includes('store.1.data'), 'a Docker named volume <service>.<instance>.<name>');
 
   t.equal((await http('PATCH', orch('/services/store/config/next'), { env: { GREETING: 'again' } })).status, 200);

@@ -26,3 +26,13 @@ t.test('a unit runs as the user it is given (host networking: not root), and as 
   t.equal(containerCreateOptions({ assignment, machineId: 'm1', network: 'host', port: 30000, user: '65534:65534' }).User, '65534:65534');
   t.equal(containerCreateOptions({ assignment, machineId: 'm1', network: 'bridge', port: 8080 }).User, undefined);
 });
+
+t.test('a unit declared without memory gets the agent’s default limit; a declared one keeps its own (L5)', async (t) => {
+  const MIB = 1024 * 1024;
+  const undeclared = containerCreateOptions({ assignment, machineId: 'm1', network: 'bridge', port: 8080, defaultMemoryMB: 1024 }).HostConfig;
+  t.equal(undeclared?.Memory, 1024 * MIB);
+  t.equal(undeclared?.MemorySwap, 1024 * MIB, 'no swap beyond it');
+  const declared = { ...assignment, resources: { memoryMB: 64 } };
+  t.equal(containerCreateOptions({ assignment: declared, machineId: 'm1', network: 'bridge', port: 8080, defaultMemoryMB: 1024 }).HostConfig?.Memory, 64 * MIB);
+  t.equal(containerCreateOptions({ assignment, machineId: 'm1', network: 'bridge', port: 8080 }).HostConfig?.Memory, undefined, 'no default: no limit');
+});

@@ -55,6 +55,8 @@ export interface AgentOptions {
   platformPorts?: number[];
   /** `uid[:gid]` of units on host networking (default 65534:65534). */
   hostNetworkUser?: string;
+  /** The memory limit of units declared without one (default none; the role's config defaults it to 1024). */
+  defaultMemoryMB?: number;
   resyncIntervalMs?: number;
   log: FastifyBaseLogger;
 }
@@ -131,6 +133,7 @@ class MachineAgent implements Agent {
       unitLogs: options.unitLogs ?? defaultUnitLogs,
       platformPorts: () => this.platformPorts(),
       hostNetworkUser: options.hostNetworkUser ?? defaultHostNetworkUser,
+      ...(options.defaultMemoryMB ? { defaultMemoryMB: options.defaultMemoryMB } : {}),
       reporter: this.reporter,
       credentials: (registry) => credentialFor(options.store, registry),
       wakeIn: (ms) => this.wakeIn(ms),

@@ -46,6 +46,8 @@ export interface UnitContainerSpec {
   mounts?: MountSettings[];
   /** `uid[:gid]` the unit runs as instead of the image's user (host networking: not root on the host's ports). */
   user?: string;
+  /** The memory limit of a unit whose assignment declares none (--default-memory-limit); undefined: none. */
+  defaultMemoryMB?: number;
 }
 
 /**
@@ -105,8 +107,8 @@ const MIB = 1024 * 1024;
  * beyond the limit, so a unit that outgrows it is killed for memory (and reported so) rather than
  * slowing the machine down by swapping.
  */
-export function unitLimits(assignment: Assignment): HostConfig {
-  const { memoryMB, cpus } = assignment.resources ?? {};
+export function unitLimits(assignment: Assignment, defaultMemoryMB?: number): HostConfig {
+  const { memoryMB = defaultMemoryMB, cpus } = assignment.resources ?? {};
   return {
     ...(memoryMB ? { Memory: memoryMB * MIB, MemorySwap: memoryMB * MIB } : {}),
     ...(cpus ? { NanoCpus: Math.round(cpus * 1e9) } : {}),
@@ -138,7 +140,7 @@ export function containerCreateOptions(spec: UnitContainerSpec): ContainerCreate
     HostConfig: {
       ...unitConfinement(),
       ...(spec.logs ? { LogConfig: unitLogConfig(spec.logs) } : {}),
-      ...unitLimits(assignment),
+      ...unitLimits(assignment, spec.defaultMemoryMB),
       ...(spec.mounts?.length ? { Mounts: spec.mounts } : {}),
       ...(spec.network === 'host'
         ? { NetworkMode: 'host' }

@@ -23,6 +23,7 @@ export async function startAgentRole({ config, store, log, advertised, access }:
     unitLogs: config.agent.unitLogs,
     platformPorts: listenedPorts(config),
     hostNetworkUser: config.agent.hostNetworkUser,
+    defaultMemoryMB: config.agent.defaultMemoryLimitMB,
     resources: {
       reserveMemoryMB: config.agent.reserveMemoryMB,
       reserveCpus: config.agent.reserveCpus,

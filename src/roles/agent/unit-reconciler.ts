@@ -34,6 +34,8 @@ export interface UnitReconcilerOptions {
   platformPorts: () => readonly number[];
   /** `uid[:gid]` units on host networking run as. */
   hostNetworkUser: string;
+  /** The memory limit of units declared without one; undefined: none. */
+  defaultMemoryMB?: number;
   reporter: UnitStatusReporter;
   /** Registry logins for pulls (src/auth/registry-credentials.ts). */
   credentials?: CredentialLookup;
@@ -209,7 +211,8 @@ export class UnitReconciler {
       const { network, platformPorts, hostNetworkUser } = this.options;
       const ports = await chooseUnitPorts(assignment, network, taken.ports, platformPorts());
       const user = network === 'host' ? { user: hostNetworkUser } : {};
-      const spec = { assignment, machineId: this.options.machineId, network, logs: this.options.unitLogs, mounts, ...user, ...ports };
+      const { defaultMemoryMB } = this.options;
+      const spec = { assignment, machineId: this.options.machineId, network, logs: this.options.unitLogs, mounts, ...user, ...ports, defaultMemoryMB };
       const fallbackName = `${assignment.unit}.${assignment.spec}.${this.options.machineId}`;
       // When one of this machine's containers holds the unit's name, the create would only be refused (409).
       containerId = await createAndStart(docker, containerCreateOptions(spec), fallbackName, taken.names.has(assignment.unit));
