@@ -201,6 +201,9 @@ function environmentFile(settings: MachineSettings): string {
           '# The agent: how much output of each unit the engine keeps (platform logs reads it).',
           '#PLATFORM_LOG_MAX_SIZE=10m',
           '#PLATFORM_LOG_MAX_FILES=3',
+          '# The user host-network units run as (0:0 gives them root), and the memory limit of units declared without one, MB.',
+          '#PLATFORM_HOST_NETWORK_USER=65534:65534',
+          '#PLATFORM_DEFAULT_MEMORY_LIMIT=1024',
         ]
       : []),
     ...(present.includes('gateway')
@@ -226,6 +229,11 @@ function environmentFile(settings: MachineSettings): string {
           '#PLATFORM_REGISTRY_WEBHOOK_TOKEN=',
           '#PLATFORM_DOCKERHUB_WEBHOOK_TOKEN=',
           '#PLATFORM_GITHUB_WEBHOOK_SECRET=',
+          '# Notification receivers on private addresses (docs/notifications.md).',
+          '#PLATFORM_ALLOWED_NOTIFICATION_DESTINATIONS=hooks.internal:8443',
+          '# What one token may make the store keep, and the store size above which API writes get 507 (README "Store space").',
+          '#PLATFORM_WRITE_BUDGET=64m',
+          '#PLATFORM_STORE_SPACE_LIMIT=1536m',
         ]
       : []),
     '',
