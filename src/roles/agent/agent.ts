@@ -62,7 +62,11 @@ export interface Agent {
   statuses(): UnitStatus[];
   /** For /readyz: the store and the Docker engine answer. */
   readiness(): Promise<{ machine: string; docker: string }>;
-  /** Stops reconciling and revokes the lease (machine and statuses vanish). Units keep running. */
+  /**
+   * Stops reconciling. Units keep running, and the lease is released, not revoked: the machine and
+   * its statuses stay until its TTL runs out, so an agent restarted within it (`systemctl restart`)
+   * takes them over and neither the scheduler nor the gateways see the machine or its units go.
+   */
   close(): Promise<void>;
 }
 
@@ -167,7 +171,7 @@ class MachineAgent implements Agent {
     await this.assignmentWatch?.close();
     await this.runner.close();
     await this.units.settled();
-    await this.leasedKeys.close();
+    await this.leasedKeys.close({ revoke: false });
   }
 
   /** Asks for a pass in `ms`; only the earliest pending wake-up is kept, later ones are re-asked by that pass. */

@@ -31,7 +31,7 @@ export async function startScheduler({ config, store, log, advertised, access }:
     logger: log,
     readiness: async () => {
       await store.ping();
-      return { store: store.description, leader: scheduler.isLeader() };
+      return { store: store.description, leader: scheduler.isLeader(), ...scheduler.healingState() };
     },
   });
   // The unfenced store: a follower journals the calls it takes too.
