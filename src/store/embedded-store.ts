@@ -443,6 +443,11 @@ class LeaseState implements Lease {
     await this.store.endLease(this, undefined);
   }
 
+  release(): void {
+    // The expiry timer stays: the keys go a TTL from the last keep-alive, as in etcd.
+    clearInterval(this.keepAliveTimer);
+  }
+
   onLost(listener: (reason: Error) => void): void {
     const reason = this.lostReason;
     if (reason) queueMicrotask(() => listener(reason));

@@ -390,6 +390,11 @@ class EtcdLease implements Lease {
     await this.store.call(() => this.inner.revoke());
   }
 
+  release(): void {
+    this.store.forgetLease(this.inner);
+    this.inner.release();
+  }
+
   onLost(listener: (reason: Error) => void): void {
     this.lost.on(listener);
   }

@@ -89,8 +89,11 @@ export class LeasedKeys {
     this.lostListeners.push(listener);
   }
 
-  /** Stops maintaining the keys and revokes the lease, so they vanish from the store at once. */
-  async close(): Promise<void> {
+  /**
+   * Stops maintaining the keys and revokes the lease, so they vanish from the store at once; with
+   * `revoke: false` the lease is only released and the keys stay until its TTL runs out.
+   */
+  async close({ revoke = true }: { revoke?: boolean } = {}): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     this.wake?.();
@@ -98,6 +101,7 @@ export class LeasedKeys {
     const lease = this.lease;
     this.lease = undefined;
     if (!lease) return;
+    if (!revoke) return lease.release();
     try {
       await lease.revoke();
     } catch (error) {

@@ -64,6 +64,11 @@ export interface Lease {
   /** Revoke the lease: its keys are deleted at once. */
   revoke(): Promise<void>;
   /**
+   * Stop keeping the lease alive without revoking it: its keys stay until the TTL runs out, so an
+   * owner that restarts within it (an agent) takes them over instead of them vanishing and coming back.
+   */
+  release(): void;
+  /**
    * Called once when the lease is known to be gone (expired while the store was unreachable,
    * or revoked elsewhere). The owner must grant a new lease and rewrite its keys.
    */

@@ -390,15 +390,19 @@ t.test('an image removed from the engine after its check passed is pulled again 
   await waitFor(async () => !(await statusOf(machineId, second.unit)), 30_000, { what: `${second.unit} status gone` });
 });
 
-t.test('close() withdraws the machine at once; units keep running and a new agent adopts them', async (t) => {
+t.test('close() leaves the machine to its lease TTL (issue 28, restarts keep units); units keep running and a new agent adopts them', async (t) => {
   const before = (await runningStatus(machineId, unit(1), 2))!;
+  const lease = (await store.get(machineKey(machineId)))?.lease;
   await main.close();
-  t.equal(await store.get(machineKey(machineId)), undefined, 'machine key gone at once');
-  t.same(await statusesOf(machineId, unit(1)), [], 'status key gone at once');
+  t.ok(await store.get(machineKey(machineId)), 'the machine key stays: a restart within the TTL moves nothing');
+  t.equal((await statusesOf(machineId, unit(1))).length, 1, 'and so does the status: gateways keep routing to the unit');
   t.equal((await httpGet(`http://${before.address}/`)).status, 200, 'the unit still answers');
 
   main = await runAgent({ machineId, labels: { zone: 'test' } });
-  const adopted = await waitFor(() => runningStatus(machineId, unit(1), 2), 30_000, { what: 'unit adopted' });
+  const adopted = await waitFor(async () => {
+    const machine = await store.get(machineKey(machineId));
+    return machine && machine.lease !== lease ? runningStatus(machineId, unit(1), 2) : undefined;
+  }, 30_000, { what: "unit adopted, the machine under the new agent's lease" });
   t.equal(adopted.containerId, before.containerId, 'the running container is adopted, not replaced');
   t.equal(adopted.address, before.address);
 });
@@ -448,7 +452,7 @@ t.test('an agent without a Docker engine says why and fails its units', async (t
   t.match(JSON.parse(ready.body).message, /units cannot start on this machine until one is\. Start Docker .*DOCKER_HOST/, '/readyz says what to do');
 
   await lonely.close();
-  t.equal(await store.get(machineKey(lonelyId)), undefined, 'machine key gone at once');
+  await waitFor(async () => (await store.get(machineKey(lonelyId))) === undefined, 15_000, { what: 'the machine key gone with its lease' });
   await unassign(lonelyId, stranded.unit);
 });
 

@@ -360,6 +360,15 @@ function contract(t: Tap, store: Store): void {
     t.same(await store.list(root), [], 'close revokes the lease: keys gone at once');
   });
 
+  t.test('LeasedKeys close({ revoke: false }) leaves the keys to the lease TTL: they stay, then go', async (t) => {
+    const root = space();
+    const keys = await LeasedKeys.start(store, 2);
+    await keys.set(`${root}a`, 'A');
+    await keys.close({ revoke: false });
+    t.equal((await store.get(`${root}a`))?.value, 'A', 'the key outlives close');
+    await waitFor(absent(store, `${root}a`), 6000, { what: 'the released lease to expire' });
+  });
+
   t.test('LeasedKeys writes keys set together in one transaction of at most 100 keys', async (t) => {
     const root = space();
     const keys = await LeasedKeys.start(store, 5);

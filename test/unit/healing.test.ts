@@ -32,6 +32,11 @@ t.test('units on a lost machine are moved, named in the reason', async (t) => {
   t.same(planHealing(input({ machines: [machine('m1')] })), [{ service: 'web', release: 1, why: 'machine lost: moving web-2.service on m2' }]);
 });
 
+t.test('units of a machine still in its renewal grace count as in place; past it they are moved', async (t) => {
+  t.same(planHealing(input({ machines: [], renewing: new Set(['m1', 'm2']) })), [], 'no machine registered yet, none lost');
+  t.same(planHealing(input({ machines: [], renewing: new Set(['m1']) })).map((r) => r.why), ['machine lost: moving web-2.service on m2']);
+});
+
 t.test('units on a drained machine, or one without an engine past the grace period, are moved; a missing instance is placed again', async (t) => {
   t.same(planHealing(input({ drained: new Set(['m2']) })).map((r) => r.why), ['machine drained: moving web-2.service off m2']);
   t.same(planHealing(input({ engineLost: new Set(['m2']) })).map((r) => r.why), ['machine has no Docker engine: moving web-2.service off m2']);

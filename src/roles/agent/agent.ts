@@ -70,7 +70,11 @@ export interface Agent {
   statuses(): UnitStatus[];
   /** For /readyz: the store and the Docker engine answer. */
   readiness(): Promise<{ machine: string; docker: string }>;
-  /** Stops reconciling and revokes the lease (machine and statuses vanish). Units keep running. */
+  /**
+   * Stops reconciling. Units keep running, and the lease is released, not revoked: the machine and
+   * its statuses stay until its TTL runs out, so an agent restarted within it (`systemctl restart`)
+   * takes them over and neither the scheduler nor the gateways see the machine or its units go.
+   */
   close(): Promise<void>;
 }
 
@@ -187,7 +191,7 @@ class MachineAgent implements Agent {
     await this.components?.close();
     await this.runner.close();
     await this.units.settled();
-    await this.leasedKeys.close();
+    await this.leasedKeys.close({ revoke: false });
   }
 
   /** Ports no unit here may take besides PLATFORM_PORTS: this process's roles' and every announced role's. */

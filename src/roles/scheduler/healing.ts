@@ -24,6 +24,12 @@ export interface HealingInput {
   instancesOf: (service: string, release: number) => number | undefined;
   /** Whether the release's units keep volumes and may not move: a lost or drained machine keeps them. */
   keepsVolumes?: (service: string, release: number) => boolean;
+  /**
+   * Machines not registered that still have their renewal grace (this leader was elected a moment
+   * ago: the store may have dropped every lease, as the embedded store does when it opens, and the
+   * agents have not registered again yet). Their units count as in place.
+   */
+  renewing?: ReadonlySet<string>;
 }
 
 export interface Reschedule {
@@ -33,7 +39,7 @@ export interface Reschedule {
 }
 
 export function planHealing(input: HealingInput): Reschedule[] {
-  const alive = new Set(input.machines.map((machine) => machine.id));
+  const alive = new Set([...input.machines.map((machine) => machine.id), ...(input.renewing ?? [])]);
   const services = new Set(input.deployments.map((d) => d.service).filter((service) => input.declared.has(service)));
   const plan: Reschedule[] = [];
   for (const service of services) {

@@ -12,7 +12,7 @@ import { acceptDeploy, acceptRollback, type DeployTrigger } from './deploy.js';
 import { listDeployments } from './deployment-records.js';
 import { idTime, sortAfter } from './ids.js';
 import { getRelease } from './releases.js';
-import { ClusterWatch, defaultEngineGraceSeconds } from './cluster-snapshot.js';
+import { ClusterWatch, defaultEngineGraceSeconds, type ClusterSnapshot } from './cluster-snapshot.js';
 import type { Machine } from '../../schemas/cluster.js';
 import { DeploymentRunner } from './runner.js';
 import { planHealing } from './healing.js';
@@ -53,6 +53,13 @@ const HANDOFF_TIMEOUT_MS = 30_000;
 /** The periodic resync of self-healing, beside the watch events that trigger it. */
 const HEAL_INTERVAL_MS = 10_000;
 
+/**
+ * After it wins the leadership, a scheduler gives every agent this many lease TTLs to register
+ * before a missing machine counts as lost: a live agent renews every TTL/3, and an embedded store
+ * drops every lease when it opens, so after `platform up` restarts no machine is registered yet.
+ */
+const RENEWAL_GRACE_TTLS = 3;
+
 /** How often the leader deletes history beyond the retention limits. */
 const PRUNE_INTERVAL_MS = 60_000;
 
@@ -72,6 +79,11 @@ export class Scheduler {
   private healTimer?: NodeJS.Timeout;
   private pruneTimer?: NodeJS.Timeout;
   private healing = false;
+  /** Until then (ms) machines missing from the store are not lost: the renewal grace after an election. */
+  private renewalGraceUntil = 0;
+  private renewalGraceTimer?: NodeJS.Timeout;
+  /** When the last completed heal pass took its snapshot (ms), for /readyz: a test waits for one after the renewal grace. */
+  private healedAt = 0;
   /** Heals due when a machine's engine grace period ends, by outage start. */
   private readonly engineGraceTimers = new Map<string, NodeJS.Timeout>();
 
@@ -137,9 +149,16 @@ export class Scheduler {
     return this.leadership.isLeader();
   }
 
+  /** For /readyz: the renewal grace of the current leadership and the last heal pass. */
+  healingState(): { renewalGraceUntil?: string; healedAt?: string } {
+    const at = (ms: number) => (ms ? new Date(ms).toISOString() : undefined);
+    return { renewalGraceUntil: at(this.renewalGraceUntil), healedAt: at(this.healedAt) };
+  }
+
   async close(): Promise<void> {
     clearInterval(this.healTimer);
     clearInterval(this.pruneTimer);
+    clearTimeout(this.renewalGraceTimer);
     for (const timer of this.engineGraceTimers.values()) clearTimeout(timer);
     await this.handOff.close();
     await this.leadership.close();
@@ -179,6 +198,7 @@ export class Scheduler {
         const newest = (await this.store.list(prefix)).map((kv) => lastSegment(kv.key)).findLast((id) => idTime(id) !== undefined);
         if (newest) sortAfter(newest);
       }
+      this.startRenewalGrace();
       await this.handOff.serve((request) => this.execute(request), () => this.isLeader());
       // Deliveries the last leader left pending go out from here.
       this.notifier?.kick();
@@ -188,6 +208,21 @@ export class Scheduler {
     } catch (error) {
       this.log.warn({ err: error }, 'taking over as leader failed part-way; the next event retries');
     }
+  }
+
+  /** Machines missing now are not lost until the grace ends; the leader heals again then. */
+  private startRenewalGrace(): void {
+    const graceMs = RENEWAL_GRACE_TTLS * this.options.leaseTtlSeconds * 1000;
+    this.renewalGraceUntil = Date.now() + graceMs;
+    clearTimeout(this.renewalGraceTimer);
+    this.renewalGraceTimer = setTimeout(() => void (this.isLeader() && this.heal()), graceMs + 100);
+  }
+
+  /** Machines that hold assignments and are not registered, while the renewal grace lasts. */
+  private renewing(snapshot: ClusterSnapshot): Set<string> {
+    if (Date.now() >= this.renewalGraceUntil) return new Set();
+    const registered = new Set(snapshot.machines.map((machine) => machine.id));
+    return new Set(snapshot.assignments.map((a) => a.machine).filter((machine) => !registered.has(machine)));
   }
 
   private async execute(request: LeaderRequest): Promise<LeaderReply> {
@@ -223,6 +258,7 @@ export class Scheduler {
     this.healing = true;
     try {
       const runner = this.runner;
+      const planned = Date.now();
       const snapshot = this.cluster.snapshot();
       const deployments = await listDeployments(this.store);
       const declared = new Set(snapshot.services.map((service) => service.name));
@@ -234,11 +270,20 @@ export class Scheduler {
         if (release) instances.set(`${service}/${release.version}`, release.config.numInstances);
         if (release && keepsUnitsWithVolumes(release.config)) staying.add(`${service}/${release.version}`);
       }
-      const plan = planHealing({ ...snapshot, deployments, declared, busy: (service) => runner.busy(service), instancesOf: (service, release) => instances.get(`${service}/${release}`), keepsVolumes: (service, release) => staying.has(`${service}/${release}`) });
+      const plan = planHealing({
+        ...snapshot,
+        deployments,
+        declared,
+        busy: (service) => runner.busy(service),
+        instancesOf: (service, release) => instances.get(`${service}/${release}`),
+        keepsVolumes: (service, release) => staying.has(`${service}/${release}`),
+        renewing: this.renewing(snapshot),
+      });
       for (const { service, release, why } of plan) {
         const found = await getRelease(this.store, service, release);
         if (found) await runner.reschedule(found, why);
       }
+      this.healedAt = planned;
     } catch (error) {
       if (!(error instanceof FencedWriteError || error instanceof NotLeaderError)) this.log.warn({ err: error }, 'healing failed; retrying at the next check');
     } finally {

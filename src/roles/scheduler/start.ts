@@ -32,7 +32,7 @@ export async function startScheduler({ config, store, log, advertised, access, s
     logger: log,
     readiness: async () => {
       await store.ping();
-      return { store: store.description, leader: scheduler.isLeader(), ...(await storeSpace.readiness()) };
+      return { store: store.description, leader: scheduler.isLeader(), ...scheduler.healingState(), ...(await storeSpace.readiness()) };
     },
   });
   // The unfenced store: a follower journals the calls it takes too.
