@@ -10,6 +10,7 @@ import { buildTestImage } from '../harness/test-image.js';
 import { freePort } from '../harness/free-port.js';
 import { http, runPlatform, serveRole, waitHealthy } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
+import { holdDefaultPorts } from '../harness/default-ports.js';
 import { generatedTypesPath, promtoolCheck, redoclyLint, typesOf } from '../harness/operator-tools.js';
 import type { paths } from '../generated/orchestrator-api.js';
 
@@ -17,6 +18,9 @@ import type { paths } from '../generated/orchestrator-api.js';
 // answer HTTP with the env value, delete. Once with every role in its own process on etcd, once
 // with `platform up` on the embedded store.
 
+// Every test here uses the default ports, which restarts.test takes too.
+const releaseDefaultPorts = await holdDefaultPorts();
+t.teardown(releaseDefaultPorts);
 const engine = await startDockerd();
 const registry = await startRegistry();
 const repository = `e2e/web-${randomBytes(3).toString('hex')}`;

@@ -10,6 +10,7 @@ import { buildTestImage } from '../harness/test-image.js';
 import { http, runPlatform, serveRole, waitHealthy, type PlatformProcess } from '../harness/platform.js';
 import { startEtcd } from '../harness/etcd.js';
 import { freePort } from '../harness/free-port.js';
+import { holdDefaultPorts } from '../harness/default-ports.js';
 import { waitFor } from '../harness/wait.js';
 
 // Issue 28 (restarts keep units): restarting `platform up` on the same data directory must adopt
@@ -67,10 +68,14 @@ t.test('platform up restarted three times keeps its units: same containers, no f
     await Promise.all([9000, 9001, 9002, 9003].map((port) => waitHealthy(`http://127.0.0.1:${port}`, up)));
     return up;
   };
-  // `platform up` takes the default ports, which another test's `platform up` may hold for a minute.
-  await waitFor(async () => !(await portsAnswer()), 180_000, { what: 'the default ports free of another platform up' });
+  // `platform up` takes the default ports, which deploy-e2e.test takes too: one at a time.
+  const releaseDefaultPorts = await holdDefaultPorts();
+  await waitFor(async () => !(await portsAnswer()), 60_000, { what: 'the default ports free of a platform up still stopping' });
   let up = await start();
-  t.teardown(() => up.stop());
+  t.teardown(async () => {
+    await up.stop();
+    await releaseDefaultPorts();
+  });
 
   const services = ['alpha', 'beta'].map((name) => `${name}-${randomBytes(2).toString('hex')}`);
   for (const service of services) {
