@@ -84,7 +84,16 @@ t.test('directory, scheduler, orchestrator and an agent in containers carry a de
     }),
   ]);
   await Promise.all([directory!, scheduler!, orchestrator!, agent!].map((role) => waitAnswering(role, '/readyz', 60_000)));
-  const machine = await waitFor(async () => (await http('GET', `${orchestrator!.url}/cluster/machines`)).body.find((m: { id: string }) => m.id === machineId), 15_000, { what: 'the agent container\'s machine' });
+  const machine = await waitFor(
+    async () => {
+      const machines = await http('GET', `${orchestrator!.url}/cluster/machines`);
+      if (machines.status !== 200) throw new Error(`GET /cluster/machines answered ${machines.status}: ${JSON.stringify(machines.body)}`);
+      return (machines.body as { id: string; docker: unknown }[]).find((m) => m.id === machineId);
+    },
+    // As long as the roles' own readiness may take: on two busy cores a role's store reads can answer 503 for a while.
+    60_000,
+    { what: "the agent container's machine" },
+  );
   t.match(machine.docker, { reachable: true }, 'the agent reaches the engine through the mounted socket');
 
   const image = await buildTestImage(engine.docker, registry.host, `image-test/web-${randomBytes(2).toString('hex')}`, 'v1');
