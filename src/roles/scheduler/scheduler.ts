@@ -81,6 +81,8 @@ export class Scheduler {
   private healing = false;
   /** Until then (ms) machines missing from the store are not lost: the renewal grace after an election. */
   private renewalGraceUntil = 0;
+  /** Machines this leadership has seen registered: one of them missing now was lost under this leader, grace or not. */
+  private readonly seenSinceElection = new Set<string>();
   private renewalGraceTimer?: NodeJS.Timeout;
   /** When the last completed heal pass took its snapshot (ms), for /readyz: a test waits for one after the renewal grace. */
   private healedAt = 0;
@@ -214,15 +216,22 @@ export class Scheduler {
   private startRenewalGrace(): void {
     const graceMs = RENEWAL_GRACE_TTLS * this.options.leaseTtlSeconds * 1000;
     this.renewalGraceUntil = Date.now() + graceMs;
+    this.seenSinceElection.clear();
     clearTimeout(this.renewalGraceTimer);
     this.renewalGraceTimer = setTimeout(() => void (this.isLeader() && this.heal()), graceMs + 100);
   }
 
-  /** Machines that hold assignments and are not registered, while the renewal grace lasts. */
+  /**
+   * Machines that hold assignments and are not registered, while the renewal grace lasts, unless
+   * this leader saw them registered: those lost their lease on its watch (a partition, a crash) and
+   * are healed at once, as before the grace existed.
+   */
   private renewing(snapshot: ClusterSnapshot): Set<string> {
     if (Date.now() >= this.renewalGraceUntil) return new Set();
     const registered = new Set(snapshot.machines.map((machine) => machine.id));
-    return new Set(snapshot.assignments.map((a) => a.machine).filter((machine) => !registered.has(machine)));
+    for (const machine of registered) this.seenSinceElection.add(machine);
+    const missing = snapshot.assignments.map((a) => a.machine).filter((machine) => !registered.has(machine) && !this.seenSinceElection.has(machine));
+    return new Set(missing);
   }
 
   private async execute(request: LeaderRequest): Promise<LeaderReply> {
