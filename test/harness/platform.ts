@@ -1,7 +1,9 @@
 // Runs the real `platform` binary as child processes, as an operator would, and waits until each
-// role answers. Every child is killed when the test process exits.
+// role answers. Each runs in a process group of its own, which holds what it starts (a gateway's
+// HAProxy, which may outlive it): every group is killed when the test process exits.
 
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { REGISTRY_ADDRESS } from './registry.js';
@@ -9,15 +11,30 @@ import { REGISTRY_ADDRESS } from './registry.js';
 export const platformBin = fileURLToPath(new URL('../../../bin/platform', import.meta.url));
 
 const children = new Set<ChildProcess>();
+/** The process groups of every child, running or not: an HAProxy left by a gateway stays in its group. */
+const groups = new Set<number>();
 process.on('exit', () => {
   for (const child of children) child.kill('SIGKILL');
+  for (const group of groups) {
+    // A group id is the pid of its first process: with that process gone, no other can have it.
+    if (!existsSync(`/proc/${group}`) || [...children].some((child) => child.pid === group)) {
+      try {
+        process.kill(-group, 'SIGKILL');
+      } catch {
+        // empty already
+      }
+    }
+  }
 });
 
 export interface PlatformProcess {
   readonly child: ChildProcess;
   /** The last lines it printed, for failure messages. */
   output(): string;
-  /** Sends the signal and waits for the process to exit. */
+  /**
+   * Sends the signal and waits for the process to exit. The default, SIGINT, stops the platform for
+   * good; SIGTERM is a restart (a gateway leaves its HAProxy serving for the next one to adopt).
+   */
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
@@ -32,8 +49,10 @@ export function runPlatform(args: string[], env: NodeJS.ProcessEnv = {}, options
   const child = spawn(command[0]!, command.slice(1), {
     env: { ...process.env, PLATFORM_LOG_LEVEL: 'warn', PLATFORM_ALLOWED_REGISTRIES: REGISTRY_ADDRESS, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
   children.add(child);
+  if (child.pid !== undefined) groups.add(child.pid);
   child.once('exit', () => children.delete(child));
   let lines: string[] = [];
   const remember = (chunk: Buffer) => {
@@ -44,7 +63,7 @@ export function runPlatform(args: string[], env: NodeJS.ProcessEnv = {}, options
   return {
     child,
     output: () => lines.join('\n'),
-    stop: async (signal = 'SIGTERM') => {
+    stop: async (signal = 'SIGINT') => {
       if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
       child.kill(signal);

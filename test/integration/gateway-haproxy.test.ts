@@ -1,7 +1,8 @@
 import t from 'tap';
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -9,6 +10,9 @@ import { startEtcd } from '../harness/etcd.js';
 import { startGateway } from '../harness/gateway-cluster.js';
 import { startLoad } from '../harness/http-load.js';
 import { waitFor } from '../harness/wait.js';
+import { freePort } from '../harness/free-port.js';
+import { serveRole } from '../harness/platform.js';
+import { runsConfig } from '../../src/roles/gateway/haproxy-process.js';
 import { openStore } from '../../src/store/open-store.js';
 import { serviceKey, unitStatusKey } from '../../src/store/keys.js';
 import { mapEntries, serverStats } from '../../src/roles/gateway/haproxy-runtime.js';
@@ -203,4 +207,64 @@ t.test('a new service and more units than slots need no reload: a client idle on
   for (let i = 0; i < 12; i++) served.add((await requestOn(socket, 'steady.platform.internal')).body);
   t.equal(served.size, 6, 'all six units of steady take requests, the dynamic servers too');
   t.match(await requestOn(socket, 'error-pages.platform.internal'), { status: 200, body: /^error-pages-\d\n$/ });
+});
+
+t.test('a gateway restarted under load (SIGTERM, then SIGKILL) leaves HAProxy serving and the next adopts it: no request fails; SIGINT stops both', async (t) => {
+  const service = 'adopted';
+  await declare(service);
+  for (let i = 1; i <= 2; i++) await setUnit(service, i, await startUnit(`${service}-${i}`), 'active');
+  const port = await freePort();
+  const dataDir = mkdtempSync(join(tmpdir(), 'platform-gateway-adopt-'));
+  const flags = ['--etcd', etcd.url, '--announce-ttl', '3', '--data-plane', 'haproxy', '--data-dir', dataDir];
+  const start = () => serveRole('gateway', port, flags);
+  const url = `http://127.0.0.1:${port}`;
+  const pidFile = join(dataDir, `gateway-${port}`, 'haproxy.pid');
+  const configFile = join(dataDir, `gateway-${port}`, 'haproxy.cfg');
+  let role: Awaited<ReturnType<typeof start>> | undefined;
+  let master = 0;
+  t.teardown(async () => {
+    await role?.stop('SIGINT');
+    if (master > 0 && runsConfig(master, configFile)) process.kill(master, 'SIGKILL');
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  role = await start();
+  master = Number(readFileSync(pidFile, 'utf8'));
+  const routed = async () => {
+    await waitFor(async () => {
+      const body = (await (await fetch(`${url}/routes`)).json()) as { routes: { name: string; upstreams: unknown[] }[] };
+      return body.routes.find((route) => route.name === service)?.upstreams.length === 2;
+    }, 20_000, { what: `the units of ${service} routed` });
+  };
+  await routed();
+  const load = startLoad({ url: `http://127.0.0.1:${port}/`, host: `${service}.platform.internal`, concurrency: 4, maxDurationMs: 120_000 });
+  try {
+    for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
+      await waitFor(() => load.progress.ok > 0, 20_000, { what: 'requests answered' });
+      await role.stop(signal);
+      t.ok(runsConfig(master, configFile), `HAProxy runs on after its gateway's ${signal}`);
+      const answered = load.progress.ok;
+      // HAProxy alone, its gateway gone: the units are still reached.
+      await waitFor(() => load.progress.ok > answered + 50, 20_000, { what: `requests answered with the gateway stopped by ${signal}` });
+      role = await start();
+      t.equal(Number(readFileSync(pidFile, 'utf8')), master, `after ${signal}: the new gateway adopted the same HAProxy master`);
+      await routed();
+      const readiness = (await (await fetch(`${url}/readyz`)).json()) as { haproxy?: unknown };
+      t.ok(readiness.haproxy, '/readyz reports HAProxy ready');
+    }
+    // A route change after the adoption reaches the adopted HAProxy.
+    await setUnit(service, 3, await startUnit(`${service}-3`), 'active');
+    await waitFor(async () => {
+      const body = (await (await fetch(`${url}/routes`)).json()) as { routes: { name: string; upstreams: unknown[] }[] };
+      return body.routes.find((route) => route.name === service)?.upstreams.length === 3;
+    }, 20_000, { what: 'a third unit routed by the adopted HAProxy' });
+    await waitFor(() => load.progress.bodies.slice(-50).includes(`${service}-3`), 20_000, { what: 'the third unit answering through HAProxy' });
+  } finally {
+    const result = await load.stop();
+    t.comment(`load across a SIGTERM and a SIGKILL of the gateway: ${result.ok} answered, ${result.failed} failed`);
+    t.equal(result.failed, 0, `no request failed: ${result.failures.join('; ')}`);
+  }
+  await role.stop('SIGINT');
+  t.notOk(runsConfig(master, configFile), 'SIGINT (a stop for good) stops HAProxy too');
+  const refused = await fetch(`http://127.0.0.1:${port}/`).then(() => false, () => true);
+  t.ok(refused, 'nothing listens on the gateway port any more');
 });

@@ -1,5 +1,5 @@
-import t from 'tap';
-import { mkdtempSync } from 'node:fs';
+import t, { type Test } from 'tap';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -12,6 +12,8 @@ import { startEtcd } from '../harness/etcd.js';
 import { freePort } from '../harness/free-port.js';
 import { holdDefaultPorts } from '../harness/default-ports.js';
 import { waitFor } from '../harness/wait.js';
+import { startLoad } from '../harness/http-load.js';
+import { runsConfig } from '../../src/roles/gateway/haproxy-process.js';
 
 // Issue 28 (restarts keep units): restarting `platform up` on the same data directory must adopt
 // the running unit containers, not recreate, restart or move them, and must record no failed
@@ -60,23 +62,29 @@ async function runningUnits(service: string, count: number, at = orchestrator): 
   });
 }
 
-t.test('platform up restarted three times keeps its units: same containers, no failed deployment, serving throughout', async (t) => {
+/** `platform up` on a data directory of its own, with more flags; `start` runs it again on the same directory. */
+function platformUp(flags: string[]): { dataDir: string; start(): Promise<PlatformProcess> } {
   const dataDir = mkdtempSync(join(tmpdir(), 'platform-restarts-'));
-  const args = ['up', '--data-dir', dataDir, '--network', 'host', '--machine-id', `restarts-${randomBytes(2).toString('hex')}`, '--stop-grace', '2'];
-  const start = async (): Promise<PlatformProcess> => {
-    const up = runPlatform(args, { DOCKER_HOST: engine.dockerHost });
-    await Promise.all([9000, 9001, 9002, 9003].map((port) => waitHealthy(`http://127.0.0.1:${port}`, up)));
-    return up;
+  const args = ['up', '--data-dir', dataDir, '--network', 'host', '--machine-id', `restarts-${randomBytes(2).toString('hex')}`, '--stop-grace', '2', ...flags];
+  return {
+    dataDir,
+    start: async () => {
+      const up = runPlatform(args, { DOCKER_HOST: engine.dockerHost });
+      await Promise.all([9000, 9001, 9002, 9003, 8080].map((port) => waitHealthy(`http://127.0.0.1:${port}`, up)));
+      return up;
+    },
   };
-  // `platform up` takes the default ports, which deploy-e2e.test takes too: one at a time.
+}
+
+/** `platform up` takes the default ports, which deploy-e2e.test takes too: one at a time. */
+async function takeDefaultPorts(): Promise<() => Promise<void>> {
   const releaseDefaultPorts = await holdDefaultPorts();
   await waitFor(async () => !(await portsAnswer()), 60_000, { what: 'the default ports free of a platform up still stopping' });
-  let up = await start();
-  t.teardown(async () => {
-    await up.stop();
-    await releaseDefaultPorts();
-  });
+  return releaseDefaultPorts;
+}
 
+/** Declares and deploys two load-balanced services of two units each, and waits until the gateway routes both. */
+async function deployTwoServices(t: Test, up: PlatformProcess): Promise<string[]> {
   const services = ['alpha', 'beta'].map((name) => `${name}-${randomBytes(2).toString('hex')}`);
   for (const service of services) {
     const declaration = { name: service, description: 'restarts', containerImage: `${registry.host}/${repository}`, numInstances: 2, loadBalanced: true };
@@ -85,8 +93,31 @@ t.test('platform up restarted three times keeps its units: same containers, no f
     const deploy = await http('POST', `${scheduler}/hooks/deploy`, { serviceName: service, containerRepository: image.reference, pushedAt: 0 });
     t.equal(deploy.status, 200, JSON.stringify(deploy.body));
   }
-  const addresses = (await Promise.all(services.map((service) => runningUnits(service, 2)))).flat().map((u) => u.address!);
+  await Promise.all(services.map((service) => runningUnits(service, 2)));
   for (const service of services) await throughGateway(service, up);
+  return services;
+}
+
+/** Every deployment of each service succeeded, and there is only the first. */
+async function onlyTheFirstDeployment(t: Test, services: string[]): Promise<void> {
+  for (const service of services) {
+    const deployments = (await http('GET', `${scheduler}/deployments?service=${service}`)).body as { state: string; trigger: string }[];
+    t.same(deployments.filter((d) => d.state !== 'succeeded').map((d) => `${d.trigger} ${d.state}`), [], `${service}: no deployment but the first, succeeded`);
+    t.equal(deployments.length, 1, `${service}: one deployment`);
+  }
+}
+
+t.test('platform up restarted three times keeps its units: same containers, no failed deployment, serving throughout', async (t) => {
+  const platform = platformUp([]);
+  const releaseDefaultPorts = await takeDefaultPorts();
+  let up = await platform.start();
+  t.teardown(async () => {
+    await up.stop();
+    await releaseDefaultPorts();
+  });
+
+  const services = await deployTwoServices(t, up);
+  const addresses = (await Promise.all(services.map((service) => runningUnits(service, 2)))).flat().map((u) => u.address!);
   const before = await unitContainers();
   t.equal(Object.keys(before).length, 4, 'four unit containers');
 
@@ -118,17 +149,13 @@ t.test('platform up restarted three times keeps its units: same containers, no f
   }
   t.ok(probes > 10, `the units were asked ${probes} times`);
   t.same(failures, [], 'every unit answered directly throughout');
-  for (const service of services) {
-    const deployments = (await http('GET', `${scheduler}/deployments?service=${service}`)).body as { state: string; trigger: string }[];
-    t.same(deployments.filter((d) => d.state !== 'succeeded').map((d) => `${d.trigger} ${d.state}`), [], `${service}: no deployment but the first, succeeded`);
-    t.equal(deployments.length, 1, `${service}: one deployment`);
-  }
+  await onlyTheFirstDeployment(t, services);
 
   async function restartThreeTimes(): Promise<void> {
   for (let round = 1; round <= 3; round += 1) {
     await up.stop('SIGTERM');
     t.equal(up.child.exitCode, 0, `round ${round}: platform up exits 0 on SIGTERM`);
-    up = await start();
+    up = await platform.start();
     for (const service of services) await runningUnits(service, 2);
     // Through the gateway as soon as it is back.
     for (const service of services) await throughGateway(service, up);
@@ -137,6 +164,53 @@ t.test('platform up restarted three times keeps its units: same containers, no f
     t.same(await unitContainers(), before, `round ${round}: the same containers, started once`);
   }
   }
+});
+
+t.test('platform up with the HAProxy data plane restarted three times under load: HAProxy outlives each restart and is adopted, no request fails', async (t) => {
+  const platform = platformUp(['--data-plane', 'haproxy']);
+  const releaseDefaultPorts = await takeDefaultPorts();
+  let up: PlatformProcess | undefined;
+  const pidFile = join(platform.dataDir, 'gateway-8080', 'haproxy.pid');
+  const configFile = join(platform.dataDir, 'gateway-8080', 'haproxy.cfg');
+  let master = 0;
+  t.teardown(async () => {
+    // SIGINT stops the platform for good, HAProxy with it; should that fail, it is stopped here.
+    await up?.stop('SIGINT');
+    if (master > 0 && runsConfig(master, configFile)) process.kill(master, 'SIGKILL');
+    await releaseDefaultPorts();
+  });
+  up = await platform.start();
+  master = Number(readFileSync(pidFile, 'utf8'));
+  const services = await deployTwoServices(t, up);
+  const before = await unitContainers();
+  t.equal(Object.keys(before).length, 4, 'four unit containers');
+
+  const load = startLoad({ url: 'http://127.0.0.1:8080/', host: `${services[0]}.platform.internal`, concurrency: 4, maxDurationMs: 10 * 60_000 });
+  try {
+    for (let round = 1; round <= 3; round += 1) {
+      await waitFor(() => load.progress.ok > 0, 30_000, { what: 'requests answered through the gateway' });
+      await up.stop('SIGTERM');
+      t.equal(up.child.exitCode, 0, `round ${round}: platform up exits 0 on SIGTERM`);
+      t.ok(runsConfig(master, configFile), `round ${round}: HAProxy runs on without its gateway`);
+      const answeredBefore = load.progress.ok;
+      up = await platform.start();
+      t.equal(Number(readFileSync(pidFile, 'utf8')), master, `round ${round}: the new gateway adopted the same HAProxy master`);
+      // HAProxy forwards to the gateway's new Node server too (its own endpoints through the public port).
+      await waitHealthy('http://127.0.0.1:8080', up);
+      await waitFor(() => load.progress.ok > answeredBefore + 50, 30_000, { what: 'requests answered after the restart' });
+      t.same(await unitContainers(), before, `round ${round}: the same containers, started once`);
+    }
+  } finally {
+    const result = await load.stop();
+    t.comment(`load through HAProxy across three restarts: ${result.ok} answered, ${result.failed} failed in ${result.durationMs} ms`);
+    t.equal(result.failed, 0, `no request failed: ${result.failures.join('; ')}`);
+  }
+  for (const service of services) await throughGateway(service, up);
+  await settledAfterRestart();
+  t.same(await unitContainers(), before, 'the same containers, started once, after the renewal grace');
+  await onlyTheFirstDeployment(t, services);
+  await up.stop('SIGINT');
+  t.notOk(runsConfig(master, configFile), 'platform up stopped with SIGINT (for good) stops HAProxy too');
 });
 
 async function throughGateway(service: string, up: PlatformProcess): Promise<void> {

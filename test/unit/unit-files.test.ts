@@ -69,6 +69,15 @@ t.test('the agent may use the Docker socket and the gateway port 80; nothing els
   }
 });
 
+t.test("HAProxy outlives a restart of the gateway unit, not a stop: systemd signals the gateway alone, SIGTERM to restart, SIGINT to stop", async (t) => {
+  const files = renderUnitFiles(defaultSettings);
+  const gateway = files.get('gateway.service')!;
+  t.match(gateway, /^KillMode=process$/m, "a restart leaves HAProxy in the unit's control group");
+  t.match(gateway, /^KillSignal=SIGINT$/m, 'a stop is a stop for good: the gateway stops HAProxy');
+  t.match(gateway, /^RestartKillSignal=SIGTERM$/m, 'a restart leaves HAProxy for the next gateway to adopt');
+  for (const [name, content] of files) if (name !== 'gateway.service') t.notMatch(content, /KillMode|KillSignal/, `${name}: systemd's defaults`);
+});
+
 t.test('the environment file carries the machine\'s settings', async (t) => {
   const settings = machineSettings({
     roles: 'agent,directory',
