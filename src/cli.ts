@@ -116,11 +116,13 @@ async function serve(flags: RawFlags, banner: boolean): Promise<void> {
     if (dashboard) process.stdout.write(`dashboard: ${dashboard.url}/\n`);
   }
   let stopping = false;
+  // SIGTERM is a restart (systemd's RestartKillSignal, a supervisor, an upgrade): the gateway leaves
+  // HAProxy serving for the next process to adopt. SIGINT (Ctrl-C, systemd's stop) stops it too.
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'shutting down');
-    void platform.close().then(() => process.exit(0));
+    void platform.close(signal === 'SIGTERM' ? 'restart' : 'stop').then(() => process.exit(0));
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));

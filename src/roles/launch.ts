@@ -15,7 +15,7 @@ import { EndedSessions } from '../auth/ended-sessions.js';
 import { HostRule } from '../http/host-rule.js';
 import { StoreSpace } from '../store/store-space.js';
 import { WriteBudget } from '../auth/write-budget.js';
-import type { RoleContext, StartedRole } from './role.js';
+import type { RoleContext, StartedRole, StopReason } from './role.js';
 import { startDirectory } from './directory/start.js';
 import { startScheduler } from './scheduler/start.js';
 import { startOrchestrator } from './orchestrator/start.js';
@@ -43,10 +43,10 @@ export interface RunningRole {
 export interface RunningPlatform {
   store: Store;
   roles: RunningRole[];
-  close(): Promise<void>;
+  close(reason?: StopReason): Promise<void>;
 }
 
-type Closer = () => Promise<void>;
+type Closer = (reason: StopReason) => Promise<void>;
 
 export async function launchRoles(config: PlatformConfig, logger?: Logger): Promise<RunningPlatform> {
   const log = logger ?? createLogger(config);
@@ -88,7 +88,7 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
       const port = portOf(config, role);
       const advertised = `${config.advertiseHost}:${config.advertisePort ?? port}`;
       const started = await starters[role]({ config, store, log: log.child({ role }) as unknown as FastifyBaseLogger, advertised, access, storeSpace, writeBudget });
-      closers.unshift(() => started.close());
+      closers.unshift((reason) => started.close(reason));
       await started.listen(config.host, port);
       await started.start?.();
       const component = announcedAs[role];
@@ -96,19 +96,19 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
       running.push({ role, url: `http://${config.host === '0.0.0.0' ? config.advertiseHost : config.host}:${port}` });
     }
   } catch (error) {
-    await closeAll([...closers, () => announcements.close(), () => store.close()]);
+    await closeAll([...closers, () => announcements.close(), () => store.close()], 'stop');
     throw error;
   }
   return {
     store,
     roles: running,
     // Announcements go first (the lease is revoked, so peers stop finding us at once), then the servers.
-    close: () => closeAll([() => announcements.close(), ...closers, () => store.close()]),
+    close: (reason = 'stop') => closeAll([() => announcements.close(), ...closers, () => store.close()], reason),
   };
 }
 
-async function closeAll(closers: Closer[]): Promise<void> {
+async function closeAll(closers: Closer[], reason: StopReason): Promise<void> {
   for (const close of closers) {
-    await close().catch(() => undefined);
+    await close(reason).catch(() => undefined);
   }
 }

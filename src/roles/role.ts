@@ -21,12 +21,19 @@ export interface RoleContext {
   writeBudget: WriteBudget;
 }
 
+/**
+ * Why a process stops. `restart` (SIGTERM: systemd's restart, `platform up` run again, an upgrade):
+ * what the next process adopts is left running, as agents leave their units; the gateway leaves its
+ * HAProxy serving. `stop` (SIGINT, systemd's stop, a failed start): everything the role began stops.
+ */
+export type StopReason = 'stop' | 'restart';
+
 /** A started role: not yet listening; `close` stops what `listen` and the start function began. */
 export interface StartedRole {
   listen(host: string, port: number): Promise<void>;
   /** Work that must wait until the role listens (e.g. campaigning to lead and announcing). */
   start?(): Promise<void>;
-  close(): Promise<void>;
+  close(reason?: StopReason): Promise<void>;
   /** The role writes its own announcement (the scheduler: only while it leads). */
   selfAnnounced?: boolean;
 }

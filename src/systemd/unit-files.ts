@@ -105,6 +105,14 @@ function hardening(role: Role): string[] {
   ];
 }
 
+/**
+ * HAProxy outlives a restart of the gateway and the next gateway adopts it (docs/gateway.md):
+ * systemd signals the gateway alone (not its whole control group), with SIGTERM on a restart
+ * (`systemctl restart`, an upgrade) and SIGINT on a stop (`systemctl stop`, shutdown), on which
+ * the gateway stops HAProxy too.
+ */
+const gatewayStop = ['KillMode=process', 'KillSignal=SIGINT', 'RestartKillSignal=SIGTERM'];
+
 function serviceSection(execStart: string, role: Role): string[] {
   return [
     '[Service]',
@@ -114,7 +122,7 @@ function serviceSection(execStart: string, role: Role): string[] {
     'Restart=always',
     'RestartSec=2',
     'TimeoutStopSec=30',
-    ...(role === 'gateway' ? [`StateDirectory=${GATEWAY_STATE}`] : []),
+    ...(role === 'gateway' ? [`StateDirectory=${GATEWAY_STATE}`, ...gatewayStop] : []),
     ...hardening(role),
   ];
 }

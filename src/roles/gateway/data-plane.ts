@@ -4,6 +4,7 @@ import type { DataPlaneChoice } from '../../config.js';
 import type { PlannedRoute } from './route-plan.js';
 import type { RouteView } from './route-table.js';
 import type { GatewayListeners } from './listener-policy.js';
+import type { StopReason } from '../role.js';
 
 // What forwards the gateway's requests. The route plan is computed once (route-watch.ts); a data
 // plane applies it: the built-in Node proxy (node-data-plane.ts), or HAProxy driven through its
@@ -20,7 +21,8 @@ export interface DataPlane {
   readiness(): Record<string, unknown>;
   /** The routes as the data plane holds them, for GET /routes. */
   view(): RouteView[] | Promise<RouteView[]>;
-  close(): Promise<void>;
+  /** On a `restart`, a data plane that can outlive the process (HAProxy) is left serving for the next one to adopt. */
+  close(reason?: StopReason): Promise<void>;
 }
 
 /** The oldest HAProxy the generated configuration and the Runtime API commands are written for. */

@@ -6,6 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import type { PlatformConfig } from '../../config.js';
 import type { DataPlane } from './data-plane.js';
+import type { StopReason } from '../role.js';
 import type { NodeDataPlane } from './node-data-plane.js';
 import type { PlannedRoute } from './route-plan.js';
 import type { RouteView } from './route-table.js';
@@ -190,9 +191,10 @@ export class HaproxyDataPlane implements DataPlane {
     });
   }
 
-  async close(): Promise<void> {
+  async close(reason: StopReason = 'stop'): Promise<void> {
     followHaproxy(undefined);
-    await this.process?.stop();
+    if (reason === 'restart') this.process?.leave();
+    else await this.process?.stop();
     await this.node.close();
   }
 

@@ -1,13 +1,20 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
+import { basename } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import { runtimeCommand, workerPid } from './haproxy-runtime.js';
 
-// HAProxy as the gateway's child, in master-worker mode (`-W`, master CLI on `-S`): the master
-// re-executes a worker on SIGUSR2 (a reload: the new worker takes the listening sockets over
-// through `expose-fd listeners`, so no connection is refused) and its workers exit when it dies.
-// If it dies anyway it is started again, with a short backoff, until the role stops.
+// HAProxy in master-worker mode (`-W`, master CLI on `-S`): the master re-executes a worker on a
+// reload (the new worker takes the listening sockets over through `expose-fd listeners`, so no
+// connection is refused) and its workers exit when it dies. If it dies anyway it is started again,
+// with a short backoff, until the role stops.
+//
+// HAProxy outlives its gateway: a gateway that stops for a restart leaves it serving its last
+// configuration (`leave`), and so does one killed outright. The next gateway on the machine finds
+// the master by the pidfile, checks it is an haproxy run from this configuration file, and adopts
+// it: it writes the files for its own state and reloads the master, as any reload, so requests are
+// served throughout. Only a stop for good (`stop`) ends it.
 
 export interface HaproxyProcessOptions {
   bin: string;
@@ -26,13 +33,25 @@ export interface HaproxyProcessOptions {
 
 const READY_TIMEOUT_MS = 10_000;
 const STOP_GRACE_MS = 5_000;
-const SETPRIV = '/usr/bin/setpriv';
-const withParentDeathSignal = existsSync(SETPRIV);
 const stdio: ['ignore', 'ignore', 'pipe'] = ['ignore', 'ignore', 'pipe'];
 const BACKOFF_MS = [50, 200, 500, 1_000];
+/** How often an adopted master (not this process's child: no exit event) is checked. */
+const ADOPTED_POLL_MS = 200;
+
+/** The running master: a child this process started, or one a previous gateway left and this one adopted. */
+interface Master {
+  pid: number;
+  /** Why it is not running, or undefined while it runs. */
+  gone(): string | undefined;
+  /** Resolves once it has exited. */
+  readonly exited: Promise<void>;
+  signal(signal: NodeJS.Signals): void;
+  /** Stops following it: it serves on without this process. */
+  release(): void;
+}
 
 export class HaproxyProcess {
-  private child: ChildProcess | undefined;
+  private master: Master | undefined;
   private stopping = false;
   private worker = 0;
   /** Whether a worker answers on the runtime socket. */
@@ -44,25 +63,59 @@ export class HaproxyProcess {
 
   constructor(private readonly options: HaproxyProcessOptions) {}
 
+  /** Adopts the master a previous gateway left running, or starts one. */
   async start(): Promise<void> {
-    this.stopLeftover();
+    const leftover = this.leftoverMaster();
+    if (leftover !== undefined) {
+      try {
+        await this.adopt(leftover);
+        return;
+      } catch (error) {
+        // It would hold the port: a fresh one cannot start beside it.
+        this.options.log.warn({ pid: leftover, reason: (error as Error).message }, 'the HAProxy a previous gateway left does not answer; stopping it');
+        await this.kill(leftover);
+      }
+    }
     this.options.prepare();
     const { bin, configFile, masterSocket, log } = this.options;
     const args = ['-W', '-S', `${masterSocket},mode,600`, '-f', configFile, '-db'];
-    // With setpriv (util-linux) HAProxy is killed when the gateway dies, even by SIGKILL, so it
-    // cannot outlive it holding the port; the pidfile check above covers machines without it.
-    const child = withParentDeathSignal ? spawn(SETPRIV, ['--pdeathsig', 'KILL', '--', bin, ...args], { stdio }) : spawn(bin, args, { stdio });
-    this.child = child;
+    const child = spawn(bin, args, { stdio });
     let errors = '';
     child.stderr!.setEncoding('utf8');
     child.stderr!.on('data', (chunk: string) => {
       errors = (errors + chunk).slice(-4_000);
       for (const line of chunk.split('\n')) if (/ALERT|WARNING/.test(line)) log.warn({ haproxy: line.trim() }, 'haproxy');
     });
-    child.once('exit', (code, signal) => this.exited(child, code, signal));
-    this.worker = await this.waitForWorker(0, () => (child.exitCode !== null || child.signalCode !== null ? `haproxy exited: ${errors.trim()}` : undefined));
+    // HAProxy ignores SIGPIPE: once the stream is released, what it writes after this process has gone is lost, not fatal.
+    child.stderr!.on('error', () => undefined);
+    const master = childMaster(child, () => errors.trim());
+    this.master = master;
+    child.once('exit', (code, signal) => this.exited(master, signal ?? `code ${code}`));
+    this.worker = await this.waitForWorker(0, master.gone);
     this.running = true;
     this.down = '';
+    this.options.started();
+  }
+
+  /**
+   * Takes over a master a previous gateway left: the files are written for this process's state
+   * (its own Node server's port, the current plan) and the master reloads them, seamlessly.
+   */
+  private async adopt(pid: number): Promise<void> {
+    const master = adoptedMaster(pid, this.options.configFile, (reason) => this.exited(master, reason));
+    this.master = master;
+    try {
+      this.worker = await workerPid(this.options.runtimeSocket).catch(() => 0);
+      this.options.prepare();
+      await this.reloadMaster();
+    } catch (error) {
+      this.master = undefined;
+      master.release();
+      throw error;
+    }
+    this.running = true;
+    this.down = '';
+    this.options.log.info({ pid }, 'adopted the HAProxy a previous gateway left serving');
     this.options.started();
   }
 
@@ -72,17 +125,22 @@ export class HaproxyProcess {
    * another is not lost (a SIGUSR2 arriving while the master re-executes is).
    */
   async reload(): Promise<void> {
-    const child = this.child;
-    if (child === undefined || !this.running) return;
+    if (this.master === undefined || !this.running) return;
     this.options.prepare();
+    await this.reloadMaster();
+    this.reloads += 1;
+    this.options.started();
+  }
+
+  /** Has the master load the files again; resolves once a new worker answers. */
+  private async reloadMaster(): Promise<void> {
+    const master = this.master!;
+    const gone = () => (this.master !== master ? 'haproxy exited during the reload' : master.gone());
     const before = this.worker;
-    const gone = () => (this.child !== child ? 'haproxy exited during the reload' : undefined);
     const reloads = await this.masterReloads(gone);
     await runtimeCommand(this.options.masterSocket, 'reload');
     await this.waitFor(async () => ((await this.masterReloads(gone)) > reloads ? true : undefined), gone);
     this.worker = await this.waitForWorker(before, gone);
-    this.reloads += 1;
-    this.options.started();
   }
 
   /** How many reloads the master has done (`show proc`), once its CLI answers. */
@@ -94,18 +152,27 @@ export class HaproxyProcess {
     }, failed);
   }
 
+  /** Stops HAProxy for good (the gateway stops, not restarts). */
   async stop(): Promise<void> {
     this.stopping = true;
-    const child = this.child;
-    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((resolve) => child.once('exit', resolve));
+    const master = this.master;
+    if (master === undefined || master.gone() !== undefined) return;
     // A soft stop: the listeners close, requests in flight get the grace the Node plane gives them.
-    child.kill('SIGUSR1');
-    const hard = setTimeout(() => child.kill('SIGTERM'), STOP_GRACE_MS);
-    const killed = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS + 5_000);
-    await exited;
+    master.signal('SIGUSR1');
+    const hard = setTimeout(() => master.signal('SIGTERM'), STOP_GRACE_MS);
+    const killed = setTimeout(() => master.signal('SIGKILL'), STOP_GRACE_MS + 5_000);
+    await master.exited;
     clearTimeout(hard);
     clearTimeout(killed);
+  }
+
+  /** Leaves HAProxy serving its last configuration, for the next gateway to adopt (a restart). */
+  leave(): void {
+    this.stopping = true;
+    const master = this.master;
+    if (master === undefined || master.gone() !== undefined) return;
+    master.release();
+    this.options.log.info({ pid: master.pid }, 'leaving HAProxy serving for the next gateway to adopt');
   }
 
   /** Waits until a worker other than `previous` answers on the runtime socket. */
@@ -129,12 +196,12 @@ export class HaproxyProcess {
     throw new Error(`haproxy did not answer within ${READY_TIMEOUT_MS} ms`);
   }
 
-  private exited(child: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
-    if (this.child !== child) return;
+  private exited(master: Master, how: string): void {
+    if (this.master !== master) return;
     this.running = false;
-    this.down = `haproxy exited (${signal ?? `code ${code}`}); restarting`;
+    this.down = `haproxy exited (${how}); restarting`;
     if (this.stopping) return;
-    this.options.log.error({ code, signal }, 'haproxy exited; restarting it');
+    this.options.log.error({ exit: how }, 'haproxy exited; restarting it');
     void this.restart();
   }
 
@@ -155,19 +222,86 @@ export class HaproxyProcess {
     }
   }
 
-  /** A master left by a gateway that was killed (its pidfile names it) would hold the port: it is stopped first. */
-  private stopLeftover(): void {
+  /** The master a previous gateway left (its pidfile names it), if it is an haproxy running this configuration file. */
+  private leftoverMaster(): number | undefined {
     let pid: number;
     try {
       pid = Number(readFileSync(this.options.pidFile, 'utf8').trim());
     } catch {
-      return;
+      return undefined;
     }
+    if (pid > 0 && runsConfig(pid, this.options.configFile)) return pid;
+    rmSync(this.options.pidFile, { force: true });
+    return undefined;
+  }
+
+  /** Kills a master that cannot be adopted, and waits until it has gone (it holds the port). */
+  private async kill(pid: number): Promise<void> {
     try {
-      if (pid > 0 && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(this.options.configFile)) process.kill(pid, 'SIGKILL');
+      process.kill(pid, 'SIGKILL');
     } catch {
       // gone already
     }
+    const deadline = Date.now() + READY_TIMEOUT_MS;
+    while (runsConfig(pid, this.options.configFile) && Date.now() < deadline) await sleep(10);
     rmSync(this.options.pidFile, { force: true });
   }
+}
+
+/**
+ * Whether `pid` is an haproxy started with `-f configFile` (its master: the workers are its children): a pidfile may outlive its process
+ * and its pid be given to another. A process that has exited (a zombie too) has no command line.
+ */
+export function runsConfig(pid: number, configFile: string): boolean {
+  try {
+    const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    return basename(argv[0] ?? '').startsWith('haproxy') && argv.some((arg, i) => arg === configFile && argv[i - 1] === '-f');
+  } catch {
+    return false;
+  }
+}
+
+function childMaster(child: ChildProcess, errors: () => string): Master {
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    pid: child.pid!,
+    gone: () => (child.exitCode !== null || child.signalCode !== null ? `haproxy exited: ${errors()}` : undefined),
+    exited,
+    signal: (signal) => child.kill(signal),
+    release: () => {
+      // Nothing of this process may keep it: the next gateway adopts it.
+      child.removeAllListeners('exit');
+      child.stderr?.removeAllListeners('data');
+      child.stderr?.destroy();
+      child.unref();
+    },
+  };
+}
+
+/** A master this process did not start: no exit event, so its process is checked every ADOPTED_POLL_MS. */
+function adoptedMaster(pid: number, configFile: string, onExit: (how: string) => void): Master {
+  let resolveExited!: () => void;
+  const exited = new Promise<void>((resolve) => (resolveExited = resolve));
+  let gone: string | undefined;
+  const poll = setInterval(() => {
+    if (runsConfig(pid, configFile)) return;
+    clearInterval(poll);
+    gone = 'haproxy exited';
+    resolveExited();
+    onExit('gone');
+  }, ADOPTED_POLL_MS);
+  poll.unref();
+  return {
+    pid,
+    gone: () => gone,
+    exited,
+    signal: (signal) => {
+      try {
+        process.kill(pid, signal);
+      } catch {
+        // gone already
+      }
+    },
+    release: () => clearInterval(poll),
+  };
 }

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { createRoleServer } from '../../http/server.js';
 import { gatewayConnectionLimits } from '../../http/connection-limits.js';
-import type { RoleContext, StartedRole } from '../role.js';
+import type { RoleContext, StartedRole, StopReason } from '../role.js';
 import { RouteWatch } from './route-watch.js';
 import { chooseDataPlane, type DataPlane } from './data-plane.js';
 import { NodeDataPlane } from './node-data-plane.js';
@@ -77,9 +77,9 @@ export async function startGateway({ config, store, log, access }: RoleContext):
       await plane.listen(gatewayListeners(host, port, settings, config.advertiseHost));
       if (nodeTls) tls?.servedOn(await nodeTls.listen(host));
     },
-    close: async () => {
+    close: async (reason?: StopReason) => {
       await watch.close();
-      await Promise.all([plane.close(), nodeTls?.close(SHUTDOWN_GRACE_MS)]);
+      await Promise.all([plane.close(reason), nodeTls?.close(SHUTDOWN_GRACE_MS)]);
       await tls?.close();
       await own.close();
     },
