@@ -109,6 +109,17 @@ export class HaproxyCertificates {
     this.written = wanted;
   }
 
+  /** What HAProxy serves, for the next gateway to take over (haproxy-handover.ts). */
+  handedOver(): [string, string][] {
+    return [...this.live];
+  }
+
+  /** HAProxy serves what a previous gateway handed over; the files are its too. */
+  takeOver(served: [string, string][]): void {
+    this.live = new Map(served);
+    this.written = this.live;
+  }
+
   /** A worker started from the files. */
   started(): void {
     this.live = this.written;

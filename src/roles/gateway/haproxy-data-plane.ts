@@ -21,6 +21,7 @@ import {
   threadCommands,
   threadShare,
   unitsMapFile,
+  type BackendConfig,
   type HaproxyFiles,
   type HaproxySettings,
   type Listener as ConfigListener,
@@ -28,6 +29,7 @@ import {
 import type { GatewayListeners } from './listener-policy.js';
 import { backendConfigs, emptyState, reloaded, routedBackends, transition, type HaproxyState } from './haproxy-slots.js';
 import { HaproxyProcess } from './haproxy-process.js';
+import { takeHandover, writeHandover } from './haproxy-handover.js';
 import { runtimeCommand, runtimeCommands, serverStats } from './haproxy-runtime.js';
 import { followHaproxy } from './haproxy-metrics.js';
 import { HaproxyCertificates } from './haproxy-certificates.js';
@@ -76,7 +78,11 @@ export class HaproxyDataPlane implements DataPlane {
   private process: HaproxyProcess | undefined;
   private files: HaproxyFiles | undefined;
   private configFile = '';
-  private syncing = false;
+  /** The sync loop running, if one is. */
+  private syncing: Promise<void> | undefined;
+  /** The data plane is closing: no more runtime commands, so what HAProxy holds stays `live`. */
+  private closing = false;
+  private handoverFile = '';
   private pending = false;
   private listeners: ConfigListener[] = [];
   private tlsHost = '';
@@ -98,9 +104,12 @@ export class HaproxyDataPlane implements DataPlane {
 
   async listen(listeners: GatewayListeners): Promise<void> {
     const { port } = listeners.public;
-    await this.node.listenOn([{ host: '127.0.0.1', port: 0, policy: 'behind-haproxy' }], listeners.public.policy);
     const dir = join(this.config.dataDir, `gateway-${port}`);
     mkdirSync(dir, { recursive: true, mode: 0o700 });
+    this.handoverFile = join(dir, 'handover.json');
+    const handover = takeHandover(this.handoverFile);
+    // The port HAProxy's configuration names for the Node server, if a previous gateway left one running.
+    await this.listenOwn(handover?.ownPort ?? 0, listeners.public.policy);
     // Per-route 503 files of earlier versions: the answers now read the route from the routes map.
     rmSync(join(dir, 'errors'), { recursive: true, force: true });
     const files = haproxyFiles(dir);
@@ -129,6 +138,12 @@ export class HaproxyDataPlane implements DataPlane {
         this.certificates?.started();
       },
       restarted: () => this.sync(),
+      tookOver: () => {
+        if (handover === undefined || handover.ownPort !== this.node.port() || handover.fixedConfig !== this.configText([])) return false;
+        this.state = handover.state;
+        this.certificates?.takeOver(handover.certificates);
+        return true;
+      },
     });
     const process = this.process;
     followHaproxy({
@@ -193,27 +208,51 @@ export class HaproxyDataPlane implements DataPlane {
 
   async close(reason: StopReason = 'stop'): Promise<void> {
     followHaproxy(undefined);
-    if (reason === 'restart') this.process?.leave();
+    this.closing = true;
+    await this.syncing;
+    if (reason === 'restart') this.leave();
     else await this.process?.stop();
     await this.node.close();
   }
 
+  /** Leaves HAProxy serving, and what it holds for the next gateway (haproxy-handover.ts). */
+  private leave(): void {
+    const process = this.process;
+    if (process === undefined || !process.running) return;
+    process.leave();
+    writeHandover(this.handoverFile, {
+      fixedConfig: this.configText([]),
+      ownPort: this.node.port(),
+      state: this.live,
+      certificates: this.certificates?.handedOver() ?? [],
+    });
+  }
+
+  /** The Node server HAProxy forwards what it does not route to, on `port` if it is free (a previous gateway's), else any. */
+  private async listenOwn(port: number, policy: GatewayListeners['public']['policy']): Promise<void> {
+    try {
+      await this.node.listenOn([{ host: '127.0.0.1', port, policy: 'behind-haproxy' }], policy);
+    } catch (error) {
+      if (port === 0 || (error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
+      await this.node.listenOn([{ host: '127.0.0.1', port: 0, policy: 'behind-haproxy' }], policy);
+    }
+  }
+
   /** Applies the latest plan, one batch at a time; plans arriving meanwhile are folded into the next batch. */
   private sync(): void {
-    if (this.syncing) {
+    if (this.syncing !== undefined) {
       this.pending = true;
       return;
     }
-    if (!this.process?.running) return;
-    this.syncing = true;
-    void this.syncLoop().finally(() => (this.syncing = false));
+    if (!this.process?.running || this.closing) return;
+    this.syncing = this.syncLoop().finally(() => (this.syncing = undefined));
   }
 
   private async syncLoop(): Promise<void> {
     do {
       this.pending = false;
       const process = this.process!;
-      if (!process.running) return;
+      if (!process.running || this.closing) return;
       const { threads, upstreamConnections } = this.settings();
       const step = transition(this.state, this.plan, { ...this.files!, upstreamConnections: threadShare(upstreamConnections, threads) });
       try {
@@ -253,11 +292,15 @@ export class HaproxyDataPlane implements DataPlane {
     writeFileSync(files.routesMap, routesMapFile(backends));
     writeFileSync(files.hostsMap, hostsMapFile(this.state.hosts));
     writeFileSync(files.unitsMap, unitsMapFile(backends));
-    const redirect = this.config.gateway.tls.httpsRedirect ? { httpsRedirectDomain: this.config.domain } : {};
     this.certificates?.writeAll();
+    writeFileSync(this.configFile, this.configText(backends));
+  }
+
+  /** HAProxy's configuration with these backends (with none: what a handover compares). */
+  private configText(backends: BackendConfig[]): string {
+    const redirect = this.config.gateway.tls.httpsRedirect ? { httpsRedirectDomain: this.config.domain } : {};
     const tls = this.tls && this.certificates ? { tls: { host: this.tlsHost, port: this.tlsPort, crtList: this.certificates.crtList, domain: this.config.domain, hstsMaxAgeSeconds: this.tls.hstsMaxAgeSeconds } } : {};
-    const config = haproxyConfig({ listeners: this.listeners, internalDomain: this.config.gateway.internalDomain, ownPort: this.node.port(), settings: this.settings(), files, backends, ...redirect, ...tls });
-    writeFileSync(this.configFile, config);
+    return haproxyConfig({ listeners: this.listeners, internalDomain: this.config.gateway.internalDomain, ownPort: this.node.port(), settings: this.settings(), files: this.files!, backends, ...redirect, ...tls });
   }
 
   private settings(): HaproxySettings {

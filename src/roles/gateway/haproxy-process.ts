@@ -13,8 +13,9 @@ import { runtimeCommand, workerPid } from './haproxy-runtime.js';
 // HAProxy outlives its gateway: a gateway that stops for a restart leaves it serving its last
 // configuration (`leave`), and so does one killed outright. The next gateway on the machine finds
 // the master by the pidfile, checks it is an haproxy run from this configuration file, and adopts
-// it: it writes the files for its own state and reloads the master, as any reload, so requests are
-// served throughout. Only a stop for good (`stop`) ends it.
+// it: when the previous gateway handed its state over (a restart; haproxy-handover.ts) it goes on
+// from there with runtime commands, else (a killed gateway, changed settings) it writes the files
+// for its own state and reloads the master. Only a stop for good (`stop`) ends it.
 
 export interface HaproxyProcessOptions {
   bin: string;
@@ -29,6 +30,11 @@ export interface HaproxyProcessOptions {
   started(): void;
   /** HAProxy runs again after it had died: the state it started from is the one `prepare` wrote. */
   restarted(): void;
+  /**
+   * Adopting a master: whether the data plane takes over what it holds as it is (a previous
+   * gateway handed its state over), so runtime commands bring it up to date with no reload.
+   */
+  tookOver(): boolean;
 }
 
 const READY_TIMEOUT_MS = 10_000;
@@ -105,9 +111,13 @@ export class HaproxyProcess {
     const master = adoptedMaster(pid, this.options.configFile, (reason) => this.exited(master, reason));
     this.master = master;
     try {
-      this.worker = await workerPid(this.options.runtimeSocket).catch(() => 0);
-      this.options.prepare();
-      await this.reloadMaster();
+      this.worker = await this.waitForWorker(0, master.gone);
+      // HAProxy 2.6 closes idle keep-alive connections at a reload (a request sent on one just then
+      // fails), so a reload only when the previous gateway's state was not handed over.
+      if (!this.options.tookOver()) {
+        this.options.prepare();
+        await this.reloadMaster();
+      }
     } catch (error) {
       this.master = undefined;
       master.release();

@@ -76,9 +76,14 @@ export class NodeDataPlane implements DataPlane {
       const server = this.server(listener.policy);
       this.servers.push(server);
       await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
+        const failed = (error: Error) => {
+          // Not listening: the caller may try another port.
+          this.servers.splice(this.servers.indexOf(server), 1);
+          reject(error);
+        };
+        server.once('error', failed);
         server.listen(listener.port, listener.host, () => {
-          server.off('error', reject);
+          server.off('error', failed);
           resolve();
         });
       });

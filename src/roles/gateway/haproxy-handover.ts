@@ -1,0 +1,58 @@
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import type { HaproxyState } from './haproxy-slots.js';
+
+// What a gateway stopping for a restart leaves for the next one beside the HAProxy it leaves
+// serving: the state HAProxy holds (its pool, slots and maps, as the Runtime API left them), the
+// certificates it serves, and what its configuration was written from apart from the pool (the
+// settings, the listeners, the gateway's own Node server's port). A next gateway started with the
+// same flags listens on that port again and goes on from the state with runtime commands: no
+// reload, so no idle keep-alive connection of a client is closed. Read once: a gateway killed
+// later than this was written leaves none, and its successor reloads HAProxy from its own state.
+
+export interface Handover {
+  /** The configuration without its backends (haproxyConfig with none): equal means no reload is needed. */
+  fixedConfig: string;
+  /** The gateway's own Node server on 127.0.0.1, which HAProxy's `backend own` names. */
+  ownPort: number;
+  state: HaproxyState;
+  /** host → certificate fingerprint, as HAProxy serves them. */
+  certificates: [string, string][];
+}
+
+interface StoredHandover {
+  fixedConfig: string;
+  ownPort: number;
+  backends: [string, unknown][];
+  hosts: [string, string][];
+  certificates: [string, string][];
+}
+
+export function writeHandover(file: string, handover: Handover): void {
+  const stored: StoredHandover = {
+    fixedConfig: handover.fixedConfig,
+    ownPort: handover.ownPort,
+    backends: [...handover.state.backends],
+    hosts: [...handover.state.hosts],
+    certificates: handover.certificates,
+  };
+  writeFileSync(file, JSON.stringify(stored), { mode: 0o600 });
+}
+
+/** The handover a previous gateway left, removed as it is read (undefined if none, or unreadable). */
+export function takeHandover(file: string): Handover | undefined {
+  let stored: StoredHandover;
+  try {
+    stored = JSON.parse(readFileSync(file, 'utf8')) as StoredHandover;
+  } catch {
+    return undefined;
+  } finally {
+    rmSync(file, { force: true });
+  }
+  if (typeof stored.fixedConfig !== 'string' || !Number.isInteger(stored.ownPort) || !Array.isArray(stored.backends) || !Array.isArray(stored.hosts)) return undefined;
+  return {
+    fixedConfig: stored.fixedConfig,
+    ownPort: stored.ownPort,
+    state: { backends: new Map(stored.backends) as HaproxyState['backends'], hosts: new Map(stored.hosts) },
+    certificates: Array.isArray(stored.certificates) ? stored.certificates : [],
+  };
+}
