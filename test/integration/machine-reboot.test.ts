@@ -100,7 +100,7 @@ t.test('an agent restarted with SIGTERM and away longer than the lease TTL keeps
   t.same(placement(await settled('spread', 6)), spreadAt, 'spread: every unit on its machine');
   t.same(placement(await settled('solo', 3)), soloAt, 'solo: every unit on its machine');
   t.same(await containersOn(h1, 'spread'), before, 'the same containers');
-  t.same(await deploymentsOf('spread'), ['deploy succeeded'], 'no deployment but the first');
+  t.same(await deploymentsOf('spread'), ['manual succeeded'], 'no deployment but the first');
   await waitFor(async () => (await readiness()).machinesAway?.length === 0, 30_000, { what: `${h1.name} no longer away` });
 });
 
@@ -117,7 +117,7 @@ t.test('a reboot (agent and dockerd stopped, started again within the grace): un
   t.same(placement(await settled('spread', 6)), spreadAt, 'spread: every unit on its machine');
   t.same(placement(await settled('solo', 3)), soloAt, 'solo: every unit on its machine');
   t.same(await containersOn(h2, 'spread'), before, 'the same containers, started again');
-  t.same(await deploymentsOf('spread'), ['deploy succeeded'], 'no deployment but the first');
+  t.same(await deploymentsOf('spread'), ['manual succeeded'], 'no deployment but the first');
 });
 
 t.test('all three machines reboot at once: within 60 s of them being back every service is at its count and spread as declared', async (t) => {
@@ -134,7 +134,7 @@ t.test('all three machines reboot at once: within 60 s of them being back every 
   t.same(perMachine(spread), { [h1.name]: 2, [h2.name]: 2, [h3.name]: 2 }, 'spread: two per machine');
   t.same(perMachine(solo), { [h1.name]: 1, [h2.name]: 1, [h3.name]: 1 }, 'solo: one per machine');
   t.same(placement(spread), spreadAt, 'spread: no unit moved');
-  t.same(await deploymentsOf('spread'), ['deploy succeeded'], 'no deployment but the first');
+  t.same(await deploymentsOf('spread'), ['manual succeeded'], 'no deployment but the first');
 });
 
 t.test('a machine away longer than the machine grace: its units move, and when it returns its stale copies stop', async (t) => {
