@@ -343,6 +343,13 @@ export function parseRoles(text: string): Role[] {
   return [...new Set(names)] as Role[];
 }
 
+/** --machine-grace: a duration of at most a day (a machine away longer is gone, and its units should run elsewhere). */
+function machineGrace(text: string | undefined): number {
+  const ms = duration('--machine-grace', text) ?? defaultMachineGraceMs;
+  if (ms > 86_400_000) throw new ConfigError(`--machine-grace: at most 1d, got ${text}`);
+  return ms;
+}
+
 function duration(flag: string, text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
   try {
@@ -469,7 +476,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
       },
       notify: resolveNotify(flags),
       engineGraceSeconds: integer('--engine-grace', flags.engineGrace ?? (env.PLATFORM_ENGINE_GRACE || undefined), 1, 86_400) ?? defaultEngineGraceSeconds,
-      machineGraceMs: duration('--machine-grace', flags.machineGrace ?? (env.PLATFORM_MACHINE_GRACE || undefined)) ?? defaultMachineGraceMs,
+      machineGraceMs: machineGrace(flags.machineGrace ?? (env.PLATFORM_MACHINE_GRACE || undefined)),
     },
     gateway: resolveGatewayConfig(flags, env, domain),
     http: resolveHttpLimits(flags),

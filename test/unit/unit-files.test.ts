@@ -135,6 +135,7 @@ t.test('the scheduler\'s machine grace comes from --machine-grace or PLATFORM_MA
   t.equal(resolveConfig({ role: 'scheduler' }, { PLATFORM_MACHINE_GRACE: '10m' }).scheduler.machineGraceMs, 600_000);
   t.equal(resolveConfig({ role: 'scheduler', machineGrace: '90s' }, { PLATFORM_MACHINE_GRACE: '10m' }).scheduler.machineGraceMs, 90_000, 'a flag beats the variable');
   t.throws(() => resolveConfig({ role: 'scheduler' }, { PLATFORM_MACHINE_GRACE: '300' }), /--machine-grace: a duration is a number and a unit/);
+  t.throws(() => resolveConfig({ role: 'scheduler', machineGrace: '2d' }, {}), /--machine-grace: at most 1d, got 2d/);
 });
 
 t.test('a sidekick probes at most every third of its TTL, so a silent component is withdrawn within it', async (t) => {

@@ -109,13 +109,18 @@ export class ClusterWatch {
     return {
       machines,
       engineLost: new Set(machines.filter((machine) => engineLostAt(machine, this.engineGraceMs, now)).map((machine) => machine.id)),
-      away: machinesAway(this.records<MachineAway>('away'), new Set(machines.map((machine) => machine.id)), this.machineGraceMs, now),
+      away: this.machinesAway(machines, now),
       assignments: this.records<Assignment>('assignments'),
       services: this.records<Service>('services'),
       drained: new Set(this.records<MachineDrain>('drains').map((drain) => drain.machine)),
       statuses: this.records<UnitStatus>('statuses'),
       announcedPorts: announcedPorts(this.caches.components.values().map((entry) => entry.value)),
     };
+  }
+
+  /** Machines not registered that are away and expected back at `now` (their grace has not ended). */
+  machinesAway(machines = this.records<Machine>('machines'), now = Date.now()): MachineAwayUntil[] {
+    return machinesAway(this.records<MachineAway>('away'), new Set(machines.map((machine) => machine.id)), this.machineGraceMs, now);
   }
 
   /** The service's declaration as last seen, with its revision for a transaction's compare. */

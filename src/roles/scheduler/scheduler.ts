@@ -167,7 +167,7 @@ export class Scheduler {
   /** For /readyz: the renewal grace of the current leadership, the last heal pass, and the machines away and expected back. */
   healingState(): { renewalGraceUntil?: string; healedAt?: string; machinesAway: MachineAwayUntil[] } {
     const at = (ms: number) => (ms ? new Date(ms).toISOString() : undefined);
-    return { renewalGraceUntil: at(this.renewalGraceUntil), healedAt: at(this.healedAt), machinesAway: this.cluster?.snapshot().away ?? [] };
+    return { renewalGraceUntil: at(this.renewalGraceUntil), healedAt: at(this.healedAt), machinesAway: this.cluster?.machinesAway() ?? [] };
   }
 
   async close(): Promise<void> {
