@@ -28,7 +28,7 @@ t.teardown(async () => {
 });
 
 const orch = (path: string) => `${orchestrator.url}${path}`;
-const { declareAndDeploy, settled } = hostServices(orchestrator.url, cluster);
+const { declareAndDeploy, settled, unitsOf } = hostServices(orchestrator.url, cluster);
 const perMachine = (units: HostUnit[]) => Object.fromEntries(hosts.map((host) => [host.name, units.filter((u) => u.machine === host.name).length]));
 const placement = (units: HostUnit[]) => units.map((u) => `${u.unit}@${u.machine}`).sort();
 
@@ -97,6 +97,8 @@ t.test('an agent restarted with SIGTERM and away longer than the lease TTL keeps
   t.ok(Date.now() - stoppedAt > 10_000, 'away longer than the lease TTL');
   const away = (await readiness()).machinesAway ?? [];
   t.match(away, [{ machine: h1.name, since: String, until: String }], `the scheduler's /readyz shows ${h1.name} away, and until when`);
+  const listed = (await unitsOf('spread')).filter((u) => u.machine === h1.name) as (HostUnit & { error?: string })[];
+  t.ok(listed.length === 2 && listed.every((u) => /is away since .*its units stay/.test(u.error ?? '')), `the unit listing says ${h1.name} is away: ${listed.map((u) => u.error).join('; ')}`);
 
   await bootAgents([h1]);
   t.same(placement(await settled('spread', 6)), spreadAt, 'spread: every unit on its machine');
