@@ -27,7 +27,7 @@ export const MachineAway = Type.Object({
   machine: Type.String(),
   /** When the agent stopped (ISO time, the agent's clock). */
   since: Type.String({ format: 'date-time' }),
-  /** Why, for people: the signal the agent stopped on. */
+  /** Why, for people ("its agent stopped"). */
   reason: Type.String(),
 });
 export type MachineAway = Static<typeof MachineAway>;

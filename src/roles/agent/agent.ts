@@ -197,7 +197,7 @@ class MachineAgent implements Agent {
     await this.runner.close();
     await this.units.settled();
     // Before the lease is let go: the scheduler must find the machine away, not lost, when the lease runs out.
-    await withTimeout(this.registration.away('the agent stopped (a restart or a reboot)'), AWAY_WRITE_TIMEOUT_MS, 'the store').catch((error: unknown) =>
+    await withTimeout(this.registration.away('its agent stopped'), AWAY_WRITE_TIMEOUT_MS, 'the store').catch((error: unknown) =>
       this.options.log.warn({ err: error, machine: this.machineId }, 'could not say the machine is away; its units move once its lease runs out'),
     );
     await this.leasedKeys.close({ revoke: false });
