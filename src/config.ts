@@ -6,7 +6,7 @@ import type { EtcdSecurity } from './store/etcd-store.js';
 import { machineIdPattern } from './schemas/cluster.js';
 import { authModes, type AuthMode } from './auth/guard.js';
 import { RegistryAllowList } from './roles/scheduler/registry-policy.js';
-import { defaultEngineGraceSeconds } from './roles/scheduler/cluster-snapshot.js';
+import { defaultEngineGraceSeconds, defaultMachineGraceMs } from './roles/scheduler/cluster-snapshot.js';
 import { parseAllowedHosts } from './http/host-rule.js';
 import { defaultRetryPolicy, type RetryPolicy } from './notifications/retry-schedule.js';
 import { DurationError, parseDuration } from './auth/duration.js';
@@ -238,6 +238,8 @@ export interface SchedulerConfig {
   notify: { policy: RetryPolicy; timeoutMs: number };
   /** Seconds a machine may have no Docker engine before its units move elsewhere (docs/cluster.md). */
   engineGraceSeconds: number;
+  /** How long a machine whose agent stopped on purpose (a restart, a reboot) keeps its units, ms (docs/cluster.md). */
+  machineGraceMs: number;
 }
 
 export interface RawFlags {
@@ -307,6 +309,7 @@ export interface RawFlags {
   maxConnectionsPerAddress?: string;
   keepDeployments?: string;
   engineGrace?: string;
+  machineGrace?: string;
   keepJournal?: string;
   keepReleases?: string;
   writeBudget?: string;
@@ -338,6 +341,13 @@ export function parseRoles(text: string): Role[] {
     if (!(roles as readonly string[]).includes(name)) throw new ConfigError(`--role: unknown role ${name} (roles: ${roles.join(', ')})`);
   }
   return [...new Set(names)] as Role[];
+}
+
+/** --machine-grace: a duration of at most a day (a machine away longer is gone, and its units should run elsewhere). */
+function machineGrace(text: string | undefined): number {
+  const ms = duration('--machine-grace', text) ?? defaultMachineGraceMs;
+  if (ms > 86_400_000) throw new ConfigError(`--machine-grace: at most 1d, got ${text}`);
+  return ms;
 }
 
 function duration(flag: string, text: string | undefined): number | undefined {
@@ -466,6 +476,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
       },
       notify: resolveNotify(flags),
       engineGraceSeconds: integer('--engine-grace', flags.engineGrace ?? (env.PLATFORM_ENGINE_GRACE || undefined), 1, 86_400) ?? defaultEngineGraceSeconds,
+      machineGraceMs: machineGrace(flags.machineGrace ?? (env.PLATFORM_MACHINE_GRACE || undefined)),
     },
     gateway: resolveGatewayConfig(flags, env, domain),
     http: resolveHttpLimits(flags),

@@ -4,7 +4,7 @@ import { buildAjv } from '../http/server.js';
 import * as keys from '../store/keys.js';
 import { Service } from '../schemas/service.js';
 import { Deployment, JournalEntry, Release } from '../schemas/release.js';
-import { Assignment, Machine, MachineDrain } from '../schemas/cluster.js';
+import { Assignment, Machine, MachineAway, MachineDrain } from '../schemas/cluster.js';
 import { Token } from '../schemas/token.js';
 import { RegistryLogin } from '../schemas/registry.js';
 import { Quota } from '../schemas/quota.js';
@@ -40,6 +40,7 @@ const families: readonly RecordFamily[] = [
   { name: 'assignments', key: keys.assignmentRoot, encoding: 'json', schema: Assignment },
   { name: 'machine drains', key: keys.machineDrainPrefix, encoding: 'json', schema: MachineDrain },
   { name: 'machines', key: keys.machinePrefix, encoding: 'json', schema: Machine },
+  { name: 'machines away', key: keys.machineAwayPrefix, encoding: 'json', schema: MachineAway },
   { name: 'tokens', key: keys.tokenPrefix, encoding: 'json', schema: withSecrets(Type.Omit(Token, ['lastUsedAt']), ['hash']) },
   { name: 'token use', key: keys.tokenUsePrefix, encoding: 'text', schema: isoTime },
   { name: 'tokens issued', key: keys.tokensIssuedKey, encoding: 'text', schema: isoTime },

@@ -19,6 +19,19 @@ export const MachineDrain = Type.Object({
 });
 export type MachineDrain = Static<typeof MachineDrain>;
 
+/**
+ * A machine whose agent stopped on purpose and is expected back (stored at machineAwayKey): the
+ * scheduler counts its units as in place until `since` plus its machine grace.
+ */
+export const MachineAway = Type.Object({
+  machine: Type.String(),
+  /** When the agent stopped (ISO time, the agent's clock). */
+  since: Type.String({ format: 'date-time' }),
+  /** Why, for people ("its agent stopped"). */
+  reason: Type.String(),
+});
+export type MachineAway = Static<typeof MachineAway>;
+
 export const MachineDrainRequest = Type.Object({ reason: Type.Optional(Type.String({ maxLength: 200 })) }, { additionalProperties: false });
 export type MachineDrainRequest = Static<typeof MachineDrainRequest>;
 

@@ -41,6 +41,15 @@ export const machineDrainPrefix = `${ROOT}machine-drains/`;
 export const machineDrainKey = (machineId: string): string => `${machineDrainPrefix}${machineId}`;
 
 /**
+ * Machines whose agent stopped on purpose (SIGTERM: a restart, a reboot) and that are expected
+ * back: the scheduler keeps their units in place for its machine grace. Not leased, so the record
+ * outlives the agent's lease (and an embedded store's restart); written when the agent stops and
+ * deleted when it registers again, only through src/roles/agent/machine-registration.ts.
+ */
+export const machineAwayPrefix = `${ROOT}machines-away/`;
+export const machineAwayKey = (machineId: string): string => `${machineAwayPrefix}${machineId}`;
+
+/**
  * Intent: the units the scheduler assigned to a machine, one key per slot (`<unit>@<spec>`, see
  * src/units.ts), so that during a rolling update the old and the new container of one unit can
  * be assigned at once. Written only by the scheduler.

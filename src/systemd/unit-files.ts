@@ -232,6 +232,8 @@ function environmentFile(settings: MachineSettings): string {
           '',
           '# The scheduler: how long a machine may report no engine before its units run elsewhere, seconds.',
           '#PLATFORM_ENGINE_GRACE=30',
+          '# How long a machine whose agent stopped on purpose (systemctl restart, a reboot) keeps its units (docs/cluster.md).',
+          '#PLATFORM_MACHINE_GRACE=5m',
           '# Registries on private addresses deploys may use, and the registry webhooks\' secrets.',
           '#PLATFORM_ALLOWED_REGISTRIES=registry.internal:5000',
           '#PLATFORM_REGISTRY_WEBHOOK_TOKEN=',

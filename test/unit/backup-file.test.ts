@@ -116,3 +116,9 @@ t.test('quotas and both forms of sign-out records are checked against their sche
   t.match(checkRecords([{ key: '/platform/ended-sessions/c', value: '{"endsAt":"soon"}' }]).firstBad, { family: 'ended sessions' });
   t.match(checkRecords([{ key: '/platform/quotas/x', value: '{"services":"x","units":-1,"setAt":"2026-11-26T19:00:00.000Z"}' }]).firstBad, { family: 'quotas' });
 });
+
+t.test('away records of machines expected back are checked against their schema', async (t) => {
+  const away = { key: '/platform/machines-away/m1', value: JSON.stringify({ machine: 'm1', since: '2026-11-26T19:00:00.000Z', reason: 'the agent stopped' }) };
+  t.same(checkRecords([away]), { checked: 1, unchecked: new Map() });
+  t.match(checkRecords([{ ...away, value: '{"machine":"m1","since":"a while ago","reason":"x"}' }]).firstBad, { family: 'machines away', reason: /since/ });
+});

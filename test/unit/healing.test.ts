@@ -1,7 +1,7 @@
 import t from 'tap';
 import { planHealing, type HealingInput } from '../../src/roles/scheduler/healing.js';
 import type { Assignment, Machine } from '../../src/schemas/cluster.js';
-import { engineLostAt } from '../../src/roles/scheduler/cluster-snapshot.js';
+import { engineLostAt, machinesAway } from '../../src/roles/scheduler/cluster-snapshot.js';
 import type { Deployment } from '../../src/schemas/release.js';
 
 // Self-healing as a pure plan: which services get their current release deployed again.
@@ -35,6 +35,16 @@ t.test('units on a lost machine are moved, named in the reason', async (t) => {
 t.test('units of a machine still in its renewal grace count as in place; past it they are moved', async (t) => {
   t.same(planHealing(input({ machines: [], renewing: new Set(['m1', 'm2']) })), [], 'no machine registered yet, none lost');
   t.same(planHealing(input({ machines: [], renewing: new Set(['m1']) })).map((r) => r.why), ['machine lost: moving web-2.service on m2']);
+});
+
+t.test('units of a machine away (its agent stopped on purpose) count as in place until its grace ends', async (t) => {
+  t.same(planHealing(input({ machines: [machine('m1')], away: new Set(['m2']) })), [], 'm2 is away and expected back');
+  t.same(planHealing(input({ machines: [machine('m1')], away: new Set() })).map((r) => r.why), ['machine lost: moving web-2.service on m2'], 'its grace ended');
+  const since = Date.parse('2026-01-01T00:00:00Z');
+  const record = { machine: 'm2', since: new Date(since).toISOString(), reason: 'the agent stopped' };
+  t.same(machinesAway([record], new Set(), 300_000, since + 299_999), [{ machine: 'm2', since: record.since, until: new Date(since + 300_000).toISOString() }], 'within the grace, with until when');
+  t.same(machinesAway([record], new Set(), 300_000, since + 300_000), [], 'at its end the machine is lost');
+  t.same(machinesAway([record], new Set(['m2']), 300_000, since), [], 'a machine registered again is back, whatever its record says');
 });
 
 t.test('units on a drained machine, or one without an engine past the grace period, are moved; a missing instance is placed again', async (t) => {

@@ -139,6 +139,14 @@ t.test('the scheduler\'s engine grace comes from --engine-grace or PLATFORM_ENGI
   t.throws(() => resolveConfig({ role: 'scheduler' }, { PLATFORM_ENGINE_GRACE: '0' }), /--engine-grace/);
 });
 
+t.test('the scheduler\'s machine grace comes from --machine-grace or PLATFORM_MACHINE_GRACE, as a duration', async (t) => {
+  t.equal(resolveConfig({ role: 'scheduler' }, {}).scheduler.machineGraceMs, 300_000, 'five minutes by default');
+  t.equal(resolveConfig({ role: 'scheduler' }, { PLATFORM_MACHINE_GRACE: '10m' }).scheduler.machineGraceMs, 600_000);
+  t.equal(resolveConfig({ role: 'scheduler', machineGrace: '90s' }, { PLATFORM_MACHINE_GRACE: '10m' }).scheduler.machineGraceMs, 90_000, 'a flag beats the variable');
+  t.throws(() => resolveConfig({ role: 'scheduler' }, { PLATFORM_MACHINE_GRACE: '300' }), /--machine-grace: a duration is a number and a unit/);
+  t.throws(() => resolveConfig({ role: 'scheduler', machineGrace: '2d' }, {}), /--machine-grace: at most 1d, got 2d/);
+});
+
 t.test('a sidekick probes at most every third of its TTL, so a silent component is withdrawn within it', async (t) => {
   const base = { role: 'web', address: '10.0.0.2:9004' };
   t.equal(announceOptions(base, {}).checkIntervalMs, 2000);

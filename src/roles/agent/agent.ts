@@ -74,10 +74,15 @@ export interface Agent {
    * Stops reconciling. Units keep running, and the lease is released, not revoked: the machine and
    * its statuses stay until its TTL runs out, so an agent restarted within it (`systemctl restart`)
    * takes them over and neither the scheduler nor the gateways see the machine or its units go.
+   * The machine is recorded as away, so one back later, within the scheduler's machine grace (a
+   * reboot), keeps its units too.
    */
   close(): Promise<void>;
 }
 
+
+/** How long a stopping agent waits for the store to take its away record: a stop must not hang on a store that is down. */
+const AWAY_WRITE_TIMEOUT_MS = 5_000;
 
 export async function startAgent(options: AgentOptions): Promise<Agent> {
   const agent = new MachineAgent(options, await LeasedKeys.start(options.store, options.leaseTtlSeconds ?? 10, options.log));
@@ -118,7 +123,7 @@ class MachineAgent implements Agent {
     this.docker = connectDocker(options.dockerHost);
     this.engine = new EngineCheck(this.docker);
     this.reporter = new UnitStatusReporter(leasedKeys, options.machineId);
-    this.registration = new MachineRegistration(leasedKeys, {
+    this.registration = new MachineRegistration(leasedKeys, options.store, {
       id: options.machineId,
       address: options.address,
       host: options.unitHost ?? '127.0.0.1',
@@ -191,6 +196,10 @@ class MachineAgent implements Agent {
     await this.components?.close();
     await this.runner.close();
     await this.units.settled();
+    // Before the lease is let go: the scheduler must find the machine away, not lost, when the lease runs out.
+    await withTimeout(this.registration.away('its agent stopped'), AWAY_WRITE_TIMEOUT_MS, 'the store').catch((error: unknown) =>
+      this.options.log.warn({ err: error, machine: this.machineId }, 'could not say the machine is away; its units move once its lease runs out'),
+    );
     await this.leasedKeys.close({ revoke: false });
   }
 

@@ -1,9 +1,13 @@
-import type { Machine } from '../../schemas/cluster.js';
-import { machineKey } from '../../store/keys.js';
+import type { Machine, MachineAway } from '../../schemas/cluster.js';
+import { machineAwayKey, machineKey } from '../../store/keys.js';
+import type { Store } from '../../store/store.js';
 import type { LeasedWriter } from './leased-writer.js';
 
 // The machine record the scheduler places units by. Written under the agent's lease, and
 // rewritten only when what it says changes (engine reachability, unit count, capacity).
+// Beside it, the machine's away record: written (not leased) when the agent stops on purpose, so
+// the scheduler keeps the machine's units in place for its machine grace while the machine
+// restarts or reboots, and deleted once the machine is registered again (docs/cluster.md).
 
 export type MachineIdentity = Pick<Machine, 'id' | 'address' | 'host' | 'labels' | 'network' | 'capacity' | 'platformPorts'>;
 
@@ -37,9 +41,12 @@ export class MachineRegistration {
   private written: string | undefined;
   private unreachableSince: string | undefined;
   private readonly startedAt = new Date().toISOString();
+  /** Whether this process has registered and deleted any away record a stop before it left. */
+  private back = false;
 
   constructor(
     private readonly keys: LeasedWriter,
+    private readonly store: Pick<Store, 'put' | 'delete'>,
     private readonly identity: MachineIdentity,
   ) {}
 
@@ -48,10 +55,21 @@ export class MachineRegistration {
     const capacity = { ...this.identity.capacity, ...resources };
     const observed = { ...this.identity, capacity, docker, unitCount, startedAt: this.startedAt };
     const serialized = JSON.stringify(observed);
-    if (serialized === this.written) return;
-    const machine: Machine = { ...observed, updatedAt: new Date().toISOString() };
-    await this.keys.set(machineKey(this.identity.id), JSON.stringify(machine));
-    this.written = serialized;
+    if (serialized !== this.written) {
+      const machine: Machine = { ...observed, updatedAt: new Date().toISOString() };
+      await this.keys.set(machineKey(this.identity.id), JSON.stringify(machine));
+      this.written = serialized;
+    }
+    // After the registration, never before: in between the scheduler would see neither and count the machine lost.
+    if (this.back) return;
+    await this.store.delete(machineAwayKey(this.identity.id));
+    this.back = true;
+  }
+
+  /** Says the machine is away and expected back: the agent stops on purpose (a restart, a reboot). */
+  async away(reason: string): Promise<void> {
+    const record: MachineAway = { machine: this.identity.id, since: new Date().toISOString(), reason };
+    await this.store.put(machineAwayKey(this.identity.id), JSON.stringify(record));
   }
 
   /**

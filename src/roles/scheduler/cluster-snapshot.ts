@@ -1,7 +1,7 @@
 import type { Store, WatchEvent } from '../../store/store.js';
-import { assignmentRoot, componentPrefix, machineDrainPrefix, machinePrefix, serviceKey, servicePrefix, unitStatusRoot } from '../../store/keys.js';
+import { assignmentRoot, componentPrefix, machineAwayPrefix, machineDrainPrefix, machinePrefix, serviceKey, servicePrefix, unitStatusRoot } from '../../store/keys.js';
 import { PrefixCache, decodeCached, type CachedValue } from '../../store/prefix-cache.js';
-import type { Assignment, Machine, MachineDrain, UnitStatus } from '../../schemas/cluster.js';
+import type { Assignment, Machine, MachineAway, MachineDrain, UnitStatus } from '../../schemas/cluster.js';
 import { announcedPorts, keepsUnitsWithVolumes, type Service } from '../../schemas/service.js';
 import type { PlacedUnit, PlannerMachine, ServiceRules } from '../../placement/planner.js';
 
@@ -19,6 +19,8 @@ export interface ClusterSnapshot {
   drained: Set<string>;
   /** Ids of machines whose Docker engine has been unreachable for longer than the grace period. */
   engineLost: Set<string>;
+  /** Machines not registered whose agent stopped on purpose less than the machine grace ago: expected back. */
+  away?: MachineAwayUntil[];
   statuses: UnitStatus[];
   /** Ports of the roles' announced addresses (a gateway on a port of its own): no unit's host port. */
   announcedPorts?: number[];
@@ -26,6 +28,34 @@ export interface ClusterSnapshot {
 
 /** How long a machine may go without a Docker engine before its units move (--engine-grace). */
 export const defaultEngineGraceSeconds = 30;
+
+/**
+ * How long a machine whose agent stopped on purpose keeps its units (--machine-grace): a server's
+ * reboot (firmware, RAID and NIC initialisation, then the OS and dockerd) commonly takes 1 to 3
+ * minutes, and a package upgrade's restart a few seconds; 5 minutes covers both with room, while
+ * a machine that does not come back costs its units no more than 5 minutes (those without
+ * another instance elsewhere are down for that long).
+ */
+export const defaultMachineGraceMs = 5 * 60_000;
+
+/** A machine away and expected back, and until when its units stay in place (ISO times). */
+export interface MachineAwayUntil {
+  machine: string;
+  since: string;
+  until: string;
+}
+
+/**
+ * The away records of machines not registered whose grace has not ended at `now`. `since` is the
+ * agent's clock, compared with the scheduler's: machines keep time (NTP), as for the engine grace.
+ */
+export function machinesAway(records: readonly MachineAway[], registered: ReadonlySet<string>, graceMs: number, now: number): MachineAwayUntil[] {
+  return records
+    .filter((record) => !registered.has(record.machine))
+    .map((record) => ({ machine: record.machine, since: record.since, untilMs: Date.parse(record.since) + graceMs }))
+    .filter((record) => record.untilMs > now)
+    .map(({ machine, since, untilMs }) => ({ machine, since, until: new Date(untilMs).toISOString() }));
+}
 
 /**
  * Whether the machine's engine has been gone longer than `graceMs` at `now`. The outage start is
@@ -45,6 +75,7 @@ const prefixes = {
   drains: machineDrainPrefix,
   statuses: unitStatusRoot,
   components: componentPrefix,
+  away: machineAwayPrefix,
 } as const;
 type Part = keyof typeof prefixes;
 
@@ -56,14 +87,15 @@ export class ClusterWatch {
   private constructor(
     private readonly caches: Record<Part, PrefixCache>,
     private readonly engineGraceMs: number,
+    private readonly machineGraceMs: number,
   ) {
     for (const cache of Object.values(caches)) cache.onChange(() => this.bump());
   }
 
-  static async start(store: Store, engineGraceSeconds = defaultEngineGraceSeconds): Promise<ClusterWatch> {
+  static async start(store: Store, engineGraceSeconds = defaultEngineGraceSeconds, machineGraceMs = defaultMachineGraceMs): Promise<ClusterWatch> {
     const parts = Object.keys(prefixes) as Part[];
     const caches = await Promise.all(parts.map((part) => PrefixCache.start(store, prefixes[part])));
-    return new ClusterWatch(Object.fromEntries(parts.map((part, i) => [part, caches[i]!])) as Record<Part, PrefixCache>, engineGraceSeconds * 1000);
+    return new ClusterWatch(Object.fromEntries(parts.map((part, i) => [part, caches[i]!])) as Record<Part, PrefixCache>, engineGraceSeconds * 1000, machineGraceMs);
   }
 
   /** Listens to one part's changes (e.g. a machine lease expiring, a service deleted). */
@@ -77,12 +109,18 @@ export class ClusterWatch {
     return {
       machines,
       engineLost: new Set(machines.filter((machine) => engineLostAt(machine, this.engineGraceMs, now)).map((machine) => machine.id)),
+      away: this.machinesAway(machines, now),
       assignments: this.records<Assignment>('assignments'),
       services: this.records<Service>('services'),
       drained: new Set(this.records<MachineDrain>('drains').map((drain) => drain.machine)),
       statuses: this.records<UnitStatus>('statuses'),
       announcedPorts: announcedPorts(this.caches.components.values().map((entry) => entry.value)),
     };
+  }
+
+  /** Machines not registered that are away and expected back at `now` (their grace has not ended). */
+  machinesAway(machines = this.records<Machine>('machines'), now = Date.now()): MachineAwayUntil[] {
+    return machinesAway(this.records<MachineAway>('away'), new Set(machines.map((machine) => machine.id)), this.machineGraceMs, now);
   }
 
   /** The service's declaration as last seen, with its revision for a transaction's compare. */

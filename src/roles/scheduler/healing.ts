@@ -30,6 +30,11 @@ export interface HealingInput {
    * agents have not registered again yet). Their units count as in place.
    */
   renewing?: ReadonlySet<string>;
+  /**
+   * Machines not registered whose agent stopped on purpose (a restart, a reboot) less than the
+   * machine grace ago: expected back, so their units count as in place.
+   */
+  away?: ReadonlySet<string>;
 }
 
 export interface Reschedule {
@@ -39,7 +44,7 @@ export interface Reschedule {
 }
 
 export function planHealing(input: HealingInput): Reschedule[] {
-  const alive = new Set([...input.machines.map((machine) => machine.id), ...(input.renewing ?? [])]);
+  const alive = new Set([...input.machines.map((machine) => machine.id), ...(input.renewing ?? []), ...(input.away ?? [])]);
   const services = new Set(input.deployments.map((d) => d.service).filter((service) => input.declared.has(service)));
   const plan: Reschedule[] = [];
   for (const service of services) {

@@ -12,8 +12,8 @@ import { acceptDeploy, acceptRollback, type DeployTrigger } from './deploy.js';
 import { listDeployments } from './deployment-records.js';
 import { idTime, sortAfter } from './ids.js';
 import { getRelease } from './releases.js';
-import { ClusterWatch, defaultEngineGraceSeconds, type ClusterSnapshot } from './cluster-snapshot.js';
-import type { Machine } from '../../schemas/cluster.js';
+import { ClusterWatch, defaultEngineGraceSeconds, defaultMachineGraceMs, type ClusterSnapshot, type MachineAwayUntil } from './cluster-snapshot.js';
+import type { Machine, MachineAway } from '../../schemas/cluster.js';
 import { DeploymentRunner } from './runner.js';
 import { planHealing } from './healing.js';
 import { Housekeeping } from './housekeeping.js';
@@ -45,6 +45,8 @@ export interface SchedulerOptions {
   notify?: { policy: RetryPolicy; timeoutMs: number; allowedDestinations?: readonly string[] };
   /** How long a machine may have no Docker engine before its units move (default 30 s). */
   engineGraceSeconds?: number;
+  /** How long a machine whose agent stopped on purpose keeps its units, ms (default 5 min). */
+  machineGraceMs?: number;
 }
 
 /** How long a follower waits for the leader to answer work it handed over. */
@@ -86,8 +88,8 @@ export class Scheduler {
   private renewalGraceTimer?: NodeJS.Timeout;
   /** When the last completed heal pass took its snapshot (ms), for /readyz: a test waits for one after the renewal grace. */
   private healedAt = 0;
-  /** Heals due when a machine's engine grace period ends, by outage start. */
-  private readonly engineGraceTimers = new Map<string, NodeJS.Timeout>();
+  /** Heals due when a grace period ends: a machine's engine's (by outage start) or an away machine's. */
+  private readonly graceTimers = new Map<string, NodeJS.Timeout>();
 
   constructor(private readonly options: SchedulerOptions) {
     this.log = options.log;
@@ -108,7 +110,7 @@ export class Scheduler {
   }
 
   async start(): Promise<void> {
-    const cluster = await ClusterWatch.start(this.store, this.engineGraceSeconds);
+    const cluster = await ClusterWatch.start(this.store, this.engineGraceSeconds, this.options.machineGraceMs);
     this.cluster = cluster;
     this.runner = new DeploymentRunner({ store: this.store, log: this.log, cluster, isLeader: () => this.isLeader(), stopTimeoutSeconds: this.stopTimeoutSeconds });
     this.notifier = await Notifier.start({
@@ -127,6 +129,7 @@ export class Scheduler {
     cluster.onChange('machines', (event) => event.type === 'delete' && this.isLeader() && void this.heal());
     cluster.onChange('drains', (event) => event.type === 'put' && this.isLeader() && void this.heal());
     cluster.onChange('machines', (event) => event.type === 'put' && this.healWhenEngineGraceEnds(event.value));
+    cluster.onChange('away', (event) => event.type === 'put' && this.healWhenMachineGraceEnds(event.value));
     this.healTimer = setInterval(() => void (this.isLeader() && this.heal()), HEAL_INTERVAL_MS);
     this.pruneTimer = setInterval(() => void (this.isLeader() && this.prune()), PRUNE_INTERVAL_MS);
     await this.leadership.start();
@@ -137,31 +140,41 @@ export class Scheduler {
    * next 10 s check. One timer per outage start; a record without one (engine back) needs none.
    */
   private healWhenEngineGraceEnds(value: string | undefined): void {
-    const since = unreachableSince(value);
-    if (since === undefined || this.engineGraceTimers.has(since)) return;
-    const delay = Math.max(0, Date.parse(since) + (this.engineGraceSeconds ?? defaultEngineGraceSeconds) * 1000 - Date.now()) + 100;
+    const since = parsed<Machine>(value)?.docker?.unreachableSince;
+    if (since !== undefined) this.healAt(`engine ${since}`, Date.parse(since) + (this.engineGraceSeconds ?? defaultEngineGraceSeconds) * 1000);
+  }
+
+  /** A machine away past its grace is healed (its units move) the moment the grace ends. */
+  private healWhenMachineGraceEnds(value: string | undefined): void {
+    const away = parsed<MachineAway>(value);
+    if (away?.machine && away.since) this.healAt(`away ${away.machine} ${away.since}`, Date.parse(away.since) + (this.options.machineGraceMs ?? defaultMachineGraceMs));
+  }
+
+  /** One timer per grace period (by `key`) that heals just after `atMs`. */
+  private healAt(key: string, atMs: number): void {
+    if (this.graceTimers.has(key)) return;
     const timer = setTimeout(() => {
-      this.engineGraceTimers.delete(since);
+      this.graceTimers.delete(key);
       if (this.isLeader()) void this.heal();
-    }, delay);
-    this.engineGraceTimers.set(since, timer);
+    }, Math.max(0, atMs - Date.now()) + 100);
+    this.graceTimers.set(key, timer);
   }
 
   isLeader(): boolean {
     return this.leadership.isLeader();
   }
 
-  /** For /readyz: the renewal grace of the current leadership and the last heal pass. */
-  healingState(): { renewalGraceUntil?: string; healedAt?: string } {
+  /** For /readyz: the renewal grace of the current leadership, the last heal pass, and the machines away and expected back. */
+  healingState(): { renewalGraceUntil?: string; healedAt?: string; machinesAway: MachineAwayUntil[] } {
     const at = (ms: number) => (ms ? new Date(ms).toISOString() : undefined);
-    return { renewalGraceUntil: at(this.renewalGraceUntil), healedAt: at(this.healedAt) };
+    return { renewalGraceUntil: at(this.renewalGraceUntil), healedAt: at(this.healedAt), machinesAway: this.cluster?.machinesAway() ?? [] };
   }
 
   async close(): Promise<void> {
     clearInterval(this.healTimer);
     clearInterval(this.pruneTimer);
     clearTimeout(this.renewalGraceTimer);
-    for (const timer of this.engineGraceTimers.values()) clearTimeout(timer);
+    for (const timer of this.graceTimers.values()) clearTimeout(timer);
     await this.handOff.close();
     await this.leadership.close();
     await this.runner?.close();
@@ -287,6 +300,7 @@ export class Scheduler {
         instancesOf: (service, release) => instances.get(`${service}/${release}`),
         keepsVolumes: (service, release) => staying.has(`${service}/${release}`),
         renewing: this.renewing(snapshot),
+        away: new Set((snapshot.away ?? []).map((away) => away.machine)),
       });
       for (const { service, release, why } of plan) {
         const found = await getRelease(this.store, service, release);
@@ -301,11 +315,11 @@ export class Scheduler {
   }
 }
 
-/** The outage start a machine record reports, if any (a record that does not parse reports none). */
-function unreachableSince(value: string | undefined): string | undefined {
+/** A record as a watch event delivers it; a value that does not parse is none. */
+function parsed<T>(value: string | undefined): Partial<T> | undefined {
   if (value === undefined) return undefined;
   try {
-    return (JSON.parse(value) as Partial<Machine>).docker?.unreachableSince;
+    return JSON.parse(value) as Partial<T>;
   } catch {
     return undefined;
   }
