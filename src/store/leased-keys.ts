@@ -21,6 +21,14 @@ const MAX_RETRY_MS = 5000;
 /** Keys written per transaction: below etcd's default --max-txn-ops (128). */
 const KEYS_PER_TXN = 100;
 
+/**
+ * How many lease TTLs the holders of leased keys are given to write them again before their
+ * absence counts: after a scheduler is elected, and after the store returns from an outage (a
+ * frozen etcd revokes every lease that expired while it hung the moment it wakes, before the
+ * holders have granted new ones). A live holder renews every TTL/3 and retries within 5 s.
+ */
+export const RENEWAL_GRACE_TTLS = 3;
+
 export class LeasedKeys {
   private lease: Lease | undefined;
   /** What the store should hold: key → value. */

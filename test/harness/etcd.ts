@@ -25,6 +25,10 @@ export interface EtcdProcess {
   kill(): Promise<void>;
   /** Stops the server if it runs, then starts it again on the same data directory and ports. */
   restart(): Promise<void>;
+  /** SIGSTOP: etcd hangs (a stalled disk or VM); connections stay open and nothing answers until `thaw()`. */
+  freeze(): void;
+  /** SIGCONT after `freeze()`. */
+  thaw(): void;
 }
 
 const STARTUP_TIMEOUT_MS = 15_000;
@@ -128,6 +132,8 @@ export async function startEtcd(options: EtcdOptions = {}): Promise<EtcdProcess>
       await terminate('SIGTERM');
       await launch();
     },
+    freeze: () => void child?.kill('SIGSTOP'),
+    thaw: () => void child?.kill('SIGCONT'),
   };
 }
 

@@ -21,12 +21,14 @@ export interface LoadResult {
   failures: string[];
   /** Successful answers in order of arrival: the page body of each. */
   bodies: string[];
+  /** Successful answers in order of arrival: how long each took (ms), for a benchmark's percentiles. */
+  latenciesMs: number[];
   durationMs: number;
 }
 
 export interface RunningLoad {
   /** Answers so far (a live view). */
-  readonly progress: { ok: number; failed: number; bodies: string[] };
+  readonly progress: { ok: number; failed: number; bodies: string[]; latenciesMs: number[] };
   /** Failed requests among those sent at or after `time` (Date.now()). */
   failedSentSince(time: number): number;
   stop(): Promise<LoadResult>;
@@ -37,7 +39,7 @@ export function startLoad(options: LoadOptions): RunningLoad {
   const deadline = Date.now() + (options.maxDurationMs ?? 20_000);
   const keepAlive = new Agent({ connections: concurrency, keepAliveTimeout: 30_000 });
   const fresh = new Agent({ connections: concurrency });
-  const progress = { ok: 0, failed: 0, bodies: [] as string[] };
+  const progress = { ok: 0, failed: 0, bodies: [] as string[], latenciesMs: [] as number[] };
   /** When each failed request was sent: a request in flight across a change may fail after it. */
   const failedSentAt: number[] = [];
   const failures: string[] = [];
@@ -49,6 +51,7 @@ export function startLoad(options: LoadOptions): RunningLoad {
     const reuse = index % 2 === 0;
     while (!stopped && Date.now() < deadline) {
       const sentAt = Date.now();
+      const started = performance.now();
       try {
         const response = await request(options.url, {
           dispatcher: reuse ? keepAlive : fresh,
@@ -61,6 +64,7 @@ export function startLoad(options: LoadOptions): RunningLoad {
         if (response.statusCode === 200) {
           progress.ok += 1;
           progress.bodies.push(body.trim());
+          progress.latenciesMs.push(performance.now() - started);
         } else {
           progress.failed += 1;
           failedSentAt.push(sentAt);
@@ -82,7 +86,7 @@ export function startLoad(options: LoadOptions): RunningLoad {
       stopped = true;
       await Promise.all(workers);
       await Promise.all([keepAlive.close(), fresh.close()]);
-      return { ok: progress.ok, failed: progress.failed, failures, bodies: progress.bodies, durationMs: Date.now() - started };
+      return { ok: progress.ok, failed: progress.failed, failures, bodies: progress.bodies, latenciesMs: progress.latenciesMs, durationMs: Date.now() - started };
     },
   };
 }

@@ -26,7 +26,7 @@ export async function startGateway({ config, store, log, access }: RoleContext):
   const settings = config.gateway;
   const domains = { domain: config.domain, internalDomain: settings.internalDomain };
   const kind = await chooseDataPlane(settings.dataPlane, settings.haproxyBin ?? 'haproxy');
-  const watch = await RouteWatch.start(store, { domains, exposeComponents: settings.exposeComponents, log });
+  const watch = await RouteWatch.start(store, { domains, exposeComponents: settings.exposeComponents, log, leaseTtlSeconds: config.announceTtlSeconds });
   let tls: GatewayTls | undefined;
   const own = await createRoleServer({
     role: 'gateway',

@@ -19,6 +19,8 @@ import { planHealing } from './healing.js';
 import { Housekeeping } from './housekeeping.js';
 import { defaultRetention, type RetentionLimits } from '../../config.js';
 import { Notifier } from './notifier.js';
+import { onStorePing } from '../../store/store-heartbeat.js';
+import { RENEWAL_GRACE_TTLS } from '../../store/leased-keys.js';
 import { defaultRetryPolicy, type RetryPolicy } from '../../notifications/retry-schedule.js';
 
 // The scheduler role's lifecycle: leadership (one leader at a time, every write fenced on it), the
@@ -55,12 +57,10 @@ const HANDOFF_TIMEOUT_MS = 30_000;
 /** The periodic resync of self-healing, beside the watch events that trigger it. */
 const HEAL_INTERVAL_MS = 10_000;
 
-/**
- * After it wins the leadership, a scheduler gives every agent this many lease TTLs to register
- * before a missing machine counts as lost: a live agent renews every TTL/3, and an embedded store
- * drops every lease when it opens, so after `platform up` restarts no machine is registered yet.
- */
-const RENEWAL_GRACE_TTLS = 3;
+// After it wins the leadership, and after the store returns from an outage, a scheduler gives every
+// agent RENEWAL_GRACE_TTLS lease TTLs to register before a missing machine counts as lost: an
+// embedded store drops every lease when it opens (after `platform up` restarts no machine is
+// registered yet), and a frozen etcd revokes the agents' expired leases when it wakes.
 
 /** How often the leader deletes history beyond the retention limits. */
 const PRUNE_INTERVAL_MS = 60_000;
@@ -81,10 +81,13 @@ export class Scheduler {
   private healTimer?: NodeJS.Timeout;
   private pruneTimer?: NodeJS.Timeout;
   private healing = false;
-  /** Until then (ms) machines missing from the store are not lost: the renewal grace after an election. */
+  /** Until then (ms) machines missing from the store are not lost: the renewal grace after an election or a store outage. */
   private renewalGraceUntil = 0;
-  /** Machines this leadership has seen registered: one of them missing now was lost under this leader, grace or not. */
-  private readonly seenSinceElection = new Set<string>();
+  /** Machines seen registered since the grace began: one of them missing now was lost under this leader, grace or not. */
+  private readonly seenSinceGraceBegan = new Set<string>();
+  /** The store did not answer the last ping: no machine counts as lost until it answers and the grace after it ends. */
+  private storeLost = false;
+  private stopHearingStore?: () => void;
   private renewalGraceTimer?: NodeJS.Timeout;
   /** When the last completed heal pass took its snapshot (ms), for /readyz: a test waits for one after the renewal grace. */
   private healedAt = 0;
@@ -132,6 +135,8 @@ export class Scheduler {
     cluster.onChange('away', (event) => event.type === 'put' && this.healWhenMachineGraceEnds(event.value));
     this.healTimer = setInterval(() => void (this.isLeader() && this.heal()), HEAL_INTERVAL_MS);
     this.pruneTimer = setInterval(() => void (this.isLeader() && this.prune()), PRUNE_INTERVAL_MS);
+    // The same heartbeat as the cluster watch's: its copies become readable again only after this hears the store back.
+    this.stopHearingStore = onStorePing(this.store, (failure) => this.heardStore(failure));
     await this.leadership.start();
   }
 
@@ -160,6 +165,22 @@ export class Scheduler {
     this.graceTimers.set(key, timer);
   }
 
+  /**
+   * "I lost the store" is not "machines lost their leases": when the store answers again after
+   * an outage, every machine gets the renewal grace, whoever leads, before healing counts it lost.
+   */
+  private heardStore(failure: unknown): void {
+    if (failure !== undefined) {
+      if (!this.storeLost) this.log.warn({ reason: (failure as Error).message }, 'store unreachable: no machine counts as lost until it is back and the agents have renewed');
+      this.storeLost = true;
+      return;
+    }
+    if (!this.storeLost) return;
+    this.storeLost = false;
+    this.startRenewalGrace();
+    this.log.info({ until: new Date(this.renewalGraceUntil).toISOString() }, 'store reachable again: every machine has a renewal grace');
+  }
+
   isLeader(): boolean {
     return this.leadership.isLeader();
   }
@@ -174,6 +195,7 @@ export class Scheduler {
     clearInterval(this.healTimer);
     clearInterval(this.pruneTimer);
     clearTimeout(this.renewalGraceTimer);
+    this.stopHearingStore?.();
     for (const timer of this.graceTimers.values()) clearTimeout(timer);
     await this.handOff.close();
     await this.leadership.close();
@@ -229,21 +251,21 @@ export class Scheduler {
   private startRenewalGrace(): void {
     const graceMs = RENEWAL_GRACE_TTLS * this.options.leaseTtlSeconds * 1000;
     this.renewalGraceUntil = Date.now() + graceMs;
-    this.seenSinceElection.clear();
+    this.seenSinceGraceBegan.clear();
     clearTimeout(this.renewalGraceTimer);
     this.renewalGraceTimer = setTimeout(() => void (this.isLeader() && this.heal()), graceMs + 100);
   }
 
   /**
-   * Machines that hold assignments and are not registered, while the renewal grace lasts, unless
-   * this leader saw them registered: those lost their lease on its watch (a partition, a crash) and
-   * are healed at once, as before the grace existed.
+   * Machines that hold assignments and are not registered, while the store is lost or the renewal
+   * grace lasts, unless this leader saw them registered since the grace began: those lost their
+   * lease on its watch (a partition, a crash) and are healed at once, as before the grace existed.
    */
   private renewing(snapshot: ClusterSnapshot): Set<string> {
-    if (Date.now() >= this.renewalGraceUntil) return new Set();
+    if (!this.storeLost && Date.now() >= this.renewalGraceUntil) return new Set();
     const registered = new Set(snapshot.machines.map((machine) => machine.id));
-    for (const machine of registered) this.seenSinceElection.add(machine);
-    const missing = snapshot.assignments.map((a) => a.machine).filter((machine) => !registered.has(machine) && !this.seenSinceElection.has(machine));
+    if (!this.storeLost) for (const machine of registered) this.seenSinceGraceBegan.add(machine);
+    const missing = snapshot.assignments.map((a) => a.machine).filter((machine) => !registered.has(machine) && (this.storeLost || !this.seenSinceGraceBegan.has(machine)));
     return new Set(missing);
   }
 
