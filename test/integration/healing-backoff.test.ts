@@ -28,7 +28,9 @@ const USER_DEPLOYMENTS = 3;
 const agent = await serveRole('agent', await freePort(), [...flags, '--network', 'host', '--machine-id', 'only', '--stop-grace', '1', '--drain-seconds', '0'], { DOCKER_HOST: engine.dockerHost });
 const directory = await serveRole('directory', await freePort(), flags);
 const orchestrator = await serveRole('orchestrator', await freePort(), [...flags, ...allowReceiver]);
-const scheduler = await serveRole('scheduler', await freePort(), [...flags, ...allowReceiver, '--engine-grace', '3', '--keep-deployments', String(USER_DEPLOYMENTS), '--notify-retry', '1s']);
+const schedulerFlags = [...flags, ...allowReceiver, '--engine-grace', '3', '--keep-deployments', String(USER_DEPLOYMENTS), '--notify-retry', '1s'];
+// Two schedulers: the leader is killed during the outage, and the new one must not storm again.
+const schedulers = [await serveRole('scheduler', await freePort(), schedulerFlags), await serveRole('scheduler', await freePort(), schedulerFlags)];
 
 // A local receiver of notifications: every event it is sent, in order.
 const received: NotificationEvent[] = [];
@@ -44,7 +46,7 @@ const receiver = createServer((request, response) => {
 await new Promise<void>((resolve) => receiver.listen(receiverPort, '127.0.0.1', resolve));
 
 t.teardown(async () => {
-  await Promise.all([scheduler, agent, directory, orchestrator].map((role) => role.stop()));
+  await Promise.all([...schedulers, agent, directory, orchestrator].map((role) => role.stop()));
   await new Promise((resolve) => receiver.close(resolve));
   await Promise.all([registry.stop(), etcd.stop()]);
   await engine.stop();
@@ -87,13 +89,31 @@ t.test('the only machine loses its engine for minutes: healing backs off, one ep
   await waitFor(unitRunning, 60_000, { what: 'the unit running' });
 
   await engine.pause();
-  const stoppedAt = Date.now();
   // The grace period ends 3 s after the agent reports the engine gone (within its 5 s resync).
   const first = await waitFor(async () => reschedulesIn(await history()).find((d) => d.state === 'failed'), 60_000, { what: 'a failed reschedule' });
   t.match(first.reason, /Docker engine unreachable/, 'it failed for want of an engine');
+  const failedAt = Date.parse(first.finishedAt!);
+
+  // Right after an attempt fails, the leader dies. The one that takes over reads the backoff from
+  // the record: it heals at once on election, yet does not try the episode again before it is due.
+  const waiting = await waitFor(async () => reschedulesIn(await history()).find((d) => d.state === 'failed' && (d.attempts ?? 1) >= 3 && d.retryAt !== undefined), 90_000, { what: 'a failed retry' });
+  const leaderIndex = await waitFor(async () => {
+    const leads = await Promise.all(schedulers.map(async (scheduler) => (await http('GET', `${scheduler.url}/readyz`)).body.leader as boolean));
+    return leads.indexOf(true) + 1 || undefined;
+  }, 15_000, { what: 'one leader' }) - 1;
+  await schedulers[leaderIndex]!.stop('SIGKILL');
+  const successor = schedulers[1 - leaderIndex]!;
+  const healed = await waitFor(async () => {
+    const ready = (await http('GET', `${successor.url}/readyz`)).body as { leader?: boolean; healedAt?: string };
+    return ready.leader && ready.healedAt && Date.parse(ready.healedAt) > Date.parse(waiting.finishedAt!) ? ready.healedAt : undefined;
+  }, 30_000, { what: 'the other scheduler to lead and heal' });
+  const afterElection = reschedulesIn(await history()).find((d) => d.id === waiting.id)!;
+  t.ok(Date.parse(healed) < Date.parse(waiting.retryAt!), `the new leader healed at ${healed}, before the retry was due at ${waiting.retryAt}`);
+  t.match(afterElection, { state: 'failed', attempts: waiting.attempts, retryAt: waiting.retryAt }, 'and did not try it again before then');
+  schedulers[leaderIndex] = await serveRole('scheduler', await freePort(), schedulerFlags);
+
   // Minutes of scheduler time: 15 healing checks (one every 10 s), and at least two passes of retention (one a minute).
   const OUTAGE_MS = 150_000;
-  const failedAt = Date.parse(first.finishedAt!);
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, failedAt + OUTAGE_MS - Date.now())));
 
   const during = await history();
@@ -109,11 +129,19 @@ t.test('the only machine loses its engine for minutes: healing backs off, one ep
   await waitFor(async () => ((await http('GET', orch('/notifications/deliveries'))).body as { state: string }[]).every((d) => d.state !== 'pending'), 30_000, { what: 'no delivery pending' });
   t.equal(failureEvents().length, 1, `one failure notified for the episode (${failureEvents().length})`);
 
+  // The failed reschedule took the unit's assignment off the machine (its unit did not run), so
+  // the engine's return is a change that retries the episode at once, not after its wait of minutes.
   await engine.resume();
-  await waitFor(unitRunning, 90_000, { what: 'the unit running again' });
-  const ended = await waitFor(async () => (await journalKinds('service.healing-ended')).find((entry) => entry.message.includes('units are in place')), 30_000, { what: 'the episode ended' });
-  t.ok(ended, `the episode ended once the unit ran again (${Math.round((Date.now() - stoppedAt) / 1000)} s after the engine stopped)`);
-  t.equal(reschedulesIn(await history()).find((d) => d.id === episodes[0]!.id)?.retryAt, undefined, 'it is no longer retried');
+  const resumedAt = Date.now();
+  const recovered = await waitFor(async () => reschedulesIn(await history()).find((d) => d.state === 'succeeded'), 90_000, { what: 'the episode to succeed' });
+  const seconds = (Date.now() - resumedAt) / 1000;
+  t.equal(recovered.id, episodes[0]!.id, 'the episode record itself succeeded');
+  t.ok(seconds < 60, `retried as soon as the engine was back (${seconds.toFixed(1)} s; the backoff's wait was ${Math.round((Date.parse(episodes[0]!.retryAt!) - Date.parse(episodes[0]!.finishedAt!)) / 1000)} s)`);
+  t.match(recovered, { attempts: Number, units: [{ unit: `${SERVICE}-1.service`, machine: 'only' }] }, 'its last attempt placed the unit');
+  t.equal(recovered.retryAt, undefined, 'it is no longer retried');
+  await waitFor(unitRunning, 60_000, { what: 'the unit running again' });
+  await waitFor(() => received.some((event) => event.event === 'deployment.succeeded' && event.details.deployment === recovered.id), 30_000, { what: 'the recovery notified' });
+  t.equal(failureEvents().length, 1, 'still one failure notified');
   const after = await history();
   t.equal(reschedulesIn(after).length, 1, 'still one reschedule record');
   for (const user of users) t.ok(after.some((d) => d.id === user.id), `the user deployment ${user.id} is still in the history`);
