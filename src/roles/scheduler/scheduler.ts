@@ -309,15 +309,16 @@ export class Scheduler {
    */
   private async rescheduleWithBackoff(plan: Reschedule[], deployments: Deployment[], snapshot: ClusterSnapshot, runner: DeploymentRunner): Promise<void> {
     const planned = new Set(plan.map((item) => item.service));
-    for (const { episode, why } of endedEpisodes(deployments, (service) => planned.has(service))) await endEpisode(this.store, episode, why);
+    // Not while machines that have not registered again count as in place: their episodes go on.
+    const ended = Date.now() < this.renewalGraceUntil ? [] : endedEpisodes(deployments, (service) => planned.has(service));
+    for (const { episode, why } of ended) await endEpisode(this.store, episode, why);
     for (const { service, release, why } of plan) {
       const conditions = conditionsOf(snapshot, this.cluster?.declaration(service)?.modRevision);
       const seen = this.conditionsAtAttempt.get(service);
       const episode = openEpisode(deployments.filter((d) => d.service === service), release);
       const decision = decideHeal(episode, Date.now(), seen !== undefined && seen !== conditions);
       // A new leader has not seen the conditions of the last attempt: from now on it compares with these.
-      if (!decision.attempt && seen !== undefined) continue;
-      this.conditionsAtAttempt.set(service, conditions);
+      if (decision.attempt || seen === undefined) this.conditionsAtAttempt.set(service, conditions);
       if (!decision.attempt) continue;
       const found = await getRelease(this.store, service, release);
       if (found) await runner.reschedule(found, why, decision);
