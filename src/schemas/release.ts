@@ -55,6 +55,10 @@ export const Deployment = Type.Object({
   createdAt: Type.String(),
   updatedAt: Type.String(),
   finishedAt: Type.Optional(Type.String()),
+  /** A reschedule that keeps failing is one record, tried again with backoff: how often it was tried (absent: once). */
+  attempts: Type.Optional(Type.Integer({ minimum: 1, description: 'how often healing tried this reschedule in its failure episode (absent: once)' })),
+  /** When healing tries this failed reschedule again, unless something changes first (absent: it is not tried again). */
+  retryAt: Type.Optional(Type.String({ description: 'when healing tries this failed reschedule again (absent: it is not retried)' })),
 });
 export type Deployment = Static<typeof Deployment>;
 

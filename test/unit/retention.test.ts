@@ -51,6 +51,14 @@ t.test('a stop record stays while a later deploy is in flight (it decides again 
   t.same(expired, [before.id], 'the success before the stop is no longer needed');
 });
 
+t.test("healing's reschedules are counted apart: they never push the user's deployments out", async (t) => {
+  const users = [deployment('web', 'succeeded'), deployment('web', 'succeeded', 'rollback'), deployment('web', 'failed')];
+  const reschedules = [deployment('web', 'failed', 'reschedule'), deployment('web', 'failed', 'reschedule'), deployment('web', 'failed', 'reschedule')];
+  const expired = expiredDeployments([...users, ...reschedules].reverse(), 2);
+  t.same(expired, [reschedules[0]!.id], 'only the oldest reschedule beyond its own 2 goes');
+  t.same(expiredDeployments([...users, ...reschedules, deployment('web', 'succeeded', 'github')].reverse(), 2).sort(), [users[0]!.id, reschedules[0]!.id].sort(), 'a user deployment goes only for newer user deployments');
+});
+
 t.test('journal: the oldest keys beyond the limit', async (t) => {
   const keys = ['a', 'b', 'c', 'd', 'e'];
   t.same(expiredJournalKeys(keys, 3), ['a', 'b']);

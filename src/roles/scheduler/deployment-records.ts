@@ -74,19 +74,45 @@ function remember(store: Store, record: Deployment, revision: number): void {
   else written.set(record.id, { record, modRevision: revision });
 }
 
-async function updateDeployment(store: Store, id: string, change: (current: Deployment) => Deployment, alsoWrite?: (record: Deployment) => Operation[]): Promise<void> {
+async function updateDeployment(store: Store, id: string, change: (current: Deployment) => Deployment, alsoWrite?: (record: Deployment) => Operation[]): Promise<Deployment | undefined> {
   const updated = await updateRecord<Deployment>(store, deploymentKey(id), change, alsoWrite, lastWritten.get(store)?.get(id));
   if (updated) remember(store, updated.record, updated.revision);
   else lastWritten.get(store)?.delete(id);
+  return updated?.record;
 }
 
 const withChange = (change: Partial<Deployment>) => (current: Deployment): Deployment => ({ ...current, ...change, updatedAt: new Date().toISOString() });
 
 /** A step on the way: the images are being pulled, or units are being placed and replaced. */
-export const recordPhase = (store: Store, deployment: Deployment, state: 'pulling' | 'rolling'): Promise<void> => updateDeployment(store, deployment.id, withChange({ state }));
+export const recordPhase = async (store: Store, deployment: Deployment, state: 'pulling' | 'rolling'): Promise<void> => void (await updateDeployment(store, deployment.id, withChange({ state })));
 
 /** What the deployment's units are doing now, for people watching it. */
-export const recordProgress = (store: Store, deployment: Deployment, units: UnitProgress[]): Promise<void> => updateDeployment(store, deployment.id, withChange({ units }));
+export const recordProgress = async (store: Store, deployment: Deployment, units: UnitProgress[]): Promise<void> => void (await updateDeployment(store, deployment.id, withChange({ units })));
+
+/**
+ * Healing tries a failed reschedule again (src/roles/scheduler/healing-backoff.ts): the same
+ * record goes back to pending with one more attempt, so a failure episode stays one entry in the
+ * history. Journaled; not notified: the episode was when it began, and is again if it succeeds.
+ */
+export async function retryReschedule(store: Store, episode: Deployment, why: string): Promise<Deployment | undefined> {
+  const attempts = (episode.attempts ?? 1) + 1;
+  return updateDeployment(
+    store,
+    episode.id,
+    ({ reason: _reason, retryAt: _retryAt, finishedAt: _finishedAt, ...current }) => ({ ...current, state: 'pending', units: [], attempts, updatedAt: new Date().toISOString() }),
+    () => [journalWrite({ service: episode.service, deployment: episode.id, kind: 'service.rescheduled', message: `attempt ${attempts}: ${why}` })],
+  );
+}
+
+/** A failure episode is over (its units run again, or a newer deployment came): it is no longer retried. */
+export async function endEpisode(store: Store, episode: Deployment, why: string): Promise<void> {
+  await updateDeployment(
+    store,
+    episode.id,
+    ({ retryAt: _retryAt, ...current }) => current,
+    () => [journalWrite({ service: episode.service, deployment: episode.id, kind: 'service.healing-ended', message: `v${episode.release} after ${episode.attempts ?? 1} attempts: ${why}` })],
+  );
+}
 
 /** The most often a rollout's progress is written. */
 export const PROGRESS_INTERVAL_MS = 250;
@@ -157,15 +183,17 @@ export function rolloutRecorder(store: Store, deployment: Deployment, after: Pro
  * The deployment ended: its state, why (unless it succeeded), a journal line and the notification
  * (src/notifications/outbox.ts), in one transaction, so a leader that dies here leaves all or none.
  */
-export async function recordOutcome(store: Store, deployment: Deployment, state: 'succeeded' | 'failed' | 'reverted' | 'superseded', reason: string): Promise<void> {
+export async function recordOutcome(store: Store, deployment: Deployment, state: 'succeeded' | 'failed' | 'reverted' | 'superseded', reason: string, options: { retryInMs?: number | undefined } = {}): Promise<void> {
   const finishedAt = new Date().toISOString();
+  const retryAt = state === 'failed' && options.retryInMs !== undefined ? { retryAt: new Date(Date.parse(finishedAt) + options.retryInMs).toISOString() } : {};
   await updateDeployment(
     store,
     deployment.id,
-    (current) => ({ ...current, state, finishedAt, updatedAt: finishedAt, ...(state === 'succeeded' ? {} : { reason }) }),
+    (current) => ({ ...current, state, finishedAt, updatedAt: finishedAt, ...(state === 'succeeded' ? {} : { reason }), ...retryAt }),
     (record) => [
       journalWrite({ service: deployment.service, deployment: deployment.id, kind: `deployment.${state}`, message: `v${deployment.release}: ${reason}` }),
-      outboxWrite(deploymentEvent(record, state, finishedAt, state === 'succeeded' ? '' : reason)),
+      // A retried reschedule tells only that it succeeded: its failure episode was told when it began.
+      ...((record.attempts ?? 1) > 1 && state !== 'succeeded' ? [] : [outboxWrite(deploymentEvent(record, state, finishedAt, state === 'succeeded' ? '' : reason))]),
     ],
   );
 }

@@ -14,6 +14,9 @@ import { isInFlight } from './deployment-records.js';
  * one, whatever a later deploy does: it is what the service runs once deploys in flight end (see
  * `currentTarget`), what a failed deploy reverts to, or a `stop` after which the service runs
  * nothing (deleting it would make the release before it current again).
+ *
+ * Healing's records (trigger `reschedule`) are counted apart, `keep` of them too: however often
+ * the platform moves a service's units, the deployments people made stay in its history.
  */
 export function expiredDeployments(deployments: readonly Deployment[], keep: number): string[] {
   const byService = new Map<string, Deployment[]>();
@@ -25,11 +28,12 @@ export function expiredDeployments(deployments: readonly Deployment[], keep: num
   const expired: string[] = [];
   for (const list of byService.values()) {
     const lastSucceeded = list.find((d) => d.state === 'succeeded');
-    let finished = 0;
+    const finished = { healing: 0, other: 0 };
     for (const deployment of list) {
       if (!isFinished(deployment) || deployment === lastSucceeded) continue;
-      finished += 1;
-      if (finished > keep) expired.push(deployment.id);
+      const kind = deployment.trigger === 'reschedule' ? 'healing' : 'other';
+      finished[kind] += 1;
+      if (finished[kind] > keep) expired.push(deployment.id);
     }
   }
   return expired;

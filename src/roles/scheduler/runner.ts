@@ -8,7 +8,8 @@ import { slotOf } from '../../units.js';
 import { NotLeaderError } from './leadership.js';
 import type { AcceptedDeploy } from './deploy.js';
 import { getRelease } from './releases.js';
-import { isInFlight, listDeployments, recordOutcome, recordPhase, recordStop, startDeployment } from './deployment-records.js';
+import { isInFlight, listDeployments, recordOutcome, recordPhase, recordStop, retryReschedule, startDeployment } from './deployment-records.js';
+import { defaultBackoff } from './healing-backoff.js';
 import { rollOut, type RolloutOutcome } from './rollout.js';
 import type { ClusterWatch } from './cluster-snapshot.js';
 import { KeyedQueue } from '../../keyed-queue.js';
@@ -39,6 +40,8 @@ export class DeploymentRunner {
   private readonly rollouts = new KeyedQueue();
   /** The newest accepted work per service: anything older still running stops as superseded. */
   private readonly latest = new Map<string, string>();
+  /** Per reschedule: how long healing waits before it tries again should it fail (healing-backoff.ts). */
+  private readonly retryDelays = new Map<string, number>();
   private closed = false;
 
   constructor(private readonly options: RunnerOptions) {}
@@ -55,9 +58,15 @@ export class DeploymentRunner {
     return accepted.reply;
   }
 
-  /** Deploys the service's current release again, to place units that went missing (healing). */
-  async reschedule(release: Release, why: string): Promise<void> {
-    const deployment = await startDeployment(this.options.store, release, 'reschedule', { why });
+  /**
+   * Deploys the service's current release again, to place units that went missing (healing): a
+   * new reschedule, or again the failed one of an episode. Should it fail, healing tries it again
+   * after `retryDelayMs`.
+   */
+  async reschedule(release: Release, why: string, retry: { episode?: Deployment; retryDelayMs: number }): Promise<void> {
+    const deployment = retry.episode ? await retryReschedule(this.options.store, retry.episode, why) : await startDeployment(this.options.store, release, 'reschedule', { why });
+    if (!deployment) return; // the episode's record was deleted meanwhile: the next check starts anew
+    this.retryDelays.set(deployment.id, retry.retryDelayMs);
     this.supersedeWith(release.service, deployment.id);
     this.schedule(release, deployment);
   }
@@ -128,7 +137,7 @@ export class DeploymentRunner {
    * and nothing was queued for the service, so no stop can come before it in the queue.
    */
   private schedule(release: Release, deployment: Deployment, fresh = false): void {
-    void this.rollouts.run(release.service, () => this.run(release, deployment, fresh)).catch(async (error: Error) => {
+    void this.rollouts.run(release.service, () => this.run(release, deployment, fresh)).finally(() => this.retryDelays.delete(deployment.id)).catch(async (error: Error) => {
       if (error instanceof FencedWriteError || error instanceof NotLeaderError) return; // the new leader carries on
       this.options.log.error({ err: error, deployment: deployment.id }, 'rollout failed');
       await recordOutcome(this.options.store, deployment, 'failed', `scheduler error: ${error.message}`).catch(() => undefined);
@@ -192,7 +201,9 @@ export class DeploymentRunner {
     const good = previous && (await getRelease(store, release.service, previous.release));
     // Reverting to the release that just failed (a reschedule with nowhere to go) would only fail again.
     if (!rolloutSettings(release.config).autoRevert || !good || good.version === release.version || !this.isCurrent(deployment)()) {
-      await recordOutcome(store, deployment, 'failed', outcome.reason);
+      // A failed reschedule is tried again with backoff (one resumed after an election, at the first wait).
+      const retryInMs = deployment.trigger === 'reschedule' ? (this.retryDelays.get(deployment.id) ?? defaultBackoff.firstMs) : undefined;
+      await recordOutcome(store, deployment, 'failed', outcome.reason, { retryInMs });
       return;
     }
     await recordOutcome(store, deployment, 'reverted', `${outcome.reason}; reverting to v${good.version}`);

@@ -5,7 +5,7 @@ import { FencedStore, FencedWriteError } from '../../store/fenced-store.js';
 import { HttpError } from '../../http/errors.js';
 import { HandOff, type LeaderReply, type LeaderRequest } from './handoff.js';
 import { Leadership, NotLeaderError } from './leadership.js';
-import { currentTarget, type DeployReply } from '../../schemas/release.js';
+import { currentTarget, type Deployment, type DeployReply } from '../../schemas/release.js';
 import { keepsUnitsWithVolumes } from '../../schemas/service.js';
 import { RegistryClient, type RegistryClientOptions } from './registry-client.js';
 import { acceptDeploy, acceptRollback, type DeployTrigger } from './deploy.js';
@@ -15,7 +15,9 @@ import { getRelease } from './releases.js';
 import { ClusterWatch, defaultEngineGraceSeconds, defaultMachineGraceMs, type ClusterSnapshot, type MachineAwayUntil } from './cluster-snapshot.js';
 import type { Machine, MachineAway } from '../../schemas/cluster.js';
 import { DeploymentRunner } from './runner.js';
-import { planHealing } from './healing.js';
+import { planHealing, type Reschedule } from './healing.js';
+import { conditionsOf, decideHeal, endedEpisodes, openEpisode } from './healing-backoff.js';
+import { endEpisode } from './deployment-records.js';
 import { Housekeeping } from './housekeeping.js';
 import { defaultRetention, type RetentionLimits } from '../../config.js';
 import { Notifier } from './notifier.js';
@@ -93,6 +95,8 @@ export class Scheduler {
   private healedAt = 0;
   /** Heals due when a grace period ends: a machine's engine's (by outage start) or an away machine's. */
   private readonly graceTimers = new Map<string, NodeJS.Timeout>();
+  /** Per service: what could make its reschedule succeed, as its last attempt saw it (healing-backoff.ts conditionsOf). */
+  private readonly conditionsAtAttempt = new Map<string, string>();
 
   constructor(private readonly options: SchedulerOptions) {
     this.log = options.log;
@@ -236,6 +240,7 @@ export class Scheduler {
         if (newest) sortAfter(newest);
       }
       this.startRenewalGrace();
+      this.conditionsAtAttempt.clear();
       await this.handOff.serve((request) => this.execute(request), () => this.isLeader());
       // Deliveries the last leader left pending go out from here.
       this.notifier?.kick();
@@ -324,15 +329,35 @@ export class Scheduler {
         renewing: this.renewing(snapshot),
         away: new Set((snapshot.away ?? []).map((away) => away.machine)),
       });
-      for (const { service, release, why } of plan) {
-        const found = await getRelease(this.store, service, release);
-        if (found) await runner.reschedule(found, why);
-      }
+      await this.rescheduleWithBackoff(plan, deployments, snapshot, runner);
       this.healedAt = planned;
     } catch (error) {
       if (!(error instanceof FencedWriteError || error instanceof NotLeaderError)) this.log.warn({ err: error }, 'healing failed; retrying at the next check');
     } finally {
       this.healing = false;
+    }
+  }
+
+  /**
+   * Ends the failure episodes that are over, and reschedules each planned service whose backoff
+   * lets it (healing-backoff.ts): at once unless its last reschedule failed, then after the wait,
+   * or sooner when its machines or its declaration changed.
+   */
+  private async rescheduleWithBackoff(plan: Reschedule[], deployments: Deployment[], snapshot: ClusterSnapshot, runner: DeploymentRunner): Promise<void> {
+    const planned = new Set(plan.map((item) => item.service));
+    // Not while machines that have not registered again count as in place: their episodes go on.
+    const ended = Date.now() < this.renewalGraceUntil ? [] : endedEpisodes(deployments, (service) => planned.has(service));
+    for (const { episode, why } of ended) await endEpisode(this.store, episode, why);
+    for (const { service, release, why } of plan) {
+      const conditions = conditionsOf(snapshot, this.cluster?.declaration(service)?.modRevision);
+      const seen = this.conditionsAtAttempt.get(service);
+      const episode = openEpisode(deployments.filter((d) => d.service === service), release);
+      const decision = decideHeal(episode, Date.now(), seen !== undefined && seen !== conditions);
+      // A new leader has not seen the conditions of the last attempt: from now on it compares with these.
+      if (decision.attempt || seen === undefined) this.conditionsAtAttempt.set(service, conditions);
+      if (!decision.attempt) continue;
+      const found = await getRelease(this.store, service, release);
+      if (found) await runner.reschedule(found, why, decision);
     }
   }
 }
