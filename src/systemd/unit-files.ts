@@ -66,6 +66,8 @@ export const extraFlagsVariable = (role: Role): string => `PLATFORM_${role.toUpp
 
 /** The gateway's state directory under /var/lib (systemd creates it, owned by the unit's user). */
 const GATEWAY_STATE = 'platform-gateway';
+/** Where the scheduler may write scheduled backups under ProtectSystem=strict (PLATFORM_BACKUP_DIR). */
+const BACKUP_STATE = 'platform-backups';
 
 const HEADER = '# Rendered by `platform systemd render` (README "Running on machines with systemd"); render again rather than edit.';
 
@@ -105,7 +107,14 @@ function hardening(role: Role): string[] {
   ];
 }
 
-function serviceSection(execStart: string, role: Role): string[] {
+/** The writable directories a role's main unit gets under ProtectSystem=strict (systemd creates them, owned by its user). */
+function stateDirectories(role: Role): string[] {
+  if (role === 'gateway') return [`StateDirectory=${GATEWAY_STATE}`];
+  if (role === 'scheduler') return [`StateDirectory=${BACKUP_STATE}`, 'StateDirectoryMode=0700'];
+  return [];
+}
+
+function serviceSection(execStart: string, role: Role, state: string[] = []): string[] {
   return [
     '[Service]',
     'Type=exec',
@@ -114,7 +123,7 @@ function serviceSection(execStart: string, role: Role): string[] {
     'Restart=always',
     'RestartSec=2',
     'TimeoutStopSec=30',
-    ...(role === 'gateway' ? [`StateDirectory=${GATEWAY_STATE}`] : []),
+    ...state,
     ...hardening(role),
   ];
 }
@@ -141,7 +150,7 @@ function mainUnit(role: Role, settings: MachineSettings): string {
     // Keep restarting while etcd or Docker is away, instead of giving up after five tries.
     'StartLimitIntervalSec=0',
     '',
-    ...serviceSection(`${settings.bin} serve ${flags.join(' ')}`, role),
+    ...serviceSection(`${settings.bin} serve ${flags.join(' ')}`, role, stateDirectories(role)),
     '',
     '[Install]',
     'WantedBy=multi-user.target',
@@ -224,6 +233,11 @@ function environmentFile(settings: MachineSettings): string {
           '',
           '# The scheduler: how long a machine may report no engine before its units run elsewhere, seconds.',
           '#PLATFORM_ENGINE_GRACE=30',
+          '# Scheduled backups by the leader (docs/operations.md "Scheduled backups"): the directory (the scheduler',
+          `# unit may write only under /var/lib/${BACKUP_STATE}), the time between backups, how many are kept.`,
+          `#PLATFORM_BACKUP_DIR=/var/lib/${BACKUP_STATE}`,
+          '#PLATFORM_BACKUP_INTERVAL=1h',
+          '#PLATFORM_BACKUP_KEEP=48',
           '# Registries on private addresses deploys may use, and the registry webhooks\' secrets.',
           '#PLATFORM_ALLOWED_REGISTRIES=registry.internal:5000',
           '#PLATFORM_REGISTRY_WEBHOOK_TOKEN=',

@@ -24,6 +24,7 @@ export async function startScheduler({ config, store, log, advertised, access, s
     retention: config.scheduler.retention,
     notify: { ...config.scheduler.notify, allowedDestinations: config.allowedNotificationDestinations },
     engineGraceSeconds: config.scheduler.engineGraceSeconds,
+    ...(config.scheduler.backups ? { backups: config.scheduler.backups } : {}),
   });
   const server = await createRoleServer({
     role: 'scheduler',
@@ -32,7 +33,7 @@ export async function startScheduler({ config, store, log, advertised, access, s
     logger: log,
     readiness: async () => {
       await store.ping();
-      return { store: store.description, leader: scheduler.isLeader(), ...scheduler.healingState(), ...(await storeSpace.readiness()) };
+      return { store: store.description, leader: scheduler.isLeader(), ...scheduler.healingState(), ...(await scheduler.backupState()), ...(await storeSpace.readiness()) };
     },
   });
   // The unfenced store: a follower journals the calls it takes too.
