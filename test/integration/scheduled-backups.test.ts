@@ -1,5 +1,4 @@
 import t from 'tap';
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,7 +9,7 @@ import { startRegistry } from '../harness/registry.js';
 import { buildTestImage } from '../harness/test-image.js';
 import { freePort } from '../harness/free-port.js';
 import { holdDefaultPorts } from '../harness/default-ports.js';
-import { http, platformBin, runPlatform, serveRole, waitHealthy, type PlatformProcess } from '../harness/platform.js';
+import { http, runOperatorCommand as platform, runPlatform, serveRole, waitHealthy, type PlatformProcess } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
 import { parseBackupFileName } from '../../src/backup/backup-directory.js';
 import { EtcdStore } from '../../src/store/etcd-store.js';
@@ -25,19 +24,6 @@ import { acmeStatusKey } from '../../src/store/keys.js';
 const INTERVAL_MS = 5000;
 const work = mkdtempSync(join(tmpdir(), 'scheduled-backups-'));
 t.teardown(() => rmSync(work, { recursive: true, force: true }));
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-const platform = (...args: string[]): Promise<Run> =>
-  new Promise((resolve) => {
-    const env = { ...process.env, PLATFORM_ETCD: '', PLATFORM_DATA_DIR: '', PLATFORM_BACKUP_DIR: '' };
-    execFile(process.execPath, [platformBin, ...args], { env, timeout: 120_000 }, (error, stdout, stderr) => {
-      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
-    });
-  });
 
 const backupsIn = (dir: string): string[] => (existsSync(dir) ? readdirSync(dir).filter((name) => parseBackupFileName(name)).sort() : []);
 const takenAt = (name: string): number => parseBackupFileName(name)!.takenAt.getTime();
