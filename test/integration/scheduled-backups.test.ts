@@ -181,8 +181,14 @@ t.test('platform up backs its embedded store up live; the backup restored into a
   const containers = await unitContainers(service);
   t.equal(Object.keys(containers).length, 2);
 
-  // A backup taken after the deploy settled, live, by the scheduler inside `platform up`.
-  const file = join(dir, await waitFor(() => backupsIn(dir).find((name) => takenAt(name) > deployedAt), 30_000, { what: 'a backup after the deploy' }));
+  // A backup taken after the deploy settled, live, by the scheduler inside `platform up`; copied at
+  // once, as an operator copies backups off the machine, before rotation deletes it.
+  const file = join(work, 'up', 'copied.backup');
+  await waitFor(() => {
+    const name = backupsIn(dir).find((backup) => takenAt(backup) > deployedAt);
+    if (name) copyFileSync(join(dir, name), file);
+    return name;
+  }, 30_000, { what: 'a backup after the deploy' });
   t.equal((await platform('backup', 'verify', file)).code, 0, 'it verifies');
   await up.stop();
   up = undefined;
