@@ -66,6 +66,8 @@ export const extraFlagsVariable = (role: Role): string => `PLATFORM_${role.toUpp
 
 /** The gateway's state directory under /var/lib (systemd creates it, owned by the unit's user). */
 const GATEWAY_STATE = 'platform-gateway';
+/** Where the scheduler may write scheduled backups under ProtectSystem=strict (PLATFORM_BACKUP_DIR). */
+const BACKUP_STATE = 'platform-backups';
 
 const HEADER = '# Rendered by `platform systemd render` (README "Running on machines with systemd"); render again rather than edit.';
 
@@ -113,7 +115,14 @@ function hardening(role: Role): string[] {
  */
 const gatewayStop = ['KillMode=process', 'KillSignal=SIGINT', 'RestartKillSignal=SIGTERM'];
 
-function serviceSection(execStart: string, role: Role): string[] {
+/** The writable directories a role's main unit gets under ProtectSystem=strict (systemd creates them, owned by its user). */
+function stateDirectories(role: Role): string[] {
+  if (role === 'gateway') return [`StateDirectory=${GATEWAY_STATE}`];
+  if (role === 'scheduler') return [`StateDirectory=${BACKUP_STATE}`, 'StateDirectoryMode=0700'];
+  return [];
+}
+
+function serviceSection(execStart: string, role: Role, state: string[] = []): string[] {
   return [
     '[Service]',
     'Type=exec',
@@ -122,7 +131,8 @@ function serviceSection(execStart: string, role: Role): string[] {
     'Restart=always',
     'RestartSec=2',
     'TimeoutStopSec=30',
-    ...(role === 'gateway' ? [`StateDirectory=${GATEWAY_STATE}`, ...gatewayStop] : []),
+    ...state,
+    ...(role === 'gateway' ? gatewayStop : []),
     ...hardening(role),
   ];
 }
@@ -149,7 +159,7 @@ function mainUnit(role: Role, settings: MachineSettings): string {
     // Keep restarting while etcd or Docker is away, instead of giving up after five tries.
     'StartLimitIntervalSec=0',
     '',
-    ...serviceSection(`${settings.bin} serve ${flags.join(' ')}`, role),
+    ...serviceSection(`${settings.bin} serve ${flags.join(' ')}`, role, stateDirectories(role)),
     '',
     '[Install]',
     'WantedBy=multi-user.target',
@@ -234,6 +244,11 @@ function environmentFile(settings: MachineSettings): string {
           '#PLATFORM_ENGINE_GRACE=30',
           '# How long a machine whose agent stopped on purpose (systemctl restart, a reboot) keeps its units (docs/cluster.md).',
           '#PLATFORM_MACHINE_GRACE=5m',
+          '# Scheduled backups by the leader (docs/operations.md "Scheduled backups"): the directory (the scheduler',
+          `# unit may write only under /var/lib/${BACKUP_STATE}), the time between backups, how many are kept.`,
+          `#PLATFORM_BACKUP_DIR=/var/lib/${BACKUP_STATE}`,
+          '#PLATFORM_BACKUP_INTERVAL=1h',
+          '#PLATFORM_BACKUP_KEEP=48',
           '# Registries on private addresses deploys may use, and the registry webhooks\' secrets.',
           '#PLATFORM_ALLOWED_REGISTRIES=registry.internal:5000',
           '#PLATFORM_REGISTRY_WEBHOOK_TOKEN=',

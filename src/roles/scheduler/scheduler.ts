@@ -19,7 +19,8 @@ import { planHealing, type Reschedule } from './healing.js';
 import { conditionsOf, decideHeal, endedEpisodes, openEpisode } from './healing-backoff.js';
 import { endEpisode } from './deployment-records.js';
 import { Housekeeping } from './housekeeping.js';
-import { defaultRetention, type RetentionLimits } from '../../config.js';
+import { defaultRetention, type BackupSchedule, type RetentionLimits } from '../../config.js';
+import { ScheduledBackups, type BackupReadiness } from './scheduled-backups.js';
 import { Notifier } from './notifier.js';
 import { onStorePing } from '../../store/store-heartbeat.js';
 import { RENEWAL_GRACE_TTLS } from '../../store/leased-keys.js';
@@ -51,6 +52,8 @@ export interface SchedulerOptions {
   engineGraceSeconds?: number;
   /** How long a machine whose agent stopped on purpose keeps its units, ms (default 5 min). */
   machineGraceMs?: number;
+  /** The leader's scheduled backups (--backup-dir); none when unset. */
+  backups?: BackupSchedule;
 }
 
 /** How long a follower waits for the leader to answer work it handed over. */
@@ -77,6 +80,7 @@ export class Scheduler {
   private readonly stopTimeoutSeconds: number;
   private readonly engineGraceSeconds: number | undefined;
   private readonly housekeeping: Housekeeping;
+  private readonly backups: ScheduledBackups | undefined;
   private cluster?: ClusterWatch;
   private runner?: DeploymentRunner;
   private notifier?: Notifier;
@@ -106,7 +110,13 @@ export class Scheduler {
       announce: options.announce ?? true,
       ttlSeconds: options.leaseTtlSeconds,
       log: options.log,
-      events: { elected: () => void this.lead(), deposed: () => this.runner?.forget() },
+      events: {
+        elected: () => void this.lead(),
+        deposed: () => {
+          this.runner?.forget();
+          this.backups?.stop();
+        },
+      },
     });
     this.store = new FencedStore(options.store, () => this.leadership.fence());
     this.handOff = new HandOff(options.store, options.log);
@@ -114,6 +124,7 @@ export class Scheduler {
     this.stopTimeoutSeconds = options.stopTimeoutSeconds ?? 60;
     this.engineGraceSeconds = options.engineGraceSeconds;
     this.housekeeping = new Housekeeping(this.store, options.retention ?? defaultRetention, options.log);
+    this.backups = options.backups && new ScheduledBackups(options.backups, { store: options.store, journal: this.store, log: options.log });
   }
 
   async start(): Promise<void> {
@@ -195,12 +206,18 @@ export class Scheduler {
     return { renewalGraceUntil: at(this.renewalGraceUntil), healedAt: at(this.healedAt), machinesAway: this.cluster?.machinesAway() ?? [] };
   }
 
+  /** For /readyz: the scheduled backups, with a warning when the newest verified one is stale. */
+  async backupState(): Promise<{ backups?: BackupReadiness }> {
+    return this.backups ? { backups: await this.backups.readiness() } : {};
+  }
+
   async close(): Promise<void> {
     clearInterval(this.healTimer);
     clearInterval(this.pruneTimer);
     clearTimeout(this.renewalGraceTimer);
     this.stopHearingStore?.();
     for (const timer of this.graceTimers.values()) clearTimeout(timer);
+    await this.backups?.close();
     await this.handOff.close();
     await this.leadership.close();
     await this.runner?.close();
@@ -241,6 +258,7 @@ export class Scheduler {
       }
       this.startRenewalGrace();
       this.conditionsAtAttempt.clear();
+      void this.backups?.lead();
       await this.handOff.serve((request) => this.execute(request), () => this.isLeader());
       // Deliveries the last leader left pending go out from here.
       this.notifier?.kick();
