@@ -77,8 +77,6 @@ export interface GatewayCluster {
   stopAgent(): Promise<void>;
   /** Starts the (stopped) agent again on its machine id and port, with `flags` added (later flags win). */
   startAgent(flags?: string[]): Promise<Role>;
-  /** stopAgent, then startAgent. */
-  restartAgent(flags?: string[]): Promise<Role>;
   /** One gateway per tested data plane. */
   gateways: Gateway[];
   /** Declares a service of the test image's repository. */
@@ -128,10 +126,6 @@ export async function startGatewayCluster(agentFlags: string[] = [], options: Ga
     },
     stopAgent: () => agent.stop('SIGTERM'),
     startAgent: async (more = []) => (agent = await startAgent(more)),
-    restartAgent: async (more = []) => {
-      await agent.stop('SIGTERM');
-      return (agent = await startAgent(more));
-    },
     gateways,
     declare: async (service, fields = {}) => {
       const created = await http('POST', `${directory.url}/services`, { name: service, containerImage: `${registry.host}/${repository}`, ...fields });

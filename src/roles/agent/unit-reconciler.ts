@@ -109,7 +109,10 @@ export class UnitReconciler {
    */
   async reconcile({ assignment, container, run, standIn }: SlotPlan, taken: TakenByContainers): Promise<void> {
     const slot = slotOf(assignment);
+    const adopting = !this.memory.has(slot) && container?.state === 'running';
     const memory = this.memoryOf(slot);
+    // A running container found (after a restart) served before: it is reported running once probed, not starting first.
+    if (adopting) memory.quietUntil = Date.now() + QUIET_START_MS;
     memory.replacing = standIn !== undefined;
     if (standIn) await this.observeStandIn(assignment, slot, standIn);
     else this.dropStandIn(slot);
@@ -175,7 +178,7 @@ export class UnitReconciler {
   private async observeStandIn(assignment: Assignment, slot: string, standIn: UnitContainer): Promise<void> {
     let memory = this.standIns.get(slot);
     if (!memory) {
-      memory = { backoff: new RestartBackoff(), restarts: 0 };
+      memory = { backoff: new RestartBackoff(), restarts: 0, quietUntil: Date.now() + QUIET_START_MS };
       this.standIns.set(slot, memory);
     }
     if (standIn.state === 'running') await this.observeRunning(assignment, memory, standIn);
