@@ -1,6 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, createWriteStream, readFileSync, type WriteStream } from 'node:fs';
 import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
 import Docker from 'dockerode';
 import { ensureCommand } from './system-packages.js';
 import { waitFor } from './wait.js';
@@ -8,7 +9,9 @@ import { waitFor } from './wait.js';
 // A private Docker engine per test run: its own data root, exec root and socket, so tests never
 // touch (or depend on) a Docker engine the machine may already run. Without a bridge network its
 // containers use host networking. A test host (test-hosts.ts) runs its engine inside its network
-// namespace, with a bridge: units publish ports there through Docker's userland proxy.
+// namespace, with a bridge: units publish ports there through Docker's userland proxy. An engine
+// with a bridge outside a namespace gets a bridge of its own (not docker0, which engines of tests
+// running side by side would share, handing out the same addresses), removed when it stops.
 
 export interface DockerEngine {
   /** Path of the engine's Unix socket. */
@@ -77,13 +80,13 @@ function unmountUnder(dir: string): void {
   for (const mountPoint of mountPoints) spawnSync('umount', ['-l', mountPoint], { stdio: 'ignore' });
 }
 
-function dockerdCommand(dir: string, socket: string, options: DockerdOptions): [string, string[]] {
+function dockerdCommand(dir: string, socket: string, options: DockerdOptions, bridge: string | undefined): [string, string[]] {
   const args = [
     '--data-root', join(dir, 'data'),
     '--exec-root', join(dir, 'exec'),
     '--pidfile', join(dir, 'dockerd.pid'),
     '--host', `unix://${socket}`,
-    ...(options.bridge ? [] : ['--bridge=none']),
+    `--bridge=${bridge ?? (options.bridge ? 'docker0' : 'none')}`,
     '--iptables=false',
     '--ip6tables=false',
     ...(options.insecureRegistries ?? []).map((registry) => `--insecure-registry=${registry}`),
@@ -91,6 +94,20 @@ function dockerdCommand(dir: string, socket: string, options: DockerdOptions): [
   // Only the network namespace: `ip netns exec` also remounts /sys, and dockerd then fails with
   // "Devices cgroup isn't mounted".
   return options.netns ? ['nsenter', [`--net=/var/run/netns/${options.netns}`, 'dockerd', ...args]] : ['dockerd', args];
+}
+
+/** A bridge of the engine's own outside a namespace, on a /24 of 10.213.0.0/16 no interface here uses. */
+function createPrivateBridge(): string {
+  const name = `pd${randomBytes(4).toString('hex')}`;
+  const used = spawnSync('ip', ['-o', '-4', 'addr'], { encoding: 'utf8' }).stdout ?? '';
+  const free = [...Array(256).keys()].filter((n) => !used.includes(`10.213.${n}.`));
+  const subnet = free[Math.floor(Math.random() * free.length)];
+  if (subnet === undefined) throw new Error('no free /24 in 10.213.0.0/16 for a test bridge');
+  for (const args of [['link', 'add', 'name', name, 'type', 'bridge'], ['addr', 'add', `10.213.${subnet}.1/24`, 'dev', name], ['link', 'set', name, 'up']]) {
+    const run = spawnSync('ip', args, { encoding: 'utf8' });
+    if (run.status !== 0) throw new Error(`ip ${args.join(' ')}: ${run.stderr}`);
+  }
+  return name;
 }
 
 /** Starts a real dockerd (Debian docker.io) as root and resolves once it answers ping. */
@@ -104,9 +121,11 @@ export async function startDockerd(options: DockerdOptions = {}): Promise<Docker
   const log: WriteStream = createWriteStream(logPath);
   const docker = new Docker({ socketPath: socket });
   let child: ChildProcess | undefined;
+  const bridge = options.bridge && !options.netns ? createPrivateBridge() : undefined;
+  const removeBridge = () => bridge && spawnSync('ip', ['link', 'del', bridge], { stdio: 'ignore' });
 
   const launch = async (): Promise<void> => {
-    const [command, args] = dockerdCommand(dir, socket, options);
+    const [command, args] = dockerdCommand(dir, socket, options, bridge);
     const started = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     child = started;
     started.stdout?.pipe(log, { end: false });
@@ -134,6 +153,7 @@ export async function startDockerd(options: DockerdOptions = {}): Promise<Docker
     spawnSync('pkill', ['-KILL', '-f', `containerd-shim.*${dir}/`], { stdio: 'ignore' });
     unmountUnder(dir);
     rmSync(dir, { recursive: true, force: true });
+    removeBridge();
   };
   process.once('exit', killOnExit);
 
@@ -146,6 +166,7 @@ export async function startDockerd(options: DockerdOptions = {}): Promise<Docker
     log.end();
     unmountUnder(dir);
     rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+    removeBridge();
   };
   try {
     await launch();

@@ -73,6 +73,10 @@ export interface GatewayCluster {
   directory: Role;
   scheduler: Role;
   agent: Role;
+  /** Stops the agent with SIGTERM, as systemd does; its units keep running. */
+  stopAgent(): Promise<void>;
+  /** Starts the (stopped) agent again on its machine id and port, with `flags` added (later flags win). */
+  startAgent(flags?: string[]): Promise<Role>;
   /** One gateway per tested data plane. */
   gateways: Gateway[];
   /** Declares a service of the test image's repository. */
@@ -86,18 +90,26 @@ export interface GatewayCluster {
   stop(): Promise<void>;
 }
 
-export async function startGatewayCluster(agentFlags: string[] = []): Promise<GatewayCluster> {
-  const [etcd, engine, registry] = await Promise.all([startEtcd(), startDockerd(), startRegistry()]);
+export interface GatewayClusterOptions {
+  /** The roles' --announce-ttl, the agent's lease included (default 3 s; an agent restart must come back within it). */
+  announceTtlSeconds?: number;
+  /** Give the engine Docker's default bridge, for units on bridge networking (default: none, host networking only). */
+  bridge?: boolean;
+}
+
+export async function startGatewayCluster(agentFlags: string[] = [], options: GatewayClusterOptions = {}): Promise<GatewayCluster> {
+  const [etcd, engine, registry] = await Promise.all([startEtcd(), startDockerd({ bridge: options.bridge ?? false }), startRegistry()]);
   const repository = `gw/web-${randomBytes(3).toString('hex')}`;
   const v1 = await buildTestImage(engine.docker, registry.host, repository, 'v1', { label: 'one' });
   const v2 = await buildTestImage(engine.docker, registry.host, repository, 'v2', { label: 'two' });
-  const flags = ['--etcd', etcd.url, '--announce-ttl', '3'];
+  const flags = ['--etcd', etcd.url, '--announce-ttl', String(options.announceTtlSeconds ?? 3)];
   // One at a time: on a busy machine, processes starting together each wait longer than their bound.
   const directory = await serveRole('directory', await freePort(), flags);
   const scheduler = await serveRole('scheduler', await freePort(), flags);
-  const agent = await serveRole('agent', await freePort(), [...flags, '--network', 'host', '--machine-id', `gw-${randomBytes(2).toString('hex')}`, '--stop-grace', '2', ...agentFlags], {
-    DOCKER_HOST: engine.dockerHost,
-  });
+  const agentArgs = [...flags, '--network', 'host', '--machine-id', `gw-${randomBytes(2).toString('hex')}`, '--stop-grace', '2', ...agentFlags];
+  const agentPort = await freePort();
+  const startAgent = (more: string[] = []) => serveRole('agent', agentPort, [...agentArgs, ...more], { DOCKER_HOST: engine.dockerHost });
+  let agent = await startAgent();
   const gateways: Gateway[] = [];
   for (const plane of testedDataPlanes()) gateways.push(await startGateway(plane, flags));
 
@@ -109,7 +121,11 @@ export async function startGatewayCluster(agentFlags: string[] = []): Promise<Ga
     flags,
     directory,
     scheduler,
-    agent,
+    get agent() {
+      return agent;
+    },
+    stopAgent: () => agent.stop('SIGTERM'),
+    startAgent: async (more = []) => (agent = await startAgent(more)),
     gateways,
     declare: async (service, fields = {}) => {
       const created = await http('POST', `${directory.url}/services`, { name: service, containerImage: `${registry.host}/${repository}`, ...fields });

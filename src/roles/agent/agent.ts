@@ -13,7 +13,8 @@ import { defaultHostNetworkUser, defaultUnitLogs, type UnitLogRotation } from '.
 import { AssignmentCheck, type RefusedAssignment } from './assignment-check.js';
 import { CoalescingRunner } from './coalescing-runner.js';
 import type { NetworkMode } from './container-spec.js';
-import { canonicalName, listUnitContainers, type UnitContainer } from './containers.js';
+import { canonicalName, hostPortOf, listUnitContainers, type UnitContainer } from './containers.js';
+import { planReplacements } from './replacement-plan.js';
 import { slotOf } from '../../units.js';
 import { EngineCheck, connectDocker, dockerErrorMessage, engineCheckTimeoutMs, engineUnreachableAdvice, withTimeout } from './docker-client.js';
 import { watchContainerEvents, type DockerEventWatch } from './docker-events.js';
@@ -26,7 +27,8 @@ import { UnitReconciler, observedStatus } from './unit-reconciler.js';
 // The agent makes its machine run what the scheduler assigned to it, like fleet's agent or a
 // kubelet: on every trigger (assignment watch, Docker event, periodic resync) it recomputes from
 // the full desired state (assignments) and actual state (this machine's containers), one pass at
-// a time. Containers outlive the agent; a restarted agent adopts them by their labels.
+// a time. Containers outlive the agent; a restarted agent adopts them by their labels and network
+// mode, and replaces the ones on another network mode one at a time (replacement-plan.ts).
 
 export interface AgentOptions {
   store: Store;
@@ -270,19 +272,22 @@ class MachineAgent implements Agent {
   }
 
   private async reconcileUnits(assignments: Assignment[], wanted: ReadonlySet<string>, containers: UnitContainer[]): Promise<void> {
-    const containerOf = new Map(containers.map((container) => [slotOf(container), container]));
+    const network = this.options.network ?? 'bridge';
+    const units = this.units;
+    const plan = planReplacements({ assignments, containers, network, isReady: (c) => units.isReady(c), isStopping: (c) => units.isStopping(c) });
     const taken = {
-      ports: new Set(this.options.network === 'host' ? containers.map((container) => container.port) : []),
+      // Whatever network mode a container has, the host port it holds is not free for a unit on host networking.
+      ports: new Set(containers.map(hostPortOf).filter((port): port is number => port !== undefined)),
       names: new Set(containers.map((container) => container.name)),
     };
     const log = this.options.log;
-    for (const container of containers) if (!wanted.has(slotOf(container))) this.units.retire(container);
+    for (const { container, handedOver } of plan.retire) this.units.retire(container, handedOver);
     // Units are independent: one unit's slow pull must not hold up the others.
     await Promise.all(
-      assignments.map((assignment) =>
+      plan.slots.map((slot) =>
         this.units
-          .reconcile(assignment, containerOf.get(slotOf(assignment)), taken)
-          .catch((error) => log.warn({ unit: assignment.unit, reason: dockerErrorMessage(error) }, 'could not reconcile unit')),
+          .reconcile(slot, taken)
+          .catch((error) => log.warn({ unit: slot.assignment.unit, reason: dockerErrorMessage(error) }, 'could not reconcile unit')),
       ),
     );
     await this.restoreUnitNames(containers, wanted);
@@ -294,7 +299,10 @@ class MachineAgent implements Agent {
    */
   private async restoreUnitNames(containers: UnitContainer[], wanted: ReadonlySet<string>): Promise<void> {
     const holders = new Set(containers.filter((c) => c.name === c.unit).map((c) => c.unit));
-    const renamable = containers.filter((c) => c.name !== c.unit && !holders.has(c.unit) && wanted.has(slotOf(c)) && !this.units.isStopping(c));
+    // A container on the other network mode is being replaced: the name waits for its replacement.
+    const renamable = containers.filter(
+      (c) => c.name !== c.unit && !holders.has(c.unit) && wanted.has(slotOf(c)) && c.network === (this.options.network ?? 'bridge') && !this.units.isStopping(c),
+    );
     for (const container of renamable) await canonicalName(this.docker, container);
   }
 

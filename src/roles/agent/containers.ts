@@ -1,7 +1,7 @@
 import { trace } from '../../trace.js';
 import type Docker from 'dockerode';
 import type { UnitFailure } from './status-reporter.js';
-import { labels, machineLabelFilters } from './container-spec.js';
+import { labels, machineLabelFilters, type NetworkMode } from './container-spec.js';
 import { isVolumeNameOfService } from './unit-volumes.js';
 import { parseImageReference } from '../../image-reference.js';
 import type { CredentialLookup } from '../../auth/registry-credentials.js';
@@ -23,11 +23,16 @@ export interface UnitContainer {
   image: string;
   /** The unit's `PORT`, from its label: stable across agent restarts. */
   port: number;
+  /** The network mode it was created with (Docker's own record, so containers of any platform version have one). */
+  network: NetworkMode;
   /** Docker's state: created, running, exited, dead, paused, restarting, removing. */
   state: string;
   /** Bridge mode: the host port Docker published the unit's port on. */
   publishedPort?: number;
 }
+
+/** The host port the unit is reached at: its own port on host networking, the published one on bridge. */
+export const hostPortOf = (container: UnitContainer): number | undefined => (container.network === 'host' ? container.port : container.publishedPort);
 
 export interface ContainerExit {
   exitCode: number;
@@ -58,6 +63,8 @@ function toUnitContainer(entry: Docker.ContainerInfo): UnitContainer {
     ...(grace === undefined ? {} : { stopGraceSeconds: Number(grace) }),
     image: entryLabels[labels.image] ?? entry.Image,
     port,
+    // Units are created with `host` or `bridge`; Docker says `default` for bridge on some engines.
+    network: entry.HostConfig?.NetworkMode === 'host' ? 'host' : 'bridge',
     state: entry.State,
     ...(published ? { publishedPort: published.PublicPort } : {}),
   };

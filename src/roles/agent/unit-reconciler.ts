@@ -5,11 +5,12 @@ import type { Assignment, UnitSlot } from '../../schemas/cluster.js';
 import { isRunning, slotOf } from '../../units.js';
 import { RestartBackoff } from './backoff.js';
 import { containerCreateOptions, type NetworkMode } from './container-spec.js';
-import { createAndStart, ensureImage, inspectExit, startContainer, stopAndRemove, type UnitContainer } from './containers.js';
+import { createAndStart, ensureImage, hostPortOf, inspectExit, startContainer, stopAndRemove, type UnitContainer } from './containers.js';
 import { dockerErrorMessage } from './docker-client.js';
 import { chooseUnitPorts } from './ports.js';
 import { UnitRefusal, unitMounts } from './unit-volumes.js';
 import { passesProbe } from './readiness-probe.js';
+import type { SlotPlan } from './replacement-plan.js';
 import type { CredentialLookup } from '../../auth/registry-credentials.js';
 import type { UnitLogRotation } from '../../config.js';
 import type { ObservedStatus, UnitFailure, UnitStatusReporter } from './status-reporter.js';
@@ -17,7 +18,9 @@ import type { ObservedStatus, UnitFailure, UnitStatusReporter } from './status-r
 // Makes one unit slot's container match its assignment, one step per pass: create a missing one,
 // restart an exited one after its backoff, probe a new one until it serves, and report what it
 // sees. Slots no assignment wants are drained and stopped in the background. Every step is safe
-// to repeat; the next pass continues where this one stopped.
+// to repeat; the next pass continues where this one stopped. While a container on the other
+// network mode stands in for the slot (replacement-plan.ts), it is what the slot's status
+// reports, until the replacement passes its probe.
 
 export interface UnitReconcilerOptions {
   docker: Docker;
@@ -54,6 +57,8 @@ interface SlotMemory {
   probing?: string;
   /** Until then a just-started container that has not passed its probe is not reported as started (QUIET_START_MS). */
   quietUntil?: number;
+  /** A stand-in serves the slot: only this slot's container passing its probe is reported. */
+  replacing?: boolean;
 }
 
 /** What this machine's containers hold, which a new container must not take. */
@@ -88,6 +93,8 @@ const QUIET_START_MS = 100;
 
 export class UnitReconciler {
   private readonly memory = new Map<string, SlotMemory>();
+  /** The containers standing in for slots while their replacements start, by slot. */
+  private readonly standIns = new Map<string, SlotMemory>();
   /** Containers being drained and stopped, by container id, with their slot. */
   private readonly stopping = new Map<string, { slot: string; done: Promise<void> }>();
   /** Image checks under way or passed in the last seconds, by image reference. */
@@ -100,8 +107,16 @@ export class UnitReconciler {
    * containers hold: host ports, and names (during a rolling update the old container of the unit
    * holds its name).
    */
-  async reconcile(assignment: Assignment, container: UnitContainer | undefined, taken: TakenByContainers): Promise<void> {
-    const memory = this.memoryOf(slotOf(assignment));
+  async reconcile({ assignment, container, run, standIn }: SlotPlan, taken: TakenByContainers): Promise<void> {
+    const slot = slotOf(assignment);
+    const adopting = !this.memory.has(slot) && container?.state === 'running';
+    const memory = this.memoryOf(slot);
+    // A running container found (after a restart) served before: it is reported running once probed, not starting first.
+    if (adopting) memory.quietUntil = Date.now() + QUIET_START_MS;
+    memory.replacing = standIn !== undefined;
+    if (standIn) await this.observeStandIn(assignment, slot, standIn);
+    else this.dropStandIn(slot);
+    if (!run) return;
     if (!container) return this.create(assignment, memory, taken);
     if (container.state === 'running') return this.observeRunning(assignment, memory, container);
     return this.restartStopped(assignment, memory, container);
@@ -112,18 +127,25 @@ export class UnitReconciler {
     return this.stopping.has(container.id);
   }
 
+  /** Whether the container has passed its readiness probe since it (or this agent) started. */
+  isReady(container: UnitContainer): boolean {
+    const slot = slotOf(container);
+    return this.memory.get(slot)?.readyContainer === container.id || this.standIns.get(slot)?.readyContainer === container.id;
+  }
+
   /**
-   * Retires a container no assignment wants, in the background: its status says
-   * deactivating/running for the drain period (gateways stop sending it new requests, in-flight
-   * ones finish), then it gets SIGTERM, its grace period, SIGKILL, and its status goes.
+   * Retires a container in the background: its status says deactivating/running for the drain
+   * period (gateways stop sending it new requests, in-flight ones finish), then it gets SIGTERM,
+   * its grace period, SIGKILL, and its status goes. `handedOver`: the slot's status names the
+   * container's replacement already (gateways are moving to it), so the status stays and only the
+   * drain period is waited out.
    */
-  retire(container: UnitContainer): void {
+  retire(container: UnitContainer, handedOver = false): void {
     if (this.stopping.has(container.id)) return;
     const slot = slotOf(container);
     // A probe still running must not report a unit that is going away as running.
-    const memory = this.memory.get(slot);
-    if (memory?.probing === container.id) memory.probing = undefined;
-    const done = this.drainAndStop(container, slot)
+    for (const memory of [this.memory.get(slot), this.standIns.get(slot)]) if (memory?.probing === container.id) memory.probing = undefined;
+    const done = (handedOver ? this.drainHandedOver(container, slot) : this.drainAndStop(container, slot))
       .catch((error) => this.options.log.warn({ unit: container.unit, reason: dockerErrorMessage(error) }, 'could not stop unit'))
       .finally(() => {
         this.stopping.delete(container.id);
@@ -149,6 +171,31 @@ export class UnitReconciler {
       memory.probing = undefined;
       this.memory.delete(slot);
     }
+    for (const slot of this.standIns.keys()) if (!slots.has(slot)) this.dropStandIn(slot);
+  }
+
+  /** Reports the container standing in for the slot as any running unit (probed, then running). */
+  private async observeStandIn(assignment: Assignment, slot: string, standIn: UnitContainer): Promise<void> {
+    let memory = this.standIns.get(slot);
+    if (!memory) {
+      memory = { backoff: new RestartBackoff(), restarts: 0, quietUntil: Date.now() + QUIET_START_MS };
+      this.standIns.set(slot, memory);
+    }
+    if (standIn.state === 'running') await this.observeRunning(assignment, memory, standIn);
+  }
+
+  private dropStandIn(slot: string): void {
+    const memory = this.standIns.get(slot);
+    if (memory) memory.probing = undefined;
+    this.standIns.delete(slot);
+  }
+
+  /** A replaced container: the drain period (the status names its replacement), then stopped. */
+  private async drainHandedOver(container: UnitContainer, slot: string): Promise<void> {
+    this.options.log.info({ unit: container.unit, container: container.id, network: container.network }, 'replaced unit container; stopping the old one after the drain period');
+    if (container.state === 'running' && this.options.drainSeconds > 0) await new Promise((resolve) => setTimeout(resolve, this.options.drainSeconds * 1000));
+    await stopAndRemove(this.options.docker, container.id, container.stopGraceSeconds ?? this.options.stopGraceSeconds);
+    this.dropStandIn(slot);
   }
 
   private async drainAndStop(container: UnitContainer, slot: string): Promise<void> {
@@ -165,6 +212,7 @@ export class UnitReconciler {
     const memory = this.memory.get(slot);
     if (memory) memory.probing = undefined;
     this.memory.delete(slot);
+    this.dropStandIn(slot);
   }
 
   /**
@@ -235,7 +283,7 @@ export class UnitReconciler {
   }
 
   private async observeRunning(assignment: Assignment, memory: SlotMemory, container: UnitContainer): Promise<void> {
-    const hostPort = this.options.network === 'host' ? container.port : container.publishedPort;
+    const hostPort = hostPortOf(container);
     if (!hostPort) {
       this.options.wakeIn(probeRetryMs);
       const waiting: UnitFailure = { error: 'waiting for Docker to publish the unit port', errorKind: 'port-publish' };
@@ -279,6 +327,8 @@ export class UnitReconciler {
           memory.probing = undefined;
           memory.readyContainer = containerId;
           await this.report(assignment, memory, { active: 'active', sub: 'running', address, containerId });
+          // A replacement ready: the next pass retires the container it replaces.
+          if (memory.replacing) this.options.wakeIn(0);
           return;
         }
         // Unless a pass has reported the container meanwhile (with its address). Not awaited: the next
@@ -325,7 +375,15 @@ export class UnitReconciler {
     await this.waitingForRetry(assignment, memory, containerId);
   }
 
+  /**
+   * The slot's status, from the container that serves it: while a stand-in does, the replacement
+   * reports only once it passes its probe (its start, failures and retries are logged, not
+   * reported: the unit is serving), and from then on the stand-in no longer reports.
+   */
   private report(assignment: Assignment, memory: SlotMemory, state: UnitState, failure?: UnitFailure): Promise<void> {
+    const slot = slotOf(assignment);
+    if (memory.replacing && !(state.active === 'active' && state.sub === 'running')) return Promise.resolve();
+    if (this.standIns.get(slot) === memory && this.memory.get(slot)?.readyContainer !== undefined) return Promise.resolve();
     return this.options.reporter.report(observedStatus(assignment, this.options.machineId, memory.restarts, state, failure));
   }
 }
