@@ -66,6 +66,7 @@ function addServeFlags(command: Command): Command {
     .option('--keep-deployments <n>', 'scheduler: finished deployments kept per service, older ones deleted (default 50)')
     .option('--keep-journal <n>', 'scheduler: journal entries kept, older ones deleted (default 10000)')
     .option('--engine-grace <seconds>', 'scheduler: how long a machine may have no Docker engine before its units move elsewhere (default 30; env PLATFORM_ENGINE_GRACE)')
+    .option('--backup-dir <dir>', 'scheduler: where the leader writes the backup it takes before migrating the store\'s schema (env PLATFORM_BACKUP_DIR; default <data-dir>/backups)')
     .option('--keep-releases <n>', 'scheduler: releases kept per service, older ones deleted (default 50; rollback reaches only kept ones)')
     .option('--notify-retry <duration>', 'scheduler: wait before the first retry of a failed notification, doubling (with jitter) up to 1h (default 10s)')
     .option('--notify-give-up <duration>', 'scheduler: a notification not delivered within this is given up (default 24h)')

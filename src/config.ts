@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Component } from './store/keys.js';
 import type { EtcdSecurity } from './store/etcd-store.js';
 import { machineIdPattern } from './schemas/cluster.js';
@@ -238,6 +238,8 @@ export interface SchedulerConfig {
   notify: { policy: RetryPolicy; timeoutMs: number };
   /** Seconds a machine may have no Docker engine before its units move elsewhere (docs/cluster.md). */
   engineGraceSeconds: number;
+  /** Where the leader writes the backup it takes before migrating the store's schema (--backup-dir; default <data-dir>/backups). */
+  backupDir: string;
 }
 
 export interface RawFlags {
@@ -307,6 +309,7 @@ export interface RawFlags {
   maxConnectionsPerAddress?: string;
   keepDeployments?: string;
   engineGrace?: string;
+  backupDir?: string;
   keepJournal?: string;
   keepReleases?: string;
   writeBudget?: string;
@@ -466,6 +469,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
       },
       notify: resolveNotify(flags),
       engineGraceSeconds: integer('--engine-grace', flags.engineGrace ?? (env.PLATFORM_ENGINE_GRACE || undefined), 1, 86_400) ?? defaultEngineGraceSeconds,
+      backupDir: resolve(flags.backupDir ?? (env.PLATFORM_BACKUP_DIR || undefined) ?? join(flags.dataDir ?? env.PLATFORM_DATA_DIR ?? '.platform-data', 'backups')),
     },
     gateway: resolveGatewayConfig(flags, env, domain),
     http: resolveHttpLimits(flags),

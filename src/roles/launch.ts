@@ -5,6 +5,9 @@ import { announcedAs, portOf, type PlatformConfig, type Role } from '../config.j
 import { openStore } from '../store/open-store.js';
 import { LeasedKeys } from '../store/leased-keys.js';
 import { componentKey } from '../store/keys.js';
+import { readStoreSchema, refuseNewerSchema } from '../store/store-schema.js';
+import { STORE_SCHEMA_VERSION } from '../store/schema-version.js';
+import { platformVersion } from '../platform-version.js';
 import type { Store } from '../store/store.js';
 import { TokenCache } from '../auth/token-cache.js';
 import { isLoopback } from '../auth/caller.js';
@@ -56,6 +59,10 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
     dataDir: config.dataDir,
     warn: (message) => log.warn(message),
   });
+  await checkStoreSchema(store, log).catch(async (error: unknown) => {
+    await store.close();
+    throw error;
+  });
   const announcements = await LeasedKeys.start(store, config.announceTtlSeconds, log);
   const closers: Closer[] = [];
   const running: RunningRole[] = [];
@@ -105,6 +112,17 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
     // Announcements go first (the lease is revoked, so peers stop finding us at once), then the servers.
     close: () => closeAll([() => announcements.close(), ...closers, () => store.close()]),
   };
+}
+
+/**
+ * Before any role reads a record: a store of a newer layout than this program knows is refused
+ * (the message names both versions); an older one is read as it is (each release reads the layout
+ * before its own, docs/upgrades.md) until the scheduler leader migrates it.
+ */
+async function checkStoreSchema(store: Store, log: Logger): Promise<void> {
+  const { version } = await readStoreSchema(store);
+  refuseNewerSchema(version, store.description, platformVersion);
+  if (version < STORE_SCHEMA_VERSION) log.info({ storeSchema: version, programSchema: STORE_SCHEMA_VERSION }, 'the store schema is older than this program\'s: the scheduler leader migrates it');
 }
 
 async function closeAll(closers: Closer[]): Promise<void> {

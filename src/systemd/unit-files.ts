@@ -64,8 +64,12 @@ const portOf = (role: Role): number => (role === 'gateway' ? GATEWAY_PORT : defa
 /** `$PLATFORM_AGENT_FLAGS`: more `platform serve` flags for one unit, from the environment file. */
 export const extraFlagsVariable = (role: Role): string => `PLATFORM_${role.toUpperCase()}_FLAGS`;
 
-/** The gateway's state directory under /var/lib (systemd creates it, owned by the unit's user). */
-const GATEWAY_STATE = 'platform-gateway';
+/**
+ * Roles that keep files, and their state directory under /var/lib (systemd makes it, owned by the
+ * unit's user), passed as --data-dir: the gateway's HAProxy configuration, maps and sockets, the
+ * scheduler's pre-migration backups (<data-dir>/backups, docs/upgrades.md).
+ */
+const stateDirectories: Partial<Record<Role, string>> = { gateway: 'platform-gateway', scheduler: 'platform-scheduler' };
 
 const HEADER = '# Rendered by `platform systemd render` (README "Running on machines with systemd"); render again rather than edit.';
 
@@ -105,7 +109,7 @@ function hardening(role: Role): string[] {
   ];
 }
 
-function serviceSection(execStart: string, role: Role): string[] {
+function serviceSection(execStart: string, role: Role, stateDirectory?: string): string[] {
   return [
     '[Service]',
     'Type=exec',
@@ -114,7 +118,7 @@ function serviceSection(execStart: string, role: Role): string[] {
     'Restart=always',
     'RestartSec=2',
     'TimeoutStopSec=30',
-    ...(role === 'gateway' ? [`StateDirectory=${GATEWAY_STATE}`] : []),
+    ...(stateDirectory ? [`StateDirectory=${stateDirectory}`] : []),
     ...hardening(role),
   ];
 }
@@ -126,8 +130,8 @@ function mainUnit(role: Role, settings: MachineSettings): string {
   const flags = [
     `--role ${role}`,
     `--port ${portOf(role)}`,
-    // HAProxy's configuration, maps and sockets (the HAProxy data plane) need a writable directory.
-    ...(role === 'gateway' ? ['--host 0.0.0.0', `--https-port ${GATEWAY_HTTPS_PORT}`, `--data-dir /var/lib/${GATEWAY_STATE}`] : []),
+    ...(role === 'gateway' ? ['--host 0.0.0.0', `--https-port ${GATEWAY_HTTPS_PORT}`] : []),
+    ...(stateDirectories[role] ? [`--data-dir /var/lib/${stateDirectories[role]}`] : []),
     // One key, one writer: the sidekick announces, and only while the role answers.
     ...(hasSidekick ? ['--no-announce'] : []),
     `$${extraFlagsVariable(role)}`,
@@ -141,7 +145,7 @@ function mainUnit(role: Role, settings: MachineSettings): string {
     // Keep restarting while etcd or Docker is away, instead of giving up after five tries.
     'StartLimitIntervalSec=0',
     '',
-    ...serviceSection(`${settings.bin} serve ${flags.join(' ')}`, role),
+    ...serviceSection(`${settings.bin} serve ${flags.join(' ')}`, role, stateDirectories[role]),
     '',
     '[Install]',
     'WantedBy=multi-user.target',
@@ -224,6 +228,8 @@ function environmentFile(settings: MachineSettings): string {
           '',
           '# The scheduler: how long a machine may report no engine before its units run elsewhere, seconds.',
           '#PLATFORM_ENGINE_GRACE=30',
+          '# Where the leader writes the backup it takes before migrating the store\'s schema (docs/upgrades.md).',
+          '#PLATFORM_BACKUP_DIR=/var/lib/platform-scheduler/backups',
           '# Registries on private addresses deploys may use, and the registry webhooks\' secrets.',
           '#PLATFORM_ALLOWED_REGISTRIES=registry.internal:5000',
           '#PLATFORM_REGISTRY_WEBHOOK_TOKEN=',

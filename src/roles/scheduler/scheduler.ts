@@ -19,6 +19,7 @@ import { planHealing } from './healing.js';
 import { Housekeeping } from './housekeeping.js';
 import { defaultRetention, type RetentionLimits } from '../../config.js';
 import { Notifier } from './notifier.js';
+import { migrateStoreSchema } from './schema-migration.js';
 import { defaultRetryPolicy, type RetryPolicy } from '../../notifications/retry-schedule.js';
 
 // The scheduler role's lifecycle: leadership (one leader at a time, every write fenced on it), the
@@ -45,10 +46,14 @@ export interface SchedulerOptions {
   notify?: { policy: RetryPolicy; timeoutMs: number; allowedDestinations?: readonly string[] };
   /** How long a machine may have no Docker engine before its units move (default 30 s). */
   engineGraceSeconds?: number;
+  /** Where the leader writes its backup before migrating the store's schema. */
+  backupDir: string;
 }
 
 /** How long a follower waits for the leader to answer work it handed over. */
 const HANDOFF_TIMEOUT_MS = 30_000;
+/** How soon a leader whose schema migration failed (a full disk, an unwritable --backup-dir) tries again. */
+const SCHEMA_RETRY_MS = 10_000;
 
 /** The periodic resync of self-healing, beside the watch events that trigger it. */
 const HEAL_INTERVAL_MS = 10_000;
@@ -84,6 +89,7 @@ export class Scheduler {
   /** Machines this leadership has seen registered: one of them missing now was lost under this leader, grace or not. */
   private readonly seenSinceElection = new Set<string>();
   private renewalGraceTimer?: NodeJS.Timeout;
+  private schemaRetryTimer?: NodeJS.Timeout;
   /** When the last completed heal pass took its snapshot (ms), for /readyz: a test waits for one after the renewal grace. */
   private healedAt = 0;
   /** Heals due when a machine's engine grace period ends, by outage start. */
@@ -161,6 +167,7 @@ export class Scheduler {
     clearInterval(this.healTimer);
     clearInterval(this.pruneTimer);
     clearTimeout(this.renewalGraceTimer);
+    clearTimeout(this.schemaRetryTimer);
     for (const timer of this.engineGraceTimers.values()) clearTimeout(timer);
     await this.handOff.close();
     await this.leadership.close();
@@ -200,6 +207,7 @@ export class Scheduler {
         const newest = (await this.store.list(prefix)).map((kv) => lastSegment(kv.key)).findLast((id) => idTime(id) !== undefined);
         if (newest) sortAfter(newest);
       }
+      if (!(await this.migrateSchema())) return;
       this.startRenewalGrace();
       await this.handOff.serve((request) => this.execute(request), () => this.isLeader());
       // Deliveries the last leader left pending go out from here.
@@ -209,6 +217,22 @@ export class Scheduler {
       await this.heal();
     } catch (error) {
       this.log.warn({ err: error }, 'taking over as leader failed part-way; the next event retries');
+    }
+  }
+
+  /**
+   * The store's layout brought to this program's before the leader's other work reads it. A failed
+   * backup or migration is logged and tried again while this scheduler leads: the store is left as
+   * it was, and the older roles that read it carry on.
+   */
+  private async migrateSchema(): Promise<boolean> {
+    try {
+      await migrateStoreSchema({ store: this.options.store, leaderStore: this.store, backupDir: this.options.backupDir, log: this.log });
+      return true;
+    } catch (error) {
+      this.log.error({ err: error }, `the store schema was not migrated; retrying in ${SCHEMA_RETRY_MS / 1000} s`);
+      this.schemaRetryTimer = setTimeout(() => void (this.isLeader() && this.lead()), SCHEMA_RETRY_MS);
+      return false;
     }
   }
 

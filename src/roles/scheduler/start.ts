@@ -24,6 +24,7 @@ export async function startScheduler({ config, store, log, advertised, access, s
     retention: config.scheduler.retention,
     notify: { ...config.scheduler.notify, allowedDestinations: config.allowedNotificationDestinations },
     engineGraceSeconds: config.scheduler.engineGraceSeconds,
+    backupDir: config.scheduler.backupDir,
   });
   const server = await createRoleServer({
     role: 'scheduler',
