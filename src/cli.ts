@@ -9,7 +9,6 @@ import { addUnitsCommands } from './systemd/units-command.js';
 import { bootstrapIntoFile } from './auth/first-token.js';
 import { createLogger } from './logger.js';
 import { addBackupCommands } from './backup/backup-command.js';
-import { platformVersion } from './platform-version.js';
 
 // The one `platform` binary: serve roles, run everything (`up`), announce, render systemd units, and the API client.
 
@@ -135,13 +134,6 @@ async function warnWithoutEngine(config: PlatformConfig): Promise<void> {
 }
 
 const program = new Command('platform').description('A self-hosted container platform.').showHelpAfterError();
-
-program
-  .command('version')
-  .description('Print the version of this program.')
-  .action(() => {
-    process.stdout.write(`platform ${platformVersion}\n`);
-  });
 
 addServeFlags(program.command('serve').description('Run one or more roles in this process.'))
   .requiredOption('--role <roles>', 'comma-separated: directory, scheduler, orchestrator, agent, gateway, web')

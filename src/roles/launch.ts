@@ -8,6 +8,7 @@ import { componentKey } from '../store/keys.js';
 import { readStoreSchema, refuseNewerSchema } from '../store/store-schema.js';
 import { STORE_SCHEMA_VERSION } from '../store/schema-version.js';
 import { platformVersion } from '../platform-version.js';
+import { componentVersionEntry } from '../store/component-records.js';
 import type { Store } from '../store/store.js';
 import { TokenCache } from '../auth/token-cache.js';
 import { isLoopback } from '../auth/caller.js';
@@ -100,6 +101,9 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
       await started.start?.();
       const component = announcedAs[role];
       if (component && config.announce && !started.selfAnnounced) await announcements.set(componentKey(component), advertised);
+      // Every role, announced or not (agents, followers, roles behind a sidekick): what `platform version` lists.
+      const versionRecord = componentVersionEntry({ role, machine: config.agent.machineId, address: advertised, version: platformVersion, startedAt: new Date().toISOString() });
+      await announcements.set(versionRecord.key, versionRecord.value);
       running.push({ role, url: `http://${config.host === '0.0.0.0' ? config.advertiseHost : config.host}:${port}` });
     }
   } catch (error) {
