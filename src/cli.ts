@@ -9,7 +9,6 @@ import { addUnitsCommands } from './systemd/units-command.js';
 import { bootstrapIntoFile } from './auth/first-token.js';
 import { createLogger } from './logger.js';
 import { addBackupCommands } from './backup/backup-command.js';
-import { platformVersion } from './platform-version.js';
 
 // The one `platform` binary: serve roles, run everything (`up`), announce, render systemd units, and the API client.
 
@@ -67,7 +66,7 @@ function addServeFlags(command: Command): Command {
     .option('--keep-journal <n>', 'scheduler: journal entries kept, older ones deleted (default 10000)')
     .option('--engine-grace <seconds>', 'scheduler: how long a machine may have no Docker engine before its units move elsewhere (default 30; env PLATFORM_ENGINE_GRACE)')
     .option('--machine-grace <duration>', 'scheduler: how long a machine whose agent stopped on purpose (a restart, a reboot) keeps its units before they move elsewhere (env PLATFORM_MACHINE_GRACE; default 5m)')
-    .option('--backup-dir <dir>', 'scheduler: the leader writes a verified backup of the platform\'s state here every --backup-interval; an absolute path, created 0700 (env PLATFORM_BACKUP_DIR; off by default)')
+    .option('--backup-dir <dir>', 'scheduler: where the leader writes backups: a verified one every --backup-interval when this is given, and the one it takes before migrating the store\'s schema (default <data-dir>/backups); an absolute path, created 0700 (env PLATFORM_BACKUP_DIR)')
     .option('--backup-interval <duration>', 'scheduler: time between scheduled backups, such as 6h; at least 5s (env PLATFORM_BACKUP_INTERVAL; default 1h)')
     .option('--backup-keep <n>', 'scheduler: scheduled backups kept in --backup-dir, the newest; older ones are deleted after a new one verified (env PLATFORM_BACKUP_KEEP; default 48)')
     .option('--keep-releases <n>', 'scheduler: releases kept per service, older ones deleted (default 50; rollback reaches only kept ones)')
@@ -140,13 +139,6 @@ async function warnWithoutEngine(config: PlatformConfig): Promise<void> {
 }
 
 const program = new Command('platform').description('A self-hosted container platform.').showHelpAfterError();
-
-program
-  .command('version')
-  .description('Print the version of this program.')
-  .action(() => {
-    process.stdout.write(`platform ${platformVersion}\n`);
-  });
 
 addServeFlags(program.command('serve').description('Run one or more roles in this process.'))
   .requiredOption('--role <roles>', 'comma-separated: directory, scheduler, orchestrator, agent, gateway, web')

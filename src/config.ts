@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { isAbsolute, resolve } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 import type { Component } from './store/keys.js';
 import type { EtcdSecurity } from './store/etcd-store.js';
 import { machineIdPattern } from './schemas/cluster.js';
@@ -242,6 +242,8 @@ export interface SchedulerConfig {
   machineGraceMs: number;
   /** The leader's scheduled backups (docs/operations.md "Scheduled backups"); none without --backup-dir. */
   backups?: BackupSchedule;
+  /** Where the leader writes the backup it takes before migrating the store's schema (--backup-dir; default <data-dir>/backups). */
+  backupDir: string;
 }
 
 export interface BackupSchedule {
@@ -512,6 +514,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
       engineGraceSeconds: integer('--engine-grace', flags.engineGrace ?? (env.PLATFORM_ENGINE_GRACE || undefined), 1, 86_400) ?? defaultEngineGraceSeconds,
       machineGraceMs: machineGrace(flags.machineGrace ?? (env.PLATFORM_MACHINE_GRACE || undefined)),
       ...resolveBackupSchedule(flags, env),
+      backupDir: resolve(flags.backupDir ?? (env.PLATFORM_BACKUP_DIR || undefined) ?? join(flags.dataDir ?? env.PLATFORM_DATA_DIR ?? '.platform-data', 'backups')),
     },
     gateway: resolveGatewayConfig(flags, env, domain),
     http: resolveHttpLimits(flags),

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { ValidateFunction } from 'ajv';
 import { buildAjv } from '../http/server.js';
-import { ROOT } from '../store/keys.js';
+import { ROOT, storeSchemaKey } from '../store/keys.js';
+import { schemaVersionOf } from '../store/store-schema.js';
 import { STORE_SCHEMA_VERSION } from '../store/schema-version.js';
 import { BACKUP_FORMAT, BACKUP_FORMAT_VERSION, BackupEntry, BackupManifest } from '../schemas/backup.js';
 
@@ -32,7 +33,9 @@ export function encodeBackup(entries: readonly BackupEntry[], fields: ManifestFi
     format: BACKUP_FORMAT,
     formatVersion: BACKUP_FORMAT_VERSION,
     platformVersion: fields.platformVersion,
-    schemaVersion: STORE_SCHEMA_VERSION,
+    // The layout the entries are in (their own schema record's), not this program's: a backup of an
+    // unmigrated store restores as one, and the leader that starts on it migrates it again.
+    schemaVersion: schemaVersionOf(entries.find((entry) => entry.key === storeSchemaKey)?.value),
     revision: fields.revision,
     keyCount: entries.length,
     createdAt: fields.createdAt,

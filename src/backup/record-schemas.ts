@@ -12,6 +12,7 @@ import { EndedSessionRecord } from '../schemas/session.js';
 import { AcmeStatus, Certificate } from '../schemas/certificate.js';
 import { NotificationEvent, NotifyDelivery, NotifyEndpoint } from '../schemas/notification.js';
 import type { BackupEntry } from '../schemas/backup.js';
+import { StoreSchemaRecord } from '../schemas/store-schema.js';
 import { describeErrors } from './backup-file.js';
 
 // Which schema each key family's records follow, so `platform backup verify` can check a backup
@@ -53,6 +54,7 @@ const families: readonly RecordFamily[] = [
   { name: 'ACME status', key: keys.acmeStatusPrefix, encoding: 'json', schema: AcmeStatus },
   { name: 'notification endpoints', key: keys.notifyEndpointPrefix, encoding: 'json', schema: withSecrets(NotifyEndpoint, ['secret']) },
   { name: 'notification outbox', key: keys.notifyOutboxPrefix, encoding: 'json', schema: NotificationEvent },
+  { name: 'store schema', key: keys.storeSchemaKey, encoding: 'json', schema: StoreSchemaRecord },
   { name: 'notification deliveries', key: keys.notifyDeliveryPrefix, encoding: 'json', schema: NotifyDelivery },
 ];
 

@@ -11,6 +11,8 @@ import { DurationError, parseDuration } from '../auth/duration.js';
 import type { Token, TokenRole } from '../schemas/token.js';
 import type { Placement, Volume } from '../schemas/service.js';
 import { addCertificateCommands } from './certificate-commands.js';
+import { platformVersion } from '../platform-version.js';
+import { STORE_SCHEMA_VERSION } from '../store/schema-version.js';
 
 // `platform <client command>`: the CLI side of the orchestrator API.
 
@@ -258,6 +260,18 @@ export function addClientCommands(program: Command): void {
     .option('-w, --watch', 'redraw it as the cluster changes, until Ctrl-C')
     .action(async (options: { watch?: boolean }, command: Command) => {
       await watchStatus(client(command), Boolean(options.watch));
+    });
+
+  program
+    .command('version')
+    .description('Print the version of this program, then the store schema version and every running component with its version (docs/upgrades.md).')
+    .option('--client', "only this program's version, without asking the orchestrator")
+    .action(async (options: { client?: boolean }, command: Command) => {
+      print(`platform ${platformVersion} (this client; store schema ${STORE_SCHEMA_VERSION})\n`);
+      if (options.client) return;
+      const { storeSchema, components } = await client(command).versions();
+      print(`store schema ${storeSchema}\n`);
+      print(table(['ROLE', 'MACHINE', 'ADDRESS', 'VERSION', 'STARTED'], components.map((c) => [c.role, c.machine, c.address, c.version, c.startedAt])));
     });
 
   program.command('machines').description('List machines.').action(async (_o, command: Command) => {

@@ -55,6 +55,7 @@ export class OrchestratorClient {
   journal = (limit: number, service?: string) => this.call('GET /journal', { query: { limit, service } });
   units = (service?: string) => (service ? this.call('GET /services/:name/units', { params: { name: service } }) : this.call('GET /cluster/units'));
   machines = () => this.call('GET /cluster/machines');
+  versions = () => this.call('GET /cluster/versions');
   drain = (machine: string, reason?: string) => this.call('PUT /cluster/machines/:id/drain', { params: { id: machine }, body: reason ? { reason } : {} });
   undrain = (machine: string) => this.call('DELETE /cluster/machines/:id/drain', { params: { id: machine } });
   createToken = (body: TokenCreate) => this.call('POST /tokens', { body });

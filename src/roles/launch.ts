@@ -5,6 +5,10 @@ import { announcedAs, portOf, type PlatformConfig, type Role } from '../config.j
 import { openStore } from '../store/open-store.js';
 import { LeasedKeys } from '../store/leased-keys.js';
 import { componentKey } from '../store/keys.js';
+import { readStoreSchema, refuseNewerSchema } from '../store/store-schema.js';
+import { STORE_SCHEMA_VERSION } from '../store/schema-version.js';
+import { platformVersion } from '../platform-version.js';
+import { componentVersionEntry } from '../store/component-records.js';
 import type { Store } from '../store/store.js';
 import { TokenCache } from '../auth/token-cache.js';
 import { isLoopback } from '../auth/caller.js';
@@ -56,6 +60,10 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
     dataDir: config.dataDir,
     warn: (message) => log.warn(message),
   });
+  await checkStoreSchema(store, log).catch(async (error: unknown) => {
+    await store.close();
+    throw error;
+  });
   const announcements = await LeasedKeys.start(store, config.announceTtlSeconds, log);
   const closers: Closer[] = [];
   const running: RunningRole[] = [];
@@ -93,6 +101,9 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
       await started.start?.();
       const component = announcedAs[role];
       if (component && config.announce && !started.selfAnnounced) await announcements.set(componentKey(component), advertised);
+      // Every role, announced or not (agents, followers, roles behind a sidekick): what `platform version` lists.
+      const versionRecord = componentVersionEntry({ role, machine: config.agent.machineId, address: advertised, version: platformVersion, startedAt: new Date().toISOString() });
+      await announcements.set(versionRecord.key, versionRecord.value);
       running.push({ role, url: `http://${config.host === '0.0.0.0' ? config.advertiseHost : config.host}:${port}` });
     }
   } catch (error) {
@@ -105,6 +116,17 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
     // Announcements go first (the lease is revoked, so peers stop finding us at once), then the servers.
     close: (reason = 'stop') => closeAll([() => announcements.close(), ...closers, () => store.close()], reason),
   };
+}
+
+/**
+ * Before any role reads a record: a store of a newer layout than this program knows is refused
+ * (the message names both versions); an older one is read as it is (each release reads the layout
+ * before its own, docs/upgrades.md) until the scheduler leader migrates it.
+ */
+async function checkStoreSchema(store: Store, log: Logger): Promise<void> {
+  const { version } = await readStoreSchema(store);
+  refuseNewerSchema(version, store.description, platformVersion);
+  if (version < STORE_SCHEMA_VERSION) log.info({ storeSchema: version, programSchema: STORE_SCHEMA_VERSION }, 'the store schema is older than this program\'s: the scheduler leader migrates it');
 }
 
 async function closeAll(closers: Closer[], reason: StopReason): Promise<void> {

@@ -2,6 +2,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { ErrorReply, NameParams, ServiceName, UnitName, errorResponses, textResponse, writeRefusals } from './common.js';
 import { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch, ServiceDeleteQuery } from './service.js';
 import { DeployReply, ManualDeployRequest, Release, VersionParams, getDeploymentSchema, journalSchema, listDeploymentsSchema, rollbackSchema } from './release.js';
+import { VersionsReply } from './component.js';
 import { ClusterUnit, Machine, MachineDrain, MachineDrainRequest, MachineParams } from './cluster.js';
 import { splitRouteKey, type RouteKey } from './route-key.js';
 import { bootstrapTokenSchema, createTokenSchema, listTokensSchema, revokeTokenSchema } from './token.js';
@@ -81,6 +82,10 @@ export const orchestratorApi = {
     response: { 200: textResponse('text/plain', 'The unit\'s output, stdout and stderr interleaved.'), 429: ErrorReply, ...errorResponses },
   },
   'GET /cluster/units': { summary: 'Every unit, on every machine', response: { 200: Type.Array(ClusterUnit), 503: ErrorReply } },
+  'GET /cluster/versions': {
+    description: 'The store schema version and every running role: its machine, address and platform version (`platform version`).',
+    response: { 200: VersionsReply, 503: ErrorReply },
+  },
   'GET /cluster/machines': { summary: 'Every machine, with its drain', response: { 200: Type.Array(Machine), 503: ErrorReply } },
   'PUT /cluster/machines/:id/drain': {
     description:

@@ -13,7 +13,7 @@ export const BackupManifest = Type.Object(
     format: Type.Literal(BACKUP_FORMAT),
     formatVersion: Type.Integer({ minimum: 1 }),
     platformVersion: Type.String({ description: 'the version of the program that wrote the backup' }),
-    schemaVersion: Type.Integer({ minimum: 1, description: 'the store layout version (src/store/schema-version.ts)' }),
+    schemaVersion: Type.Integer({ minimum: 0, description: 'the store layout version of the entries (their /platform/meta/schema; 0 when absent)' }),
     revision: Type.Integer({ minimum: 0, description: 'the store revision every entry was read at' }),
     keyCount: Type.Integer({ minimum: 0 }),
     createdAt: Type.String({ format: 'date-time' }),

@@ -71,6 +71,21 @@ export const schedulerRequestPrefix = `${ROOT}scheduler/requests/`;
 export const schedulerRequestKey = (id: string): string => `${schedulerRequestPrefix}${id}`;
 export const schedulerReplyKey = (id: string): string => `${ROOT}scheduler/replies/${id}`;
 
+/**
+ * The store's layout version (`{version, migratedAt, by}`, src/schemas/store-schema.ts): absent in
+ * stores made before 0.2.0, which are schema 0. Written only through src/store/store-schema.ts, by
+ * the scheduler leader's migration.
+ */
+export const storeSchemaKey = `${ROOT}meta/schema`;
+
+/**
+ * What each running role is (`{role, address, machine, version, startedAt}`, src/schemas/component.ts),
+ * one key per role and process under the process's announcement lease, so `platform version` can
+ * list every running component. The announcements proper (componentKey) stay bare `host:port`.
+ */
+export const componentVersionPrefix = `${ROOT}components/`;
+export const componentVersionKey = (role: string, instance: string): string => `${componentVersionPrefix}${role}/${instance}`;
+
 /** The last segment of a key (a service name, unit name, machine id…). */
 export const lastSegment = (key: string): string => key.slice(key.lastIndexOf('/') + 1);
 

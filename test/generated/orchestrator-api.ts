@@ -213,6 +213,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/cluster/versions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The store schema version and every running role
+         * @description The store schema version and every running role: its machine, address and platform version (`platform version`).
+         */
+        get: operations["getClusterVersions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/cluster/machines/{id}/drain": {
         parameters: {
             query?: never;
@@ -2893,6 +2913,81 @@ export interface operations {
                             reason?: string;
                         };
                     }[];
+                };
+            };
+            /** @description No valid token or session (under --auth token, or a call that is not local under --auth auto). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description The token may not do this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    getClusterVersions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description the store layout version (/platform/meta/schema; 0 before 0.2.0 migrated it) */
+                        storeSchema: number;
+                        /** @description every running role, by role then machine */
+                        components: {
+                            /** @description directory, scheduler, orchestrator, agent, gateway or web */
+                            role: string;
+                            /** @description the machine id of the process (--machine-id) */
+                            machine: string;
+                            /** @description host:port the role answers at */
+                            address: string;
+                            /** @description the platform version the process runs */
+                            version: string;
+                            /** Format: date-time */
+                            startedAt: string;
+                        }[];
+                    };
                 };
             };
             /** @description No valid token or session (under --auth token, or a call that is not local under --auth auto). */

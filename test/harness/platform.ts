@@ -41,10 +41,11 @@ export interface PlatformProcess {
 /**
  * Every process may deploy from the harness's registries (--allowed-registry); a test may pass its own.
  * With `netns` it runs inside that network namespace (a test host's, test-hosts.ts), entered with
- * nsenter: nsenter execs the program, so the child is the platform process itself.
+ * nsenter: nsenter execs the program, so the child is the platform process itself. `bin`: another
+ * build's bin/platform (an older release, test/integration/upgrade.test.ts).
  */
-export function runPlatform(args: string[], env: NodeJS.ProcessEnv = {}, options: { netns?: string } = {}): PlatformProcess {
-  const command = [process.execPath, platformBin, ...args];
+export function runPlatform(args: string[], env: NodeJS.ProcessEnv = {}, options: { netns?: string; bin?: string } = {}): PlatformProcess {
+  const command = [process.execPath, options.bin ?? platformBin, ...args];
   if (options.netns) command.unshift('nsenter', `--net=/var/run/netns/${options.netns}`);
   const child = spawn(command[0]!, command.slice(1), {
     env: { ...process.env, PLATFORM_LOG_LEVEL: 'warn', PLATFORM_ALLOWED_REGISTRIES: REGISTRY_ADDRESS, ...env },
@@ -96,10 +97,10 @@ export async function waitHealthy(url: string, process: PlatformProcess, timeout
 }
 
 /** Starts `platform serve --role <role>` on a port and waits until it answers. */
-export async function serveRole(role: string, port: number, flags: string[], env: NodeJS.ProcessEnv = {}): Promise<PlatformProcess & { url: string }> {
+export async function serveRole(role: string, port: number, flags: string[], env: NodeJS.ProcessEnv = {}, options: { bin?: string } = {}): Promise<PlatformProcess & { url: string }> {
   // A gateway's HTTPS listener takes any free port unless the test names one: test files run side by side.
   const https = role === 'gateway' && !flags.includes('--https-port') && env.PLATFORM_HTTPS_PORT === undefined ? ['--https-port', '0'] : [];
-  const started = runPlatform(['serve', '--role', role, '--port', String(port), ...https, ...flags], env);
+  const started = runPlatform(['serve', '--role', role, '--port', String(port), ...https, ...flags], env, options);
   const url = `http://127.0.0.1:${port}`;
   await waitHealthy(url, started);
   return Object.assign(started, { url });

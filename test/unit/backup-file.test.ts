@@ -22,10 +22,12 @@ function withManifest(text: string, change: (manifest: Record<string, unknown>) 
 
 t.test('a backup decodes to the entries and manifest it was made of', async (t) => {
   const { text, manifest } = encodeBackup(entries, fields);
-  t.match(manifest, { ...fields, formatVersion: BACKUP_FORMAT_VERSION, schemaVersion: STORE_SCHEMA_VERSION, keyCount: 2 });
+  t.match(manifest, { ...fields, formatVersion: BACKUP_FORMAT_VERSION, schemaVersion: 0, keyCount: 2 }, 'entries without a schema record are schema 0');
   t.match(manifest.sha256, /^[0-9a-f]{64}$/);
   t.same(decodeBackup(text), { manifest, entries });
   t.same(decodeBackup(encodeBackup([], fields).text).entries, [], 'an empty backup too');
+  const schemaRecord = { key: '/platform/meta/schema', value: JSON.stringify({ version: STORE_SCHEMA_VERSION, migratedAt: fields.createdAt, by: '0.2.0' }) };
+  t.equal(encodeBackup([...entries, schemaRecord], fields).manifest.schemaVersion, STORE_SCHEMA_VERSION, "the manifest names the entries' own schema version");
 });
 
 t.test('a changed byte in an entry is refused naming both checksums', async (t) => {

@@ -9,6 +9,8 @@ import type { MachineDrain } from '../../schemas/cluster.js';
 import { apiRoute } from '../../schemas/api.js';
 import { machineDrainKey } from '../../store/keys.js';
 import { listClusterUnits, listMachines } from './cluster-view.js';
+import { readStoreSchema } from '../../store/store-schema.js';
+import { listComponentVersions } from '../../store/component-records.js';
 import { removeVolumes } from './volume-removal.js';
 import { schedulerViewRoutes } from './scheduler-routes.js';
 
@@ -104,6 +106,10 @@ export function orchestratorRoutes(server: RoleServer, store: Store, peers: Orch
 
   server.route({ ...apiRoute('GET /cluster/units'), handler: async () => listClusterUnits(store) });
   server.route({ ...apiRoute('GET /cluster/machines'), handler: async () => listMachines(store) });
+  server.route({
+    ...apiRoute('GET /cluster/versions'),
+    handler: async () => ({ storeSchema: (await readStoreSchema(store)).version, components: await listComponentVersions(store) }),
+  });
 
   server.route({
     ...apiRoute('PUT /cluster/machines/:id/drain'),

@@ -24,6 +24,7 @@ import { ScheduledBackups, type BackupReadiness } from './scheduled-backups.js';
 import { Notifier } from './notifier.js';
 import { onStorePing } from '../../store/store-heartbeat.js';
 import { RENEWAL_GRACE_TTLS } from '../../store/leased-keys.js';
+import { migrateStoreSchema } from './schema-migration.js';
 import { defaultRetryPolicy, type RetryPolicy } from '../../notifications/retry-schedule.js';
 
 // The scheduler role's lifecycle: leadership (one leader at a time, every write fenced on it), the
@@ -54,10 +55,14 @@ export interface SchedulerOptions {
   machineGraceMs?: number;
   /** The leader's scheduled backups (--backup-dir); none when unset. */
   backups?: BackupSchedule;
+  /** Where the leader writes its backup before migrating the store's schema. */
+  backupDir: string;
 }
 
 /** How long a follower waits for the leader to answer work it handed over. */
 const HANDOFF_TIMEOUT_MS = 30_000;
+/** How soon a leader whose schema migration failed (a full disk, an unwritable --backup-dir) tries again. */
+const SCHEMA_RETRY_MS = 10_000;
 
 /** The periodic resync of self-healing, beside the watch events that trigger it. */
 const HEAL_INTERVAL_MS = 10_000;
@@ -95,6 +100,7 @@ export class Scheduler {
   private storeLost = false;
   private stopHearingStore?: () => void;
   private renewalGraceTimer?: NodeJS.Timeout;
+  private schemaRetryTimer?: NodeJS.Timeout;
   /** When the last completed heal pass took its snapshot (ms), for /readyz: a test waits for one after the renewal grace. */
   private healedAt = 0;
   /** Heals due when a grace period ends: a machine's engine's (by outage start) or an away machine's. */
@@ -216,6 +222,7 @@ export class Scheduler {
     clearInterval(this.pruneTimer);
     clearTimeout(this.renewalGraceTimer);
     this.stopHearingStore?.();
+    clearTimeout(this.schemaRetryTimer);
     for (const timer of this.graceTimers.values()) clearTimeout(timer);
     await this.backups?.close();
     await this.handOff.close();
@@ -256,6 +263,7 @@ export class Scheduler {
         const newest = (await this.store.list(prefix)).map((kv) => lastSegment(kv.key)).findLast((id) => idTime(id) !== undefined);
         if (newest) sortAfter(newest);
       }
+      if (!(await this.migrateSchema())) return;
       this.startRenewalGrace();
       this.conditionsAtAttempt.clear();
       void this.backups?.lead();
@@ -267,6 +275,22 @@ export class Scheduler {
       await this.heal();
     } catch (error) {
       this.log.warn({ err: error }, 'taking over as leader failed part-way; the next event retries');
+    }
+  }
+
+  /**
+   * The store's layout brought to this program's before the leader's other work reads it. A failed
+   * backup or migration is logged and tried again while this scheduler leads: the store is left as
+   * it was, and the older roles that read it carry on.
+   */
+  private async migrateSchema(): Promise<boolean> {
+    try {
+      await migrateStoreSchema({ store: this.options.store, leaderStore: this.store, backupDir: this.options.backupDir, log: this.log });
+      return true;
+    } catch (error) {
+      this.log.error({ err: error }, `the store schema was not migrated; retrying in ${SCHEMA_RETRY_MS / 1000} s`);
+      this.schemaRetryTimer = setTimeout(() => void (this.isLeader() && this.lead()), SCHEMA_RETRY_MS);
+      return false;
     }
   }
 

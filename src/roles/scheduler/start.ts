@@ -26,6 +26,7 @@ export async function startScheduler({ config, store, log, advertised, access, s
     engineGraceSeconds: config.scheduler.engineGraceSeconds,
     machineGraceMs: config.scheduler.machineGraceMs,
     ...(config.scheduler.backups ? { backups: config.scheduler.backups } : {}),
+    backupDir: config.scheduler.backupDir,
   });
   const server = await createRoleServer({
     role: 'scheduler',
