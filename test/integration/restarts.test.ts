@@ -189,8 +189,11 @@ t.test('platform up with the HAProxy data plane restarted three times under load
   try {
     for (let round = 1; round <= 3; round += 1) {
       await waitFor(() => load.progress.ok > 0, 30_000, { what: 'requests answered through the gateway' });
+      const stopping = Date.now();
       await up.stop('SIGTERM');
+      t.comment(`round ${round}: platform up stopped in ${Date.now() - stopping} ms`);
       t.equal(up.child.exitCode, 0, `round ${round}: platform up exits 0 on SIGTERM`);
+      if (up.child.exitCode !== 0) t.comment(up.output());
       t.ok(runsConfig(master, configFile), `round ${round}: HAProxy runs on without its gateway`);
       const answeredBefore = load.progress.ok;
       up = await platform.start();
