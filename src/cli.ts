@@ -106,6 +106,18 @@ async function serve(flags: RawFlags, banner: boolean): Promise<void> {
   const config = resolveConfig(flags);
   const log = createLogger(config);
   const platform = await launchRoles(config, log);
+  // Before the banner's awaits (the engine check may take long): a signal meanwhile stops the platform, not kills it.
+  let stopping = false;
+  // SIGTERM is a restart (systemd's RestartKillSignal, a supervisor, an upgrade): the gateway leaves
+  // HAProxy serving for the next process to adopt. SIGINT (Ctrl-C, systemd's stop) stops it too.
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    void platform.close(signal === 'SIGTERM' ? 'restart' : 'stop').then(() => process.exit(0));
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
   if (banner) {
     const store = config.etcd ? `etcd ${config.etcd.join(',')}` : `embedded store in ${config.dataDir}`;
     process.stdout.write(`platform is up (${store}, units reached under *.${config.domain})\n`);
@@ -118,17 +130,6 @@ async function serve(flags: RawFlags, banner: boolean): Promise<void> {
     const dashboard = platform.roles.find((running) => running.role === 'web') ?? platform.roles.find((running) => running.role === 'orchestrator');
     if (dashboard) process.stdout.write(`dashboard: ${dashboard.url}/\n`);
   }
-  let stopping = false;
-  // SIGTERM is a restart (systemd's RestartKillSignal, a supervisor, an upgrade): the gateway leaves
-  // HAProxy serving for the next process to adopt. SIGINT (Ctrl-C, systemd's stop) stops it too.
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, 'shutting down');
-    void platform.close(signal === 'SIGTERM' ? 'restart' : 'stop').then(() => process.exit(0));
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
 }
 
 /** `platform up` says at once when no Docker engine answers: the first deploy would fail otherwise, with no hint why. */

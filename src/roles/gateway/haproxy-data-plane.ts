@@ -66,6 +66,9 @@ function freePortOn(host: string): Promise<number> {
 // a loopback port, which answers them exactly as it would on its own.
 // Its files live in `<data-dir>/gateway-<port>/`.
 
+/** How long a stopping gateway waits for an update of HAProxy in flight before leaving it without a handover. */
+const SYNC_SETTLE_MS = 3_000;
+
 /** Unix socket paths must fit in sun_path (108 bytes, with its terminating NUL). */
 const MAX_SOCKET_PATH = 107;
 
@@ -209,17 +212,20 @@ export class HaproxyDataPlane implements DataPlane {
   async close(reason: StopReason = 'stop'): Promise<void> {
     followHaproxy(undefined);
     this.closing = true;
-    await this.syncing;
-    if (reason === 'restart') this.leave();
+    // An update in flight (a reload may take seconds) finishes first, or the state is not handed over.
+    const settled = await Promise.race([(this.syncing ?? Promise.resolve()).then(() => true), sleep(SYNC_SETTLE_MS).then(() => false)]);
+    if (reason === 'restart') this.leave(settled);
     else await this.process?.stop();
     await this.node.close();
   }
 
-  /** Leaves HAProxy serving, and what it holds for the next gateway (haproxy-handover.ts). */
-  private leave(): void {
+  /** Leaves HAProxy serving, and what it holds for the next gateway (haproxy-handover.ts) if `settled` says it is known. */
+  private leave(settled: boolean): void {
     const process = this.process;
-    if (process === undefined || !process.running) return;
+    if (process === undefined) return;
+    const running = process.running;
     process.leave();
+    if (!running || !settled) return;
     writeHandover(this.handoverFile, {
       fixedConfig: this.configText([]),
       ownPort: this.node.port(),
