@@ -11,3 +11,4 @@ await import('./image.js');
 await import('./auth.js');
 await import('./backup.js');
 await import('./restore-drill.js');
+await import('./store-outage.js');

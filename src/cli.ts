@@ -2,6 +2,7 @@ import { Command, Option } from 'commander';
 import { ConfigError, resolveConfig, type PlatformConfig, type RawFlags } from './config.js';
 import { checkEngine, connectDocker, engineUnreachableAdvice } from './roles/agent/docker-client.js';
 import { launchRoles } from './roles/launch.js';
+import type { StopReason } from './roles/role.js';
 import { runAnnounce, type AnnounceFlags } from './announce.js';
 import { FAILED_PROBES_TO_WITHDRAW } from './announce-sidekick.js';
 import { addClientCommands } from './client/commands.js';
@@ -102,22 +103,29 @@ function addServeFlags(command: Command): Command {
     .option('--max-connections-per-address <n>', 'connections one client address holds to one role server at once; more are answered 503 (default 256)');
 }
 
+type Launched = Awaited<ReturnType<typeof launchRoles>>;
+
 async function serve(flags: RawFlags, banner: boolean): Promise<void> {
   const config = resolveConfig(flags);
   const log = createLogger(config);
-  const platform = await launchRoles(config, log);
-  // Before the banner's awaits (the engine check may take long): a signal meanwhile stops the platform, not kills it.
-  let stopping = false;
-  // SIGTERM is a restart (systemd's RestartKillSignal, a supervisor, an upgrade): the gateway leaves
-  // HAProxy serving for the next process to adopt. SIGINT (Ctrl-C, systemd's stop) stops it too.
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
+  // Installed before the roles start (their start may take long: a store to reach, an HAProxy to
+  // adopt): a signal meanwhile stops the platform once it has started, rather than killing it
+  // half-started. SIGTERM is a restart (systemd's RestartKillSignal, a supervisor, an upgrade): the
+  // gateway leaves HAProxy serving for the next process to adopt. SIGINT (Ctrl-C, systemd's stop)
+  // stops it too.
+  let platform: Launched | undefined;
+  let stopAs: StopReason | undefined;
+  const closeAndExit = (running: Launched, reason: StopReason) => void running.close(reason).then(() => process.exit(0));
+  const stop = (signal: 'SIGTERM' | 'SIGINT') => {
+    if (stopAs) return;
+    stopAs = signal === 'SIGTERM' ? 'restart' : 'stop';
     log.info({ signal }, 'shutting down');
-    void platform.close(signal === 'SIGTERM' ? 'restart' : 'stop').then(() => process.exit(0));
+    if (platform) closeAndExit(platform, stopAs);
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  platform = await launchRoles(config, log);
+  if (stopAs) return closeAndExit(platform, stopAs);
   if (banner) {
     const store = config.etcd ? `etcd ${config.etcd.join(',')}` : `embedded store in ${config.dataDir}`;
     process.stdout.write(`platform is up (${store}, units reached under *.${config.domain})\n`);

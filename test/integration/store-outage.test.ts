@@ -6,6 +6,8 @@ import { http, runCli, serveRole } from '../harness/platform.js';
 import { startGatewayCluster } from '../harness/gateway-cluster.js';
 import { startLoad, type LoadResult } from '../harness/http-load.js';
 import { freePort } from '../harness/free-port.js';
+import { EtcdStore } from '../../src/store/etcd-store.js';
+import { schedulerLeaderKey } from '../../src/store/keys.js';
 import { waitFor } from '../harness/wait.js';
 import { healedAfterReturn, storeAbsences, unitContainers, type StoreAbsence } from '../harness/store-outage.js';
 
@@ -115,4 +117,33 @@ t.test('after the store returns a deploy works and both gateways route the new u
     }, 60_000, { what: `the ${gateway.plane} gateway to route to v2` });
   }
   t.equal(units.length, 2, 'two units routed on every gateway');
+});
+
+t.test('a leader that keeps its leadership through an outage gives every machine a renewal grace when the store returns', async (t) => {
+  // Its lease (20 s) outlives a 10 s freeze, so it still leads when etcd thaws; the agent's (3 s)
+  // has expired, and etcd revokes it as it wakes: the agent's machine is missing until it registers again.
+  const leaderTtlSeconds = 20;
+  await scheduler.stop();
+  const leader = await serveRole('scheduler', await freePort(), [...cluster.flags, '--announce-ttl', String(leaderTtlSeconds)]);
+  t.teardown(() => leader.stop());
+  const readiness = async () => (await http('GET', `${leader.url}/readyz`)).body as { leader?: boolean; renewalGraceUntil?: string };
+  await waitFor(async () => (await readiness()).leader, 60_000, { what: 'the new scheduler to lead' });
+  const store = new EtcdStore([etcd.url]);
+  t.teardown(() => store.close());
+  const elected = (await store.get(schedulerLeaderKey))?.createRevision;
+
+  etcd.freeze();
+  t.teardown(() => etcd.thaw());
+  await sleep(10_000);
+  const returnedAt = Date.now();
+  etcd.thaw();
+  // The grace of its election, 10 s before the return, ends sooner than one that begins now.
+  const graceMs = 3 * leaderTtlSeconds * 1000;
+  const state = await waitFor(async () => {
+    const answer = await readiness();
+    return Date.parse(answer.renewalGraceUntil ?? '') >= returnedAt + graceMs ? answer : undefined;
+  }, 30_000, { what: `a renewal grace of ${graceMs} ms that began when the store returned` });
+  t.comment(`renewal grace until ${state.renewalGraceUntil}, the store returned at ${new Date(returnedAt).toISOString()}`);
+  t.equal(state.leader, true, 'it leads');
+  t.equal((await store.get(schedulerLeaderKey))?.createRevision, elected, 'by the same election: the grace is the return\'s, not a new leader\'s');
 });

@@ -98,6 +98,13 @@ export class Scheduler {
   private readonly seenSinceGraceBegan = new Set<string>();
   /** The store did not answer the last ping: no machine counts as lost until it answers and the grace after it ends. */
   private storeLost = false;
+  /**
+   * Until then (ms) every missing machine is spared, seen or not: the grace after the store
+   * returned. A record seen then may still be the one under the agent's old lease, which etcd
+   * (restarted, it renews every lease once) lets expire a TTL later if the agent has not written
+   * the record again under a new one by then.
+   */
+  private storeGraceUntil = 0;
   private stopHearingStore?: () => void;
   private renewalGraceTimer?: NodeJS.Timeout;
   private schemaRetryTimer?: NodeJS.Timeout;
@@ -199,6 +206,7 @@ export class Scheduler {
     if (!this.storeLost) return;
     this.storeLost = false;
     this.startRenewalGrace();
+    this.storeGraceUntil = this.renewalGraceUntil;
     this.log.info({ until: new Date(this.renewalGraceUntil).toISOString() }, 'store reachable again: every machine has a renewal grace');
   }
 
@@ -304,15 +312,18 @@ export class Scheduler {
   }
 
   /**
-   * Machines that hold assignments and are not registered, while the store is lost or the renewal
-   * grace lasts, unless this leader saw them registered since the grace began: those lost their
-   * lease on its watch (a partition, a crash) and are healed at once, as before the grace existed.
+   * Machines that hold assignments and are not registered: all of them while the store is lost
+   * and during the grace after it returned; during the grace after an election, those this leader
+   * has not seen registered since: one it saw lost its lease on its watch (a partition, a crash)
+   * and is healed at once, as before the grace existed.
    */
   private renewing(snapshot: ClusterSnapshot): Set<string> {
-    if (!this.storeLost && Date.now() >= this.renewalGraceUntil) return new Set();
+    const now = Date.now();
+    const sparesAll = this.storeLost || now < this.storeGraceUntil;
+    if (!sparesAll && now >= this.renewalGraceUntil) return new Set();
     const registered = new Set(snapshot.machines.map((machine) => machine.id));
-    if (!this.storeLost) for (const machine of registered) this.seenSinceGraceBegan.add(machine);
-    const missing = snapshot.assignments.map((a) => a.machine).filter((machine) => !registered.has(machine) && (this.storeLost || !this.seenSinceGraceBegan.has(machine)));
+    if (!sparesAll) for (const machine of registered) this.seenSinceGraceBegan.add(machine);
+    const missing = snapshot.assignments.map((a) => a.machine).filter((machine) => !registered.has(machine) && (sparesAll || !this.seenSinceGraceBegan.has(machine)));
     return new Set(missing);
   }
 
