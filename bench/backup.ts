@@ -11,15 +11,16 @@ import { verifyBackup } from '../src/backup/verify-backup.js';
 import { restoreBackup } from '../src/backup/restore-backup.js';
 import { decodeBackup } from '../src/backup/backup-file.js';
 import { formatBytes } from '../src/backup/backup-command.js';
+import { backupToDirectory } from '../src/backup/backup-directory.js';
 import type { Service } from '../src/schemas/service.js';
 import type { Deployment, JournalEntry, Release } from '../src/schemas/release.js';
 import { countArgument, loadAverage, ms, printTable, type BenchRow } from './table.js';
 
 // Issue 28's backup benchmark: 200 services with 10 releases each (and a deployment and a journal
 // line per release, as deploys leave them), on a real etcd and the embedded store: how long
-// `create`, `verify` and `restore` (into a new, empty store of the same kind) take, and the file's
-// size. Records are written straight into the store in their stored shapes: 2,000 real deploys
-// would measure Docker, not the backup.
+// `create`, `verify` and `restore` (into a new, empty store of the same kind) take, one scheduled
+// backup (create and verify, then write), and the file's size. Records are written straight into
+// the store in their stored shapes: 2,000 real deploys would measure Docker, not the backup.
 
 const SERVICES = countArgument(process.argv[2], 'SERVICES', 200); // `node dist/bench/backup.js SERVICES`
 const RELEASES = 10;
@@ -75,6 +76,8 @@ async function measure(kind: string, source: Store, target: Store, dir: string):
   const verified = await timed(() => verifyBackup(created.result.text));
   if (verified.result.firstBad) throw new Error(`a generated record fails its schema: ${JSON.stringify(verified.result.firstBad)}`);
   const restored = await timed(() => restoreBackup(target, decodeBackup(created.result.text), { force: false }));
+  // What the scheduler leader does every --backup-interval: create and verify, then the file.
+  const scheduled = await timed(() => backupToDirectory(source, join(dir, `${kind}-scheduled`)));
   const keys = created.result.manifest.keyCount;
   const row = (benchmark: string, value: string): BenchRow => ({
     benchmark: `${benchmark} (${kind}, ${keys} keys)`,
@@ -87,6 +90,7 @@ async function measure(kind: string, source: Store, target: Store, dir: string):
     row('backup create', ms(created.ms)),
     row('backup verify', ms(verified.ms)),
     row('backup restore', ms(restored.ms)),
+    row('scheduled backup (create, verify, write)', ms(scheduled.ms)),
     row('backup file size', formatBytes(Buffer.byteLength(created.result.text))),
   ];
 }

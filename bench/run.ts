@@ -10,3 +10,4 @@ await import('./tls.js');
 await import('./image.js');
 await import('./auth.js');
 await import('./backup.js');
+await import('./restore-drill.js');

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { join, resolve } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 import type { Component } from './store/keys.js';
 import type { EtcdSecurity } from './store/etcd-store.js';
 import { machineIdPattern } from './schemas/cluster.js';
@@ -238,9 +238,24 @@ export interface SchedulerConfig {
   notify: { policy: RetryPolicy; timeoutMs: number };
   /** Seconds a machine may have no Docker engine before its units move elsewhere (docs/cluster.md). */
   engineGraceSeconds: number;
-  /** Where the leader writes the backup it takes before migrating the store's schema (--backup-dir; default <data-dir>/backups). */
+  /** Where the leader writes the backup it takes before migrating the store's schema: --backup-dir, else <data-dir>/backups (docs/upgrades.md). */
   backupDir: string;
+  /** The leader's scheduled backups (docs/operations.md "Scheduled backups"); none without --backup-dir. */
+  backups?: BackupSchedule;
 }
+
+export interface BackupSchedule {
+  /** An absolute directory, created 0700 when missing. */
+  dir: string;
+  intervalMs: number;
+  /** Verified backups kept, newest first. */
+  keep: number;
+}
+
+/** The shortest --backup-interval: short enough for tests and drills; production wants hours. */
+export const MIN_BACKUP_INTERVAL_MS = 5_000;
+const DEFAULT_BACKUP_INTERVAL = '1h';
+const DEFAULT_BACKUP_KEEP = 48;
 
 export interface RawFlags {
   role?: string;
@@ -310,6 +325,8 @@ export interface RawFlags {
   keepDeployments?: string;
   engineGrace?: string;
   backupDir?: string;
+  backupInterval?: string;
+  backupKeep?: string;
   keepJournal?: string;
   keepReleases?: string;
   writeBudget?: string;
@@ -341,6 +358,22 @@ export function parseRoles(text: string): Role[] {
     if (!(roles as readonly string[]).includes(name)) throw new ConfigError(`--role: unknown role ${name} (roles: ${roles.join(', ')})`);
   }
   return [...new Set(names)] as Role[];
+}
+
+/** --backup-dir, --backup-interval, --backup-keep (or their PLATFORM_BACKUP_* variables); the last two need the first. */
+function resolveBackupSchedule(flags: RawFlags, env: NodeJS.ProcessEnv): { backups?: BackupSchedule } {
+  const dir = flags.backupDir ?? (env.PLATFORM_BACKUP_DIR || undefined);
+  const intervalText = flags.backupInterval ?? (env.PLATFORM_BACKUP_INTERVAL || undefined);
+  const keepText = flags.backupKeep ?? (env.PLATFORM_BACKUP_KEEP || undefined);
+  if (dir === undefined) {
+    if (intervalText !== undefined || keepText !== undefined) throw new ConfigError('--backup-interval and --backup-keep need --backup-dir (or PLATFORM_BACKUP_DIR): where the backups go');
+    return {};
+  }
+  if (!isAbsolute(dir)) throw new ConfigError(`--backup-dir must be an absolute path, got ${dir}`);
+  const intervalMs = duration('--backup-interval', intervalText ?? DEFAULT_BACKUP_INTERVAL)!;
+  if (intervalMs < MIN_BACKUP_INTERVAL_MS) throw new ConfigError(`--backup-interval must be at least ${MIN_BACKUP_INTERVAL_MS / 1000}s, got ${intervalText}`);
+  const keep = integer('--backup-keep', keepText, 1, 100_000) ?? DEFAULT_BACKUP_KEEP;
+  return { backups: { dir: resolve(dir), intervalMs, keep } };
 }
 
 function duration(flag: string, text: string | undefined): number | undefined {
@@ -470,6 +503,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
       notify: resolveNotify(flags),
       engineGraceSeconds: integer('--engine-grace', flags.engineGrace ?? (env.PLATFORM_ENGINE_GRACE || undefined), 1, 86_400) ?? defaultEngineGraceSeconds,
       backupDir: resolve(flags.backupDir ?? (env.PLATFORM_BACKUP_DIR || undefined) ?? join(flags.dataDir ?? env.PLATFORM_DATA_DIR ?? '.platform-data', 'backups')),
+      ...resolveBackupSchedule(flags, env),
     },
     gateway: resolveGatewayConfig(flags, env, domain),
     http: resolveHttpLimits(flags),

@@ -64,12 +64,10 @@ const portOf = (role: Role): number => (role === 'gateway' ? GATEWAY_PORT : defa
 /** `$PLATFORM_AGENT_FLAGS`: more `platform serve` flags for one unit, from the environment file. */
 export const extraFlagsVariable = (role: Role): string => `PLATFORM_${role.toUpperCase()}_FLAGS`;
 
-/**
- * Roles that keep files, and their state directory under /var/lib (systemd makes it, owned by the
- * unit's user), passed as --data-dir: the gateway's HAProxy configuration, maps and sockets, the
- * scheduler's pre-migration backups (<data-dir>/backups, docs/upgrades.md).
- */
-const stateDirectories: Partial<Record<Role, string>> = { gateway: 'platform-gateway', scheduler: 'platform-scheduler' };
+/** The gateway's state directory under /var/lib (systemd creates it, owned by the unit's user). */
+const GATEWAY_STATE = 'platform-gateway';
+/** Where the scheduler may write scheduled backups under ProtectSystem=strict (PLATFORM_BACKUP_DIR). */
+const BACKUP_STATE = 'platform-backups';
 
 const HEADER = '# Rendered by `platform systemd render` (README "Running on machines with systemd"); render again rather than edit.';
 
@@ -109,7 +107,14 @@ function hardening(role: Role): string[] {
   ];
 }
 
-function serviceSection(execStart: string, role: Role, stateDirectory?: string): string[] {
+/** The writable directories a role's main unit gets under ProtectSystem=strict (systemd creates them, owned by its user). */
+function stateDirectories(role: Role): string[] {
+  if (role === 'gateway') return [`StateDirectory=${GATEWAY_STATE}`];
+  if (role === 'scheduler') return [`StateDirectory=${BACKUP_STATE}`, 'StateDirectoryMode=0700'];
+  return [];
+}
+
+function serviceSection(execStart: string, role: Role, state: string[] = []): string[] {
   return [
     '[Service]',
     'Type=exec',
@@ -118,7 +123,7 @@ function serviceSection(execStart: string, role: Role, stateDirectory?: string):
     'Restart=always',
     'RestartSec=2',
     'TimeoutStopSec=30',
-    ...(stateDirectory ? [`StateDirectory=${stateDirectory}`] : []),
+    ...state,
     ...hardening(role),
   ];
 }
@@ -130,8 +135,8 @@ function mainUnit(role: Role, settings: MachineSettings): string {
   const flags = [
     `--role ${role}`,
     `--port ${portOf(role)}`,
-    ...(role === 'gateway' ? ['--host 0.0.0.0', `--https-port ${GATEWAY_HTTPS_PORT}`] : []),
-    ...(stateDirectories[role] ? [`--data-dir /var/lib/${stateDirectories[role]}`] : []),
+    // HAProxy's configuration, maps and sockets (the HAProxy data plane) need a writable directory.
+    ...(role === 'gateway' ? ['--host 0.0.0.0', `--https-port ${GATEWAY_HTTPS_PORT}`, `--data-dir /var/lib/${GATEWAY_STATE}`] : []),
     // One key, one writer: the sidekick announces, and only while the role answers.
     ...(hasSidekick ? ['--no-announce'] : []),
     `$${extraFlagsVariable(role)}`,
@@ -145,7 +150,7 @@ function mainUnit(role: Role, settings: MachineSettings): string {
     // Keep restarting while etcd or Docker is away, instead of giving up after five tries.
     'StartLimitIntervalSec=0',
     '',
-    ...serviceSection(`${settings.bin} serve ${flags.join(' ')}`, role, stateDirectories[role]),
+    ...serviceSection(`${settings.bin} serve ${flags.join(' ')}`, role, stateDirectories(role)),
     '',
     '[Install]',
     'WantedBy=multi-user.target',
@@ -228,8 +233,11 @@ function environmentFile(settings: MachineSettings): string {
           '',
           '# The scheduler: how long a machine may report no engine before its units run elsewhere, seconds.',
           '#PLATFORM_ENGINE_GRACE=30',
-          '# Where the leader writes the backup it takes before migrating the store\'s schema (docs/upgrades.md).',
-          '#PLATFORM_BACKUP_DIR=/var/lib/platform-scheduler/backups',
+          '# Scheduled backups by the leader (docs/operations.md "Scheduled backups"): the directory (the scheduler',
+          `# unit may write only under /var/lib/${BACKUP_STATE}), the time between backups, how many are kept.`,
+          `#PLATFORM_BACKUP_DIR=/var/lib/${BACKUP_STATE}`,
+          '#PLATFORM_BACKUP_INTERVAL=1h',
+          '#PLATFORM_BACKUP_KEEP=48',
           '# Registries on private addresses deploys may use, and the registry webhooks\' secrets.',
           '#PLATFORM_ALLOWED_REGISTRIES=registry.internal:5000',
           '#PLATFORM_REGISTRY_WEBHOOK_TOKEN=',

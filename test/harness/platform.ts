@@ -118,3 +118,15 @@ export const runCli = (orchestratorUrl: string, args: string[], env: NodeJS.Proc
       resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
     });
   });
+
+/**
+ * `platform <args>` run as an operator on the machine would (`platform backup …`), to completion,
+ * with no store or backup directory from the test's own environment.
+ */
+export const runOperatorCommand = (...args: string[]): Promise<CliRun> =>
+  new Promise((resolve) => {
+    const env = { ...process.env, PLATFORM_ETCD: '', PLATFORM_DATA_DIR: '', PLATFORM_BACKUP_DIR: '' };
+    execFile(process.execPath, [platformBin, ...args], { env, timeout: 120_000 }, (error, stdout, stderr) => {
+      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
+    });
+  });

@@ -1,5 +1,4 @@
 import t from 'tap';
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,7 +9,7 @@ import { startRegistry } from '../harness/registry.js';
 import { buildTestImage } from '../harness/test-image.js';
 import { freePort } from '../harness/free-port.js';
 import { makeServerCertificate } from '../harness/tls-certificates.js';
-import { http, platformBin, serveRole } from '../harness/platform.js';
+import { http, runOperatorCommand as platform, serveRole } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
 import { decodeBackup, encodeBackup } from '../../src/backup/backup-file.js';
 import { writePrivateFile } from '../../src/backup/take-backup.js';
@@ -43,19 +42,6 @@ t.teardown(async () => {
   await engine.stop();
   rmSync(work, { recursive: true, force: true });
 });
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-const platform = (...args: string[]): Promise<Run> =>
-  new Promise((resolve) => {
-    const env = { ...process.env, PLATFORM_ETCD: '', PLATFORM_DATA_DIR: '' };
-    execFile(process.execPath, [platformBin, ...args], { env, timeout: 120_000 }, (error, stdout, stderr) => {
-      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
-    });
-  });
 
 /** Directory, scheduler, orchestrator (all under --auth token) and an agent on one etcd. */
 async function startRoles(etcd: EtcdProcess) {

@@ -17,7 +17,8 @@ import type { Machine } from '../../schemas/cluster.js';
 import { DeploymentRunner } from './runner.js';
 import { planHealing } from './healing.js';
 import { Housekeeping } from './housekeeping.js';
-import { defaultRetention, type RetentionLimits } from '../../config.js';
+import { defaultRetention, type BackupSchedule, type RetentionLimits } from '../../config.js';
+import { ScheduledBackups, type BackupReadiness } from './scheduled-backups.js';
 import { Notifier } from './notifier.js';
 import { migrateStoreSchema } from './schema-migration.js';
 import { defaultRetryPolicy, type RetryPolicy } from '../../notifications/retry-schedule.js';
@@ -48,6 +49,8 @@ export interface SchedulerOptions {
   engineGraceSeconds?: number;
   /** Where the leader writes its backup before migrating the store's schema. */
   backupDir: string;
+  /** The leader's scheduled backups (--backup-dir); none when unset. */
+  backups?: BackupSchedule;
 }
 
 /** How long a follower waits for the leader to answer work it handed over. */
@@ -78,6 +81,7 @@ export class Scheduler {
   private readonly stopTimeoutSeconds: number;
   private readonly engineGraceSeconds: number | undefined;
   private readonly housekeeping: Housekeeping;
+  private readonly backups: ScheduledBackups | undefined;
   private cluster?: ClusterWatch;
   private runner?: DeploymentRunner;
   private notifier?: Notifier;
@@ -103,7 +107,13 @@ export class Scheduler {
       announce: options.announce ?? true,
       ttlSeconds: options.leaseTtlSeconds,
       log: options.log,
-      events: { elected: () => void this.lead(), deposed: () => this.runner?.forget() },
+      events: {
+        elected: () => void this.lead(),
+        deposed: () => {
+          this.runner?.forget();
+          this.backups?.stop();
+        },
+      },
     });
     this.store = new FencedStore(options.store, () => this.leadership.fence());
     this.handOff = new HandOff(options.store, options.log);
@@ -111,6 +121,7 @@ export class Scheduler {
     this.stopTimeoutSeconds = options.stopTimeoutSeconds ?? 60;
     this.engineGraceSeconds = options.engineGraceSeconds;
     this.housekeeping = new Housekeeping(this.store, options.retention ?? defaultRetention, options.log);
+    this.backups = options.backups && new ScheduledBackups(options.backups, { store: options.store, journal: this.store, log: options.log });
   }
 
   async start(): Promise<void> {
@@ -163,12 +174,18 @@ export class Scheduler {
     return { renewalGraceUntil: at(this.renewalGraceUntil), healedAt: at(this.healedAt) };
   }
 
+  /** For /readyz: the scheduled backups, with a warning when the newest verified one is stale. */
+  async backupState(): Promise<{ backups?: BackupReadiness }> {
+    return this.backups ? { backups: await this.backups.readiness() } : {};
+  }
+
   async close(): Promise<void> {
     clearInterval(this.healTimer);
     clearInterval(this.pruneTimer);
     clearTimeout(this.renewalGraceTimer);
     clearTimeout(this.schemaRetryTimer);
     for (const timer of this.engineGraceTimers.values()) clearTimeout(timer);
+    await this.backups?.close();
     await this.handOff.close();
     await this.leadership.close();
     await this.runner?.close();
@@ -209,6 +226,7 @@ export class Scheduler {
       }
       if (!(await this.migrateSchema())) return;
       this.startRenewalGrace();
+      void this.backups?.lead();
       await this.handOff.serve((request) => this.execute(request), () => this.isLeader());
       // Deliveries the last leader left pending go out from here.
       this.notifier?.kick();

@@ -25,6 +25,7 @@ export async function startScheduler({ config, store, log, advertised, access, s
     notify: { ...config.scheduler.notify, allowedDestinations: config.allowedNotificationDestinations },
     engineGraceSeconds: config.scheduler.engineGraceSeconds,
     backupDir: config.scheduler.backupDir,
+    ...(config.scheduler.backups ? { backups: config.scheduler.backups } : {}),
   });
   const server = await createRoleServer({
     role: 'scheduler',
@@ -33,7 +34,7 @@ export async function startScheduler({ config, store, log, advertised, access, s
     logger: log,
     readiness: async () => {
       await store.ping();
-      return { store: store.description, leader: scheduler.isLeader(), ...scheduler.healingState(), ...(await storeSpace.readiness()) };
+      return { store: store.description, leader: scheduler.isLeader(), ...scheduler.healingState(), ...(await scheduler.backupState()), ...(await storeSpace.readiness()) };
     },
   });
   // The unfenced store: a follower journals the calls it takes too.
