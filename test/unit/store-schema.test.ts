@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { pino } from 'pino';
 import type { FastifyBaseLogger } from 'fastify';
 import { EmbeddedStore } from '../../src/store/embedded-store.js';
-import { journalPrefix, serviceKey, storeSchemaKey } from '../../src/store/keys.js';
+import { journalPrefix, serviceKey, storeSchemaKey, tokensIssuedKey } from '../../src/store/keys.js';
 import { STORE_SCHEMA_VERSION } from '../../src/store/schema-version.js';
 import { readStoreSchema, refuseNewerSchema, StoreSchemaError } from '../../src/store/store-schema.js';
 import { migrationPath, schemaMigrations } from '../../src/store/schema-migrations.js';
@@ -64,7 +64,7 @@ t.test('platform serve exits non-zero against a store of a newer schema, naming 
 
 t.test('the leader migrates an unversioned store once, after a verified backup, and journals it', async (t) => {
   const { store, dir } = await scratchStore(t);
-  await store.put(serviceKey('web'), JSON.stringify({ name: 'web' }));
+  await store.put(tokensIssuedKey, new Date().toISOString());
   const backupDir = join(dir, 'backups');
   const migrated = await migrateStoreSchema({ store, leaderStore: store, backupDir, log });
   t.match(migrated, { from: 0, to: STORE_SCHEMA_VERSION });
@@ -74,7 +74,8 @@ t.test('the leader migrates an unversioned store once, after a verified backup, 
   t.equal((await stat(join(backupDir, files[0]!))).mode & 0o777, 0o600, 'readable by its owner only');
   const backup = decodeBackup(await readFile(join(backupDir, files[0]!), 'utf8'));
   t.equal(backup.manifest.schemaVersion, 0, 'the backup is of the store as it was');
-  t.ok(backup.entries.some((entry) => entry.key === serviceKey('web')));
+  t.ok(backup.entries.some((entry) => entry.key === tokensIssuedKey));
+  t.match(files[0], /^platform-.*-before-schema-1\.backup$/, 'labelled: the scheduled backups\' rotation keeps it');
   t.notOk(backup.entries.some((entry) => entry.key === storeSchemaKey));
 
   t.equal(await migrateStoreSchema({ store, leaderStore: store, backupDir, log }), undefined, 'a second leader finds it current');
@@ -86,7 +87,7 @@ t.test('the leader migrates an unversioned store once, after a verified backup, 
 
 t.test('of two leaders migrating at once, one writes the schema; the other finds it done', async (t) => {
   const { store, dir } = await scratchStore(t);
-  await store.put(serviceKey('web'), JSON.stringify({ name: 'web' }));
+  await store.put(tokensIssuedKey, new Date().toISOString());
   const options = { store, leaderStore: store, backupDir: join(dir, 'backups'), log };
   // Two leaders are two processes: their backups have different times (and temporary files).
   const at = (ms: number) => () => new Date(Date.parse('2026-11-26T20:00:00Z') + ms);
@@ -102,4 +103,13 @@ t.test('a new store is stamped without a backup', async (t) => {
   t.match(migrated, { from: 0, to: STORE_SCHEMA_VERSION });
   t.equal(migrated?.backupFile, undefined);
   await t.rejects(stat(join(dir, 'backups')), 'no backup directory made');
+});
+
+t.test('a store whose backup does not verify is not migrated: no file, the schema as it was', async (t) => {
+  const { store, dir } = await scratchStore(t);
+  await store.put(serviceKey('web'), JSON.stringify({ name: 'web' }));
+  await t.rejects(migrateStoreSchema({ store, leaderStore: store, backupDir: join(dir, 'backups'), log }), /does not verify: record \/platform\/directory\/services\/web/);
+  t.equal((await readStoreSchema(store)).version, 0);
+  t.same(await store.list(journalPrefix), []);
+  await t.rejects(stat(join(dir, 'backups')), 'no backup written');
 });
