@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Compare, KeyValue, Operation, Store } from '../../store/store.js';
-import { ROOT } from '../../store/keys.js';
+import { journalPrefix, ROOT, servicePrefix } from '../../store/keys.js';
 import { STORE_SCHEMA_VERSION } from '../../store/schema-version.js';
 import { readStoreSchema, schemaAdvance, type StoreSchema } from '../../store/store-schema.js';
 import { migrationPath } from '../../store/schema-migrations.js';
@@ -39,8 +39,10 @@ export async function migrateStoreSchema(options: SchemaMigrationOptions, target
   if (schema.version >= target) return undefined;
   const now = options.now ?? (() => new Date());
   const steps = migrationPath(schema.version, target);
-  // A new store (nothing but leased keys of live processes) is stamped as it is: there is nothing to keep.
-  const isNew = !(await options.store.list(ROOT)).some((kv) => kv.lease === undefined);
+  // A new store is stamped as it is: nothing to keep, nothing to journal. New: no service and no
+  // journal entry (every change made through the API is journaled); roles write a few keys of their
+  // own when they start (the session key), so "empty" would not do.
+  const isNew = (await options.store.list(servicePrefix)).length === 0 && (await options.store.list(journalPrefix)).length === 0;
   if (!isNew) options.log.info({ from: schema.version, to: target }, 'the store schema is older than this program: backing it up, then migrating');
   // Labelled, so the scheduled backups' rotation in the same directory never deletes it (src/backup/backup-directory.ts).
   const backupFile = isNew ? undefined : (await backupToDirectory(options.store, options.backupDir, { now: now(), label: `before-schema-${target}` })).file;
@@ -48,10 +50,10 @@ export async function migrateStoreSchema(options: SchemaMigrationOptions, target
   const writes = steps.flatMap((step) => step.plan(kvs));
   const advance = schemaAdvance(schema, target, platformVersion, now());
   const stepText = steps.map((step) => `${step.from}→${step.to}: ${step.description}`).join('; ');
-  const message = `store schema ${schema.version} → ${target} (${stepText}); ${backupFile ? `the store as it was is in ${backupFile}` : 'a new store, nothing to back up'}`;
+  const message = `store schema ${schema.version} → ${target} (${stepText}); the store as it was is in ${backupFile}`;
   const result = await options.leaderStore.txn(
     [advance.compare, ...unchangedSince(kvs, writes)],
-    [...writes, advance.write, journalWrite({ kind: 'store.migrated', message })],
+    [...writes, advance.write, ...(backupFile ? [journalWrite({ kind: 'store.migrated', message })] : [])],
   );
   if (!result.succeeded) return settledElsewhere(options.store, schema, target);
   options.log.info({ from: schema.version, to: target, backupFile }, 'store schema migrated');
