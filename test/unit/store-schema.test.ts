@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { pino } from 'pino';
 import type { FastifyBaseLogger } from 'fastify';
 import { EmbeddedStore } from '../../src/store/embedded-store.js';
-import { journalPrefix, serviceKey, storeSchemaKey } from '../../src/store/keys.js';
+import { journalKey, journalPrefix, serviceKey, sessionKeyKey, storeSchemaKey, tokensIssuedKey } from '../../src/store/keys.js';
 import { STORE_SCHEMA_VERSION } from '../../src/store/schema-version.js';
 import { readStoreSchema, refuseNewerSchema, StoreSchemaError } from '../../src/store/store-schema.js';
 import { migrationPath, schemaMigrations } from '../../src/store/schema-migrations.js';
@@ -17,6 +17,16 @@ import { platformBin } from '../harness/platform.js';
 import { freePort } from '../harness/free-port.js';
 
 const log = pino({ level: 'silent' }) as unknown as FastifyBaseLogger;
+
+/** A store in use: a token was issued, and the journal says so. */
+async function storeInUse(store: EmbeddedStore): Promise<void> {
+  const at = new Date().toISOString();
+  await store.put(tokensIssuedKey, at);
+  await store.put(journalKey('0000-bootstrap'), JSON.stringify({ id: '0000-bootstrap', at, kind: 'token.bootstrapped', message: 'first admin token' }));
+}
+
+const migrationsIn = async (store: EmbeddedStore) =>
+  (await store.list(journalPrefix)).map((kv) => JSON.parse(kv.value) as { kind: string; message: string }).filter((entry) => entry.kind === 'store.migrated');
 
 async function scratchStore(t: { teardown(fn: () => Promise<void>): void }): Promise<{ store: EmbeddedStore; dir: string }> {
   const dir = await mkdtemp(join(tmpdir(), 'store-schema-'));
@@ -64,7 +74,7 @@ t.test('platform serve exits non-zero against a store of a newer schema, naming 
 
 t.test('the leader migrates an unversioned store once, after a verified backup, and journals it', async (t) => {
   const { store, dir } = await scratchStore(t);
-  await store.put(serviceKey('web'), JSON.stringify({ name: 'web' }));
+  await storeInUse(store);
   const backupDir = join(dir, 'backups');
   const migrated = await migrateStoreSchema({ store, leaderStore: store, backupDir, log });
   t.match(migrated, { from: 0, to: STORE_SCHEMA_VERSION });
@@ -74,32 +84,44 @@ t.test('the leader migrates an unversioned store once, after a verified backup, 
   t.equal((await stat(join(backupDir, files[0]!))).mode & 0o777, 0o600, 'readable by its owner only');
   const backup = decodeBackup(await readFile(join(backupDir, files[0]!), 'utf8'));
   t.equal(backup.manifest.schemaVersion, 0, 'the backup is of the store as it was');
-  t.ok(backup.entries.some((entry) => entry.key === serviceKey('web')));
+  t.ok(backup.entries.some((entry) => entry.key === tokensIssuedKey));
+  t.match(files[0], /^platform-.*-before-schema-1\.backup$/, 'labelled: the scheduled backups\' rotation keeps it');
   t.notOk(backup.entries.some((entry) => entry.key === storeSchemaKey));
 
   t.equal(await migrateStoreSchema({ store, leaderStore: store, backupDir, log }), undefined, 'a second leader finds it current');
   t.equal((await readdir(backupDir)).length, 1, 'and takes no backup');
-  const journal = (await store.list(journalPrefix)).map((kv) => JSON.parse(kv.value) as { kind: string; message: string });
-  t.equal(journal.filter((entry) => entry.kind === 'store.migrated').length, 1, 'one journal entry');
-  t.match(journal[0]?.message, `store schema 0 → ${STORE_SCHEMA_VERSION}`);
+  const migrations = await migrationsIn(store);
+  t.equal(migrations.length, 1, 'one journal entry');
+  t.match(migrations[0]?.message, `store schema 0 → ${STORE_SCHEMA_VERSION}`);
 });
 
 t.test('of two leaders migrating at once, one writes the schema; the other finds it done', async (t) => {
   const { store, dir } = await scratchStore(t);
-  await store.put(serviceKey('web'), JSON.stringify({ name: 'web' }));
+  await storeInUse(store);
   const options = { store, leaderStore: store, backupDir: join(dir, 'backups'), log };
   // Two leaders are two processes: their backups have different times (and temporary files).
   const at = (ms: number) => () => new Date(Date.parse('2026-11-26T20:00:00Z') + ms);
   const results = await Promise.all([migrateStoreSchema({ ...options, now: at(0) }), migrateStoreSchema({ ...options, now: at(1000) })]);
   t.equal(results.filter(Boolean).length, 1, 'one migrated');
   t.equal((await store.get(storeSchemaKey))?.version, 1, 'the record was written once');
-  t.equal((await store.list(journalPrefix)).length, 1);
+  t.equal((await migrationsIn(store)).length, 1);
 });
 
-t.test('a new store is stamped without a backup', async (t) => {
+t.test('a new store is stamped without a backup or a journal entry', async (t) => {
   const { store, dir } = await scratchStore(t);
+  await store.put(sessionKeyKey, 'k'.repeat(43)); // what roles write for themselves when they start
   const migrated = await migrateStoreSchema({ store, leaderStore: store, backupDir: join(dir, 'backups'), log });
   t.match(migrated, { from: 0, to: STORE_SCHEMA_VERSION });
   t.equal(migrated?.backupFile, undefined);
   await t.rejects(stat(join(dir, 'backups')), 'no backup directory made');
+  t.same(await store.list(journalPrefix), [], 'nothing journaled');
+});
+
+t.test('a store whose backup does not verify is not migrated: no file, the schema as it was', async (t) => {
+  const { store, dir } = await scratchStore(t);
+  await store.put(serviceKey('web'), JSON.stringify({ name: 'web' }));
+  await t.rejects(migrateStoreSchema({ store, leaderStore: store, backupDir: join(dir, 'backups'), log }), /does not verify: record \/platform\/directory\/services\/web/);
+  t.equal((await readStoreSchema(store)).version, 0);
+  t.same(await store.list(journalPrefix), []);
+  await t.rejects(stat(join(dir, 'backups')), 'no backup written');
 });

@@ -38,8 +38,7 @@ t.test('a role with a sidekick runs with --no-announce; the sidekick is bound to
   const files = renderUnitFiles({ ...defaultSettings, roles: ['scheduler', 'agent', 'gateway'] });
   t.same([...files.keys()].sort(), ['agent.service', 'gateway.service', 'platform.env', 'scheduler-announce.service', 'scheduler.service']);
   const scheduler = files.get('scheduler.service')!;
-  t.match(scheduler, /^ExecStart=\/usr\/local\/bin\/platform serve --role scheduler --port 9002 --data-dir \/var\/lib\/platform-scheduler --no-announce \$PLATFORM_SCHEDULER_FLAGS$/m);
-  t.match(scheduler, /^StateDirectory=platform-scheduler$/m, 'the leader\'s pre-migration backups go to <data-dir>/backups');
+  t.match(scheduler, /^ExecStart=\/usr\/local\/bin\/platform serve --role scheduler --port 9002 --no-announce \$PLATFORM_SCHEDULER_FLAGS$/m);
   t.match(scheduler, /^Wants=.*scheduler-announce\.service/m);
   t.match(scheduler, /^Restart=always$/m);
   t.match(scheduler, /^EnvironmentFile=\/etc\/platform\/platform\.env$/m);
@@ -61,9 +60,10 @@ t.test('the agent may use the Docker socket and the gateway port 80; nothing els
   t.match(gateway, /^StateDirectory=platform-gateway$/m, "HAProxy's files have a writable directory under ProtectSystem=strict");
   t.notMatch(gateway, /--no-announce/, 'the gateway has no sidekick');
   const scheduler = files.get('scheduler.service')!;
-  t.match(scheduler, /^StateDirectory=platform-backups\nStateDirectoryMode=0700$/m, 'scheduled backups have a directory of their own under ProtectSystem=strict');
+  t.match(scheduler, /^StateDirectory=platform-scheduler\nStateDirectoryMode=0700$/m, 'backups have a directory of their own under ProtectSystem=strict');
+  t.match(scheduler, /--data-dir \/var\/lib\/platform-scheduler /, 'the pre-migration backup goes under it by default');
   t.notMatch(files.get('scheduler-announce.service')!, /StateDirectory/, 'its sidekick writes nothing');
-  t.match(files.get('platform.env')!, /^#PLATFORM_BACKUP_DIR=\/var\/lib\/platform-backups$/m);
+  t.match(files.get('platform.env')!, /^#PLATFORM_BACKUP_DIR=\/var\/lib\/platform-scheduler\/backups$/m);
   for (const [name, content] of files) {
     if (!name.endsWith('.service')) continue;
     for (const setting of ['NoNewPrivileges=yes', 'ProtectSystem=strict', 'ProtectHome=yes', 'PrivateTmp=yes', 'SystemCallFilter=@system-service', 'User=platform']) {

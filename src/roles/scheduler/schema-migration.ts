@@ -1,18 +1,16 @@
-import { mkdir } from 'node:fs/promises';
-import { join } from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Compare, KeyValue, Operation, Store } from '../../store/store.js';
-import { ROOT } from '../../store/keys.js';
+import { journalPrefix, ROOT, servicePrefix } from '../../store/keys.js';
 import { STORE_SCHEMA_VERSION } from '../../store/schema-version.js';
 import { readStoreSchema, schemaAdvance, type StoreSchema } from '../../store/store-schema.js';
 import { migrationPath } from '../../store/schema-migrations.js';
-import { takeBackup, writePrivateFile } from '../../backup/take-backup.js';
-import { verifyBackup } from '../../backup/verify-backup.js';
+import { backupToDirectory } from '../../backup/backup-directory.js';
 import { platformVersion } from '../../platform-version.js';
 import { journalWrite } from './journal.js';
 
 // The scheduler leader moves the store's layout forward to this program's schema, once: a verified
-// backup of the store as it was first (the way back, docs/upgrades.md), then every step's writes,
+// backup of the store as it was first (the way back, docs/upgrades.md; one that does not verify
+// stops the migration, and the leader tries again), then every step's writes,
 // the new schema record and a journal entry in one transaction. That transaction is fenced by the
 // leadership and guarded on the schema record's revision (and on every key a step rewrites), so of
 // two leaders, or a leader and a restarted copy of itself, only one migrates; the other finds the
@@ -41,37 +39,25 @@ export async function migrateStoreSchema(options: SchemaMigrationOptions, target
   if (schema.version >= target) return undefined;
   const now = options.now ?? (() => new Date());
   const steps = migrationPath(schema.version, target);
-  // A new store (nothing but leased keys of live processes) is stamped as it is: there is nothing to keep.
-  const isNew = !(await options.store.list(ROOT)).some((kv) => kv.lease === undefined);
+  // A new store is stamped as it is: nothing to keep, nothing to journal. New: no service and no
+  // journal entry (every change made through the API is journaled); roles write a few keys of their
+  // own when they start (the session key), so "empty" would not do.
+  const isNew = (await options.store.list(servicePrefix)).length === 0 && (await options.store.list(journalPrefix)).length === 0;
   if (!isNew) options.log.info({ from: schema.version, to: target }, 'the store schema is older than this program: backing it up, then migrating');
-  const backupFile = isNew ? undefined : await backupBeforeMigration(options.store, options.backupDir, schema.version, target, now(), options.log);
+  // Labelled, so the scheduled backups' rotation in the same directory never deletes it (src/backup/backup-directory.ts).
+  const backupFile = isNew ? undefined : (await backupToDirectory(options.store, options.backupDir, { now: now(), label: `before-schema-${target}` })).file;
   const { kvs } = await options.store.listWithRevision(ROOT);
   const writes = steps.flatMap((step) => step.plan(kvs));
   const advance = schemaAdvance(schema, target, platformVersion, now());
   const stepText = steps.map((step) => `${step.from}→${step.to}: ${step.description}`).join('; ');
-  const message = `store schema ${schema.version} → ${target} (${stepText}); ${backupFile ? `the store as it was is in ${backupFile}` : 'a new store, nothing to back up'}`;
+  const message = `store schema ${schema.version} → ${target} (${stepText}); the store as it was is in ${backupFile}`;
   const result = await options.leaderStore.txn(
     [advance.compare, ...unchangedSince(kvs, writes)],
-    [...writes, advance.write, journalWrite({ kind: 'store.migrated', message })],
+    [...writes, advance.write, ...(backupFile ? [journalWrite({ kind: 'store.migrated', message })] : [])],
   );
   if (!result.succeeded) return settledElsewhere(options.store, schema, target);
   options.log.info({ from: schema.version, to: target, backupFile }, 'store schema migrated');
   return { from: schema.version, to: target, ...(backupFile ? { backupFile } : {}) };
-}
-
-/**
- * `<dir>/before-schema-<to>-<time>.backup`, verified first: it restores into a scratch store key for
- * key (verifyBackup throws otherwise). A record this version's schemas refuse is logged, not fatal:
- * the backup is of the older layout, which is what the way back restores.
- */
-async function backupBeforeMigration(store: Store, dir: string, from: number, to: number, now: Date, log: FastifyBaseLogger): Promise<string> {
-  const backup = await takeBackup(store, now);
-  const verified = await verifyBackup(backup.text);
-  if (verified.firstBad) log.warn({ ...verified.firstBad, from, to }, 'a record of the store does not match this version\'s schema; backed up as it is');
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const file = join(dir, `before-schema-${to}-${now.toISOString().replace(/[:.]/g, '-')}.backup`);
-  await writePrivateFile(file, backup.text);
-  return file;
 }
 
 /** Every key the steps write still has the revision the steps were planned on (absent ones still absent). */
