@@ -141,8 +141,9 @@ function mainUnit(role: Role, settings: MachineSettings): string {
   const flags = [
     `--role ${role}`,
     `--port ${portOf(role)}`,
-    // HAProxy's configuration, maps and sockets (the HAProxy data plane) need a writable directory.
-    ...(role === 'gateway' ? ['--host 0.0.0.0', `--https-port ${GATEWAY_HTTPS_PORT}`, `--data-dir /var/lib/${GATEWAY_STATE}`] : []),
+    ...(role === 'gateway' ? ['--host 0.0.0.0', `--https-port ${GATEWAY_HTTPS_PORT}`] : []),
+    // Its writable directory: HAProxy's files (the gateway), backups (the scheduler).
+    ...(stateDirectories[role] ? [`--data-dir /var/lib/${stateDirectories[role]}`] : []),
     // One key, one writer: the sidekick announces, and only while the role answers.
     ...(hasSidekick ? ['--no-announce'] : []),
     `$${extraFlagsVariable(role)}`,

@@ -38,7 +38,7 @@ t.test('a role with a sidekick runs with --no-announce; the sidekick is bound to
   const files = renderUnitFiles({ ...defaultSettings, roles: ['scheduler', 'agent', 'gateway'] });
   t.same([...files.keys()].sort(), ['agent.service', 'gateway.service', 'platform.env', 'scheduler-announce.service', 'scheduler.service']);
   const scheduler = files.get('scheduler.service')!;
-  t.match(scheduler, /^ExecStart=\/usr\/local\/bin\/platform serve --role scheduler --port 9002 --no-announce \$PLATFORM_SCHEDULER_FLAGS$/m);
+  t.match(scheduler, /^ExecStart=\/usr\/local\/bin\/platform serve --role scheduler --port 9002 --data-dir \/var\/lib\/platform-scheduler --no-announce \$PLATFORM_SCHEDULER_FLAGS$/m);
   t.match(scheduler, /^Wants=.*scheduler-announce\.service/m);
   t.match(scheduler, /^Restart=always$/m);
   t.match(scheduler, /^EnvironmentFile=\/etc\/platform\/platform\.env$/m);
