@@ -113,18 +113,18 @@ async function serve(flags: RawFlags, banner: boolean): Promise<void> {
   // half-started. SIGTERM is a restart (systemd's RestartKillSignal, a supervisor, an upgrade): the
   // gateway leaves HAProxy serving for the next process to adopt. SIGINT (Ctrl-C, systemd's stop)
   // stops it too.
-  let platform: Launched | undefined;
+  const started: { platform?: Launched } = {};
   let stopAs: StopReason | undefined;
   const closeAndExit = (running: Launched, reason: StopReason) => void running.close(reason).then(() => process.exit(0));
   const stop = (signal: 'SIGTERM' | 'SIGINT') => {
     if (stopAs) return;
     stopAs = signal === 'SIGTERM' ? 'restart' : 'stop';
     log.info({ signal }, 'shutting down');
-    if (platform) closeAndExit(platform, stopAs);
+    if (started.platform) closeAndExit(started.platform, stopAs);
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
-  platform = await launchRoles(config, log);
+  const platform = (started.platform = await launchRoles(config, log));
   if (stopAs) return closeAndExit(platform, stopAs);
   if (banner) {
     const store = config.etcd ? `etcd ${config.etcd.join(',')}` : `embedded store in ${config.dataDir}`;
