@@ -36,6 +36,7 @@ export interface Plan {
   place: Assignment[];
 }
 
+/** `revision`: the commit's, or 0 when nothing was left to write (what the plan would change was already gone). */
 export type PlanResult = { applied: true; revision: number } | { applied: false; reason: string };
 
 /** All placements go through one queue: plans of different services are checked and committed one at a time. */
@@ -56,8 +57,10 @@ export class PlanApplier {
     return this.queue.run(PLACEMENTS, () => this.checkAndCommit(plan));
   }
 
-  private async checkAndCommit(plan: Plan): Promise<PlanResult> {
+  private async checkAndCommit(stale: Plan): Promise<PlanResult> {
     const snapshot = this.cluster.snapshot();
+    const plan = withoutGone(stale, new Set(snapshot.assignments.map(keyOf)));
+    if (plan.retire.length + plan.update.length + plan.place.length === 0) return { applied: true, revision: 0 };
     const replaced = new Set([...plan.retire, ...plan.place].map(keyOf));
     const refusals = checkPlan({
       machines: snapshot.machines.map((machine) => plannerMachine(machine, snapshot.drained, snapshot.announcedPorts)),
@@ -90,3 +93,13 @@ export class PlanApplier {
 }
 
 const keyOf = (assignment: Assignment): string => assignmentKey(assignment.machine, slotOf(assignment));
+
+/**
+ * The plan less removals and rewrites of assignments already gone (another rollout of the service
+ * retired them first): rewriting one would bring it back, and a transaction that changes nothing
+ * makes no revision for the watch to deliver.
+ */
+function withoutGone(plan: Plan, present: ReadonlySet<string>): Plan {
+  const exists = (assignment: Assignment) => present.has(keyOf(assignment));
+  return { ...plan, retire: plan.retire.filter(exists), update: plan.update.filter(exists) };
+}
