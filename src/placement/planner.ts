@@ -178,6 +178,21 @@ export class PlacementState {
     return result;
   }
 
+  /**
+   * Whether `machine` may take one more unit of `service`, by the same rules `place` follows;
+   * when it may, the unit is counted there; else why not ("is full"). The plan applier's check (plan-check.ts).
+   */
+  admit(service: string, machine: string): string | undefined {
+    const state = this.byId.get(machine);
+    if (!state) return 'is not registered';
+    const need = needOf(this.conflicts.rulesOf(service));
+    const refusal = this.refusal(state, service, need);
+    if (refusal) return refusal;
+    this.occupy(state, service, need);
+    this.heap.push({ load: state.rank, index: state.index });
+    return undefined;
+  }
+
   /** Why the machine cannot take a unit of `service`, or undefined when it can. */
   private refusal(state: MachineState, service: string, need: Need): string | undefined {
     if (state.machine.unavailable) return state.machine.unavailable;

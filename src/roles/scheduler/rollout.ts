@@ -1,7 +1,5 @@
-import { trace } from '../../trace.js';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Operation, Store } from '../../store/store.js';
-import { assignmentKey } from '../../store/keys.js';
+import type { Store } from '../../store/store.js';
 import type { Assignment, UnitStatus } from '../../schemas/cluster.js';
 import type { Deployment, Release, UnitProgress } from '../../schemas/release.js';
 import { rolloutSettings, type RolloutSettings } from '../../schemas/service.js';
@@ -9,9 +7,10 @@ import { planRolloutStep, type RolloutUnit } from '../../placement/rollout-step.
 import { isRunning, slotOf, specHash, unitName } from '../../units.js';
 import { evictedMachines, placedUnit, plannerMachine, serviceRules, type ClusterSnapshot, type ClusterWatch } from './cluster-snapshot.js';
 import { rolloutRecorder, type RolloutRecorder } from './deployment-records.js';
+import type { Plan, PlanApplier } from './plan-applier.js';
 
 // Runs one deployment: takes a snapshot of the watched cluster, asks the pure rollout step what to
-// change, writes that in one transaction, and waits for the next change, until the release runs
+// change, has the plan applier check and commit that in one transaction, and waits for the next change, until the release runs
 // everywhere, the deployment fails, or a newer deployment of the service supersedes it. The
 // outcome is returned; the runner records it.
 
@@ -21,6 +20,8 @@ export interface RolloutOptions {
   cluster: ClusterWatch;
   /** False once a newer deployment of the service was accepted: this one stops as superseded. */
   isCurrent: () => boolean;
+  /** The leader's one writer of placements: every step of the rollout is committed through it. */
+  applier: PlanApplier;
   /** The deployment's previous record, still being written: awaited before this one writes the next. */
   phaseRecorded?: Promise<void>;
 }
@@ -29,6 +30,13 @@ export type RolloutOutcome = { state: 'succeeded' } | { state: 'superseded'; rea
 
 /** A new unit that crashed this often has shown it will not start. */
 const CRASH_LOOP_RESTARTS = 3;
+
+/**
+ * How many plans in a row the applier may refuse before the rollout gives up. Each refusal means
+ * another plan was committed first, and the next plan is made from the state that includes it, so
+ * a refusal in a row is rare; a long run of them means the cluster changes faster than it can be planned.
+ */
+const MAX_REFUSALS = 20;
 
 /** The longest a rollout waits without any change before it looks again (for its deadlines). */
 const IDLE_WAKE_MS = 1000;
@@ -71,7 +79,7 @@ export async function rollOut(options: RolloutOptions, release: Release, deploym
 }
 
 async function rollOutSteps(options: RolloutOptions, release: Release, deployment: Deployment, recorder: RolloutRecorder): Promise<RolloutOutcome> {
-  const { cluster, store } = options;
+  const { cluster } = options;
   const settings = withVolumes(rolloutSettings(release.config), release);
   const spec = releaseSpec(release);
   const readySince = new Map<string, number>();
@@ -79,12 +87,14 @@ async function rollOutSteps(options: RolloutOptions, release: Release, deploymen
   let bestReady = -1;
   let lastUnits = '';
   let rolling = false;
+  let refusals = 0;
   for (;;) {
     const seen = cluster.now();
     if (!options.isCurrent()) return { state: 'superseded' };
     const declaration = cluster.declaration(release.service);
     if (!declaration) return { state: 'superseded', reason: `${release.service} is no longer declared` };
     const snapshot = cluster.snapshot();
+    const ownRules = serviceRules({ name: release.service, conflictsWith: conflictsOf(snapshot, release.service), config: release.config });
     const units = trackUnits(snapshot, release.service, readySince, settings);
     const step = planRolloutStep({
       service: release.service,
@@ -95,35 +105,41 @@ async function rollOutSteps(options: RolloutOptions, release: Release, deploymen
       units: units.map((u) => u.unit),
       machines: snapshot.machines.map((machine) => plannerMachine(machine, snapshot.drained, snapshot.announcedPorts)),
       cluster: snapshot.assignments.map(placedUnit),
-      rules: [...snapshot.services.filter((s) => s.name !== release.service), { name: release.service, conflictsWith: conflictsOf(snapshot, release.service), config: release.config }].map(serviceRules),
+      rules: [...snapshot.services.filter((s) => s.name !== release.service).map(serviceRules), ownRules],
     });
     const own = new Set(units.map((u) => slotKey(u.assignment)));
     const stray = snapshot.statuses.some((s) => s.service === release.service && !own.has(slotKey(s)));
     if (step.complete && !stray) return { state: 'succeeded' };
 
     const retired = new Set(step.retire);
-    const operations: Operation[] = [
-      ...units.filter((u) => retired.has(u.unit)).map((u): Operation => ({ op: 'delete', key: assignmentKey(u.assignment.machine, slotOf(u.assignment)) })),
-      // Units of the target spec from an earlier release keep running; they just join this release.
-      ...units
-        .filter((u) => !retired.has(u.unit) && u.assignment.spec === spec && u.assignment.release !== release.version)
-        .map((u): Operation => put({ ...u.assignment, release: release.version, deployment: deployment.id })),
-      ...step.add.map((placement): Operation => put(newAssignment(release, deployment, spec, settings, placement.instance, placement.machine))),
-    ];
-    if (operations.length > 0) {
+    const plan: Plan = {
+      service: release.service,
       // Only while the declaration seen above still stands: units placed after a delete would be
-      // orphans, and a changed declaration means the snapshot is behind. Either way: look again.
-      const placed = await store.txn([{ key: declaration.key, target: 'modRevision', equals: declaration.modRevision }], operations);
-      trace('scheduler.assignments', `${release.service} ${operations.length} ${placed.succeeded}`);
-      if (!placed.succeeded) {
+      // orphans, and a changed declaration means the snapshot is behind.
+      declaration: { key: declaration.key, modRevision: declaration.modRevision },
+      rules: ownRules,
+      retire: units.filter((u) => retired.has(u.unit)).map((u) => u.assignment),
+      // Units of the target spec from an earlier release keep running; they just join this release.
+      update: units
+        .filter((u) => !retired.has(u.unit) && u.assignment.spec === spec && u.assignment.release !== release.version)
+        .map((u) => ({ ...u.assignment, release: release.version, deployment: deployment.id })),
+      place: step.add.map((placement) => newAssignment(release, deployment, spec, settings, placement.instance, placement.machine)),
+    };
+    const changes = plan.retire.length + plan.update.length + plan.place.length;
+    if (changes > 0) {
+      const applied = await options.applier.apply(plan);
+      if (!applied.applied) {
+        // Another plan was committed first (or the declaration changed): plan again from the newer state.
+        if (++refusals > MAX_REFUSALS) return { state: 'failed', reason: `its placement was refused ${refusals} times in a row as the cluster changed: ${applied.reason}` };
         await cluster.changedSince(seen, IDLE_WAKE_MS);
         continue;
       }
+      refusals = 0;
       if (!rolling) {
         rolling = true;
         await recorder.phase('rolling');
       }
-      await cluster.assignmentsCaughtUp(placed.revision);
+      await cluster.assignmentsCaughtUp(applied.revision);
     }
 
     const fresh = units.filter((u) => u.assignment.spec === spec && !retired.has(u.unit));
@@ -143,7 +159,7 @@ async function rollOutSteps(options: RolloutOptions, release: Release, deploymen
     const broken = fresh.find((u) => !u.unit.evicted && u.status && isPermanentFailure(u.status));
     if (broken) return { state: 'failed', reason: `${broken.assignment.unit} on ${broken.assignment.machine}: ${describe(broken.status!)}` };
     // Units on lost machines (kept for their volumes) will not become ready by waiting.
-    if (step.unplaced.length > 0 && operations.length === 0 && !fresh.some((u) => !u.unit.ready && u.unit.alive)) {
+    if (step.unplaced.length > 0 && changes === 0 && !fresh.some((u) => !u.unit.ready && u.unit.alive)) {
       const first = step.unplaced[0]!;
       const replacing = units.some((u) => u.unit.instance === first.instance && u.unit.alive);
       const hint = replacing && settings.maxUnavailable === 0 ? '; with maxUnavailable 0 a unit is only replaced once its successor runs elsewhere' : '';
@@ -155,13 +171,11 @@ async function rollOutSteps(options: RolloutOptions, release: Release, deploymen
       return { state: 'failed', reason: `no progress within ${settings.progressDeadlineSeconds} s: ${detail}` };
     }
     // Written changes come back through the watch; otherwise wake when a unit's minReadySeconds ends.
-    if (operations.length === 0) await cluster.changedSince(seen, untilNextReady(fresh, readySince, settings));
+    if (changes === 0) await cluster.changedSince(seen, untilNextReady(fresh, readySince, settings));
   }
 }
 
 const slotKey = (unit: { machine: string; unit: string; spec: string }): string => `${unit.machine}/${slotOf(unit)}`;
-
-const put = (assignment: Assignment): Operation => ({ op: 'put', key: assignmentKey(assignment.machine, slotOf(assignment)), value: JSON.stringify(assignment) });
 
 const describe = (status: UnitStatus): string => `${status.active}/${status.sub}${status.error ? ` (${status.error})` : ''}${status.restarts ? `, ${status.restarts} restarts` : ''}`;
 

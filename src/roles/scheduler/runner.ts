@@ -11,6 +11,7 @@ import { getRelease } from './releases.js';
 import { isInFlight, listDeployments, recordOutcome, recordPhase, recordStop, retryReschedule, startDeployment } from './deployment-records.js';
 import { defaultBackoff } from './healing-backoff.js';
 import { rollOut, type RolloutOutcome } from './rollout.js';
+import { PlanApplier } from './plan-applier.js';
 import type { ClusterWatch } from './cluster-snapshot.js';
 import { KeyedQueue } from '../../keyed-queue.js';
 
@@ -43,8 +44,12 @@ export class DeploymentRunner {
   /** Per reschedule: how long healing waits before it tries again should it fail (healing-backoff.ts). */
   private readonly retryDelays = new Map<string, number>();
   private closed = false;
+  /** Every rollout's placements are checked and committed through it, one plan at a time. */
+  private readonly applier: PlanApplier;
 
-  constructor(private readonly options: RunnerOptions) {}
+  constructor(private readonly options: RunnerOptions) {
+    this.applier = new PlanApplier(options.store, options.cluster, options.log);
+  }
 
   /** Accepts a trigger with `decide` (one at a time per service) and schedules what it created. */
   async accept(service: string, decide: () => Promise<AcceptedDeploy>): Promise<DeployReply> {
@@ -183,7 +188,7 @@ export class DeploymentRunner {
         phaseRecorded.catch(() => {
           if (pulling === phaseRecorded) pulling = undefined;
         });
-        const outcome = await rollOut({ store, log, cluster, isCurrent: this.isCurrent(deployment), phaseRecorded }, release, deployment);
+        const outcome = await rollOut({ store, log, cluster, applier: this.applier, isCurrent: this.isCurrent(deployment), phaseRecorded }, release, deployment);
         await phaseRecorded;
         return outcome;
       } catch (error) {
