@@ -3307,6 +3307,10 @@ export interface operations {
                         createdAt: string;
                         updatedAt: string;
                         finishedAt?: string;
+                        /** @description how often healing tried this reschedule in its failure episode (absent: once) */
+                        attempts?: number;
+                        /** @description when healing tries this failed reschedule again (absent: it is not retried) */
+                        retryAt?: string;
                     }[];
                 };
             };
@@ -3440,6 +3444,10 @@ export interface operations {
                         createdAt: string;
                         updatedAt: string;
                         finishedAt?: string;
+                        /** @description how often healing tried this reschedule in its failure episode (absent: once) */
+                        attempts?: number;
+                        /** @description when healing tries this failed reschedule again (absent: it is not retried) */
+                        retryAt?: string;
                     };
                 };
             };
