@@ -11,6 +11,8 @@ import { appendJournal } from '../../src/roles/scheduler/journal.js';
 import { Housekeeping } from '../../src/roles/scheduler/housekeeping.js';
 import { defaultRetention } from '../../src/config.js';
 import type { Store } from '../../src/store/store.js';
+import { schemaAdvance, UNVERSIONED_SCHEMA } from '../../src/store/store-schema.js';
+import { STORE_SCHEMA_VERSION } from '../../src/store/schema-version.js';
 import type { Deployment, Release } from '../../src/schemas/release.js';
 import type { Service } from '../../src/schemas/service.js';
 
@@ -42,6 +44,9 @@ t.test('the leader deletes history beyond --keep-deployments and --keep-journal'
   const other = await seeded('api', 'succeeded', 1);
   for (let i = 0; i < 30; i++) await appendJournal(store, { service: 'web', kind: 'test.entry', message: `entry ${i}` });
   const journalBefore = (await store.list(journalPrefix)).map((kv) => kv.key);
+  // Seeded in today's layout: the leader has no schema to migrate, whose journal entry would be the newest.
+  const { compare, write } = schemaAdvance({ version: UNVERSIONED_SCHEMA, modRevision: 0 }, STORE_SCHEMA_VERSION, 'retention.test', new Date());
+  await store.txn([compare], [write]);
 
   const scheduler = await serveRole('scheduler', await freePort(), ['--etcd', etcd.url, '--announce-ttl', '3', '--keep-deployments', '2', '--keep-journal', '10']);
   t.teardown(() => scheduler.stop());
