@@ -87,7 +87,9 @@ t.test('an agent restarted with another --network replaces its units one at a ti
   let mostRunning = 0;
   let sampling = true;
   const sampler = (async () => {
-    while (sampling) {
+    // One more sample after sampling is turned off: the one in flight then may predate the last old container going.
+    for (let finalSample = false; !finalSample; ) {
+      finalSample = !sampling;
       const now = Date.now();
       const running = await runningContainers(service).catch(() => undefined);
       if (running) {
@@ -97,7 +99,7 @@ t.test('an agent restarted with another --network replaces its units one at a ti
         const ready = await Promise.all(fresh.map((c) => answers(c.address!)));
         fresh.forEach((c, i) => ready[i] && replacementReadyAt.set(c.unit, now));
       }
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      if (!finalSample) await new Promise((resolve) => setTimeout(resolve, 100));
     }
   })();
   const loads = gateways.map((gateway) => startLoad({ url: `http://127.0.0.1:${gateway.port}/`, host: `${service}.platform.internal`, concurrency: 4, maxDurationMs: 180_000 }));

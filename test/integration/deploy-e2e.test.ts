@@ -224,7 +224,7 @@ t.test('platform up with no Docker engine says so at start, and what to do', asy
 
 t.test('--log-format pretty prints readable lines: time, level, role, message, fields', async (t) => {
   const role = await serveRole('directory', await freePort(), ['--data-dir', mkdtempSync(join(tmpdir(), 'pretty-')), '--log-format', 'pretty'], { PLATFORM_LOG_LEVEL: 'info' });
-  await role.stop();
+  await role.stop('SIGTERM');
   t.match(role.output(), /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: directory: Server listening at http:\/\/127\.0\.0\.1:\d+$/m);
   t.match(role.output(), /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: shutting down \{"signal":"SIGTERM"\}$/m);
   t.notMatch(role.output(), /"level":/, 'no JSON line');
