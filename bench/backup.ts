@@ -10,7 +10,7 @@ import { takeBackup, writePrivateFile } from '../src/backup/take-backup.js';
 import { verifyBackup } from '../src/backup/verify-backup.js';
 import { restoreBackup } from '../src/backup/restore-backup.js';
 import { decodeBackup } from '../src/backup/backup-file.js';
-import { formatBytes } from '../src/backup/backup-command.js';
+import { formatBytes } from '../src/backup/backup-file.js';
 import { backupToDirectory } from '../src/backup/backup-directory.js';
 import type { Service } from '../src/schemas/service.js';
 import type { Deployment, JournalEntry, Release } from '../src/schemas/release.js';

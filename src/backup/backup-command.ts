@@ -5,7 +5,7 @@ import type { Command } from 'commander';
 import { resolveEtcd, type EtcdFlags } from '../config.js';
 import { openStore } from '../store/open-store.js';
 import type { Store } from '../store/store.js';
-import { decodeBackup } from './backup-file.js';
+import { decodeBackup, formatBytes } from './backup-file.js';
 import { takeBackup, writePrivateFile } from './take-backup.js';
 import { verifyBackup } from './verify-backup.js';
 import { restoreBackup } from './restore-backup.js';
@@ -32,12 +32,6 @@ async function withStore<T>(flags: StoreFlags, mustExist: boolean, work: (store:
   } finally {
     await store.close();
   }
-}
-
-export function formatBytes(bytes: number): string {
-  if (bytes < 1024) return `${bytes} B`;
-  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} kB`;
-  return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 }
 
 async function create(flags: StoreFlags & { out: string }): Promise<void> {

@@ -104,3 +104,10 @@ function parseJson(text: string, where: string): unknown {
 
 export const describeErrors = (validator: ValidateFunction): string =>
   (validator.errors ?? []).map((error) => `${error.instancePath || '(record)'} ${error.message ?? 'is invalid'}`).join('; ');
+
+/** A backup's size as the command and the scheduler's journal show it. */
+export function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} kB`;
+  return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+}

@@ -3,7 +3,7 @@ import { Gauge } from 'prom-client';
 import type { Store } from '../../store/store.js';
 import { roleRegistry } from '../../http/metrics.js';
 import { backupToDirectory, newestBackup, rotateBackups } from '../../backup/backup-directory.js';
-import { formatBytes } from '../../backup/backup-command.js';
+import { formatBytes } from '../../backup/backup-file.js';
 import type { BackupSchedule } from '../../config.js';
 import { appendJournal } from './journal.js';
 
