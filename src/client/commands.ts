@@ -9,7 +9,7 @@ import { watchStatus } from './status-watch.js';
 import { engineColumn } from './status-screen.js';
 import { DurationError, parseDuration } from '../auth/duration.js';
 import type { Token, TokenRole } from '../schemas/token.js';
-import type { Placement, Volume } from '../schemas/service.js';
+import type { Placement, PortMapping, Volume } from '../schemas/service.js';
 import { addCertificateCommands } from './certificate-commands.js';
 import { platformVersion } from '../platform-version.js';
 import { STORE_SCHEMA_VERSION } from '../store/schema-version.js';
@@ -45,6 +45,18 @@ const decimalNumber = (value: string): number => {
   return Number(value);
 };
 
+/**
+ * `CONTAINER[:HOST]` of --port, repeatable. Commander reads a value name such as
+ * `<container[:host]...>` as a single value (its variadic form needs a word before the dots), so
+ * the flag collects its repeats itself, as --volume does.
+ */
+const portFlag = (value: string, previous: PortMapping[] = []): PortMapping[] => {
+  const match = /^(\d{1,5})(?::(\d{1,5}))?$/.exec(value);
+  if (!match) throw new InvalidArgumentError('CONTAINER or CONTAINER:HOST port numbers are needed, e.g. 8080 or 8080:18080.');
+  const container = Number(match[1]);
+  return [...previous, match[2] === undefined ? { container } : { container, host: Number(match[2]) }];
+};
+
 /** `name:/path` of --volume; the API checks the name and the path. */
 const volumeFlag = (value: string, previous: Volume[] = []): Volume[] => {
   const at = value.indexOf(':');
@@ -56,7 +68,7 @@ interface CreateFlags {
   image: string;
   instances: number;
   description: string;
-  port?: string[];
+  port?: PortMapping[];
   env?: string[];
   public?: boolean;
   memory?: number;
@@ -137,7 +149,7 @@ export function addClientCommands(program: Command): void {
     .requiredOption('--image <repository>', 'container repository, e.g. 127.0.0.1:5000/team/web:v1')
     .option('--instances <n>', 'number of units', wholeNumber, 1)
     .option('--description <text>', 'description', '')
-    .option('--port <container[:host]...>', 'ports')
+    .option('--port <container[:host]>', 'a port units listen on, published on the machine at HOST when given (the API checks the range); repeat for more', portFlag)
     .option('--env <NAME=value...>', 'environment variables')
     .option('--public', 'reachable on the public domain')
     .option('--memory <MB>', 'memory each unit reserves and is limited to, in MB (no swap beyond it)', wholeNumber)
@@ -153,10 +165,7 @@ export function addClientCommands(program: Command): void {
         loadBalanced: true,
         publicFacing: Boolean(options.public),
         numInstances: options.instances,
-        ports: (options.port ?? []).map((p) => {
-          const [container, host] = p.split(':').map(Number);
-          return host === undefined ? { container: container! } : { container: container!, host };
-        }),
+        ports: options.port ?? [],
         env: Object.fromEntries(Object.entries(parseEnvAssignments(options.env ?? [])).filter((e): e is [string, string] => e[1] !== null)),
         ...unitShapeOf(options),
       });
