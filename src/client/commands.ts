@@ -113,7 +113,9 @@ const followFlags = (command: Command): Command =>
  * setting the exit code from its outcome (README "Deploys you can watch").
  */
 async function reportDeploy(command: Command, reply: DeployReply, flags: FollowFlags): Promise<void> {
-  print(`${reply.message}: ${reply.image} (deployment ${reply.deployment})\n`);
+  // An `unchanged` answer's message names its deployment already.
+  const deployment = reply.deployment && !reply.message.includes(reply.deployment) ? ` (deployment ${reply.deployment})` : '';
+  print(`${reply.message}: ${reply.image}${deployment}\n`);
   if (reply.outcome === 'stale') {
     process.stderr.write('platform: nothing was deployed\n');
     process.exitCode = 1;

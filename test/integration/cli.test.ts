@@ -141,6 +141,24 @@ t.test('a service from create to delete, with the client commands', async (t) =>
   t.same(rows(await platform('units', 'shop')), [], 'no unit is left');
 });
 
+t.test('deploy without --image deploys the tag the service runs, never an implied :latest (issue 31)', async (t) => {
+  // The declaration names no tag, and the registry holds no :latest of the repository.
+  t.match(await platform('create', 'again', '--image', `${registry.host}/${repository}`), { code: 0 });
+  const refused = await platform('deploy', 'again');
+  t.not(refused.code, 0, 'nothing to deploy yet: no tag declared, no release running');
+  t.match(refused.stderr, /containerRepository is needed: .*names no tag and the service runs no release/, 'the answer names the field and the way out');
+  t.same(rows(await platform('deployments', 'again')), [], 'and nothing was deployed');
+
+  t.match(await platform('deploy', 'again', '--image', v1.reference), { code: 0, stdout: /succeeded: again v1 runs 1 of 1 units/ });
+  const redeployed = await platform('deploy', 'again');
+  t.equal(redeployed.code, 0, `deploy again without --image: ${redeployed.stderr}`);
+  t.match(redeployed.stdout, /^again already runs this image and config as v1 \(deployment [0-9a-z-]+, succeeded\): \S+@sha256:[0-9a-f]+\n/, 'the tag it runs (v1) is what it runs: unchanged, not a new release of :latest');
+  t.equal(redeployed.stdout.split('(deployment ').length, 2, 'the deployment is named once');
+  const last = (await http('GET', `${orchestrator.url}/deployments?service=again`)).body as { image: string }[];
+  t.equal(last.length, 1, 'still one deployment');
+  t.match(await platform('delete', 'again'), { code: 0 });
+});
+
 t.test('a deploy of a broken image exits non-zero with the reason; --detach returns at once', async (t) => {
   t.match(await platform('create', 'crashy', '--image', `${registry.host}/${repository}`), { code: 0 });
   const detachedAt = Date.now();

@@ -1,10 +1,11 @@
 import type { FastifyRequest } from 'fastify';
 import type { RoleServer } from '../../http/server.js';
 import type { PeerClient } from '../../http/peer-client.js';
-import { notFound } from '../../http/errors.js';
+import { badRequest, notFound } from '../../http/errors.js';
 import type { Store } from '../../store/store.js';
 import type { CreatedReply, Service, ServiceConfig } from '../../schemas/service.js';
-import type { DeployReply, Release } from '../../schemas/release.js';
+import { currentTarget, type Deployment, type DeployReply, type Release } from '../../schemas/release.js';
+import { parseImageReference, repositoryName } from '../../image-reference.js';
 import type { MachineDrain } from '../../schemas/cluster.js';
 import { apiRoute } from '../../schemas/api.js';
 import { machineDrainKey } from '../../store/keys.js';
@@ -87,11 +88,33 @@ export function orchestratorRoutes(server: RoleServer, store: Store, peers: Orch
     handler: async (request) => (await scheduler(request).call<Release>('GET', path(request.params.name, `/releases/${request.params.version}`))).body,
   });
 
+  /**
+   * What a deploy that names no image deploys (`platform deploy NAME`, the dashboard's button):
+   * the declaration's tag or digest when it names one, else the tag the service runs now (its
+   * newest digest: a tag moved since is picked up), else the digest it runs. Never an implied
+   * `:latest`, which a team that tags its releases never pushed.
+   */
+  async function imageToDeployAgain(request: FastifyRequest, service: Service): Promise<string> {
+    const declared = parseImageReference(service.containerImage);
+    if (declared.tag !== undefined || declared.digest !== undefined) return service.containerImage;
+    const deployments = (await scheduler(request).call<Deployment[]>('GET', `/deployments?service=${encodeURIComponent(service.name)}`)).body;
+    const running = currentTarget(deployments);
+    if (!running) {
+      throw badRequest(
+        `containerRepository is needed: ${service.name}'s declared image ${service.containerImage} names no tag and the service runs no release ` +
+          `(deploy a tag, e.g. platform deploy ${service.name} --image ${service.containerImage}:v1)`,
+      );
+    }
+    const release = (await scheduler(request).call<Release>('GET', path(service.name, `/releases/${running.release}`))).body;
+    const repository = repositoryName(parseImageReference(release.image));
+    return release.tag !== undefined ? `${repository}:${release.tag}` : `${repository}@${release.digest}`;
+  }
+
   server.route({
     ...apiRoute('POST /services/:name/deploy'),
     handler: async (request) => {
       const service = (await directory(request).call<Service>('GET', path(request.params.name))).body;
-      const containerRepository = request.body?.containerRepository ?? service.containerImage;
+      const containerRepository = request.body?.containerRepository ?? (await imageToDeployAgain(request, service));
       return (await scheduler(request).call<DeployReply>('POST', '/hooks/deploy', { serviceName: service.name, containerRepository, pushedAt: 0 })).body;
     },
   });
