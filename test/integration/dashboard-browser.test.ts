@@ -110,7 +110,7 @@ t.test('a service created through the form and deployed shows three green units,
   const dialog = page.getByRole('dialog', { name: 'New service' });
   await dialog.getByLabel('Name', { exact: true }).fill(service);
   await dialog.getByLabel('Description').fill('made in the browser');
-  await dialog.getByLabel('Container repository').fill(`${registry.host}/${repository}`);
+  await dialog.getByLabel('Container repository').fill(`${registry.host}/${repository}:latest`);
   await dialog.getByLabel('Number of units').fill('3');
   await dialog.getByLabel('Memory per unit (MB)').fill('64');
   await dialog.getByRole('button', { name: 'Add variable' }).click();
@@ -140,7 +140,7 @@ t.test('server errors appear beside their fields: a duplicate name, a bad number
   const dialog = page.getByRole('dialog', { name: 'New service' });
   const name = dialog.getByLabel('Name', { exact: true });
   await name.fill(service);
-  await dialog.getByLabel('Container repository').fill(`${registry.host}/${repository}`);
+  await dialog.getByLabel('Container repository').fill(`${registry.host}/${repository}:latest`);
   await dialog.getByRole('button', { name: 'Create service' }).click();
   const nameError = dialog.locator('[data-field="name"] .field-error');
   await nameError.filter({ hasText: `service ${service} already exists` }).waitFor();
@@ -240,7 +240,7 @@ t.test('the standalone web role serves the same dashboard through the orchestrat
   const webRow = webPage.locator(`li[data-service="${service}"]`);
   for (const i of [1, 2, 3]) await webRow.getByRole('img', { name: `${service}-${i}.service active/running` }).waitFor();
   const added = `dash-${hex()}`;
-  t.equal((await http('POST', `${orchestrator.url}/services`, { name: added, description: 'declared through the API, not deployed yet', containerRepository: `${registry.host}/${repository}`, numInstances: 2, loadBalanced: true, publicFacing: false })).status, 201);
+  t.equal((await http('POST', `${orchestrator.url}/services`, { name: added, description: 'declared through the API, not deployed yet', containerRepository: `${registry.host}/${repository}:latest`, numInstances: 2, loadBalanced: true, publicFacing: false })).status, 201);
   await webPage.locator(`li[data-service="${added}"]`).waitFor();
   t.pass('a service declared elsewhere appears without a reload');
   await shot(webPage, 'services-web-role-1280');
@@ -262,7 +262,7 @@ t.test('after the orchestrator restarts, the pages reconnect and stay live', asy
   await page.getByRole('status').filter({ hasText: /^Live$/ }).waitFor({ timeout: 30_000 });
   await webPage.getByRole('status').filter({ hasText: /^Live$/ }).waitFor({ timeout: 30_000 });
   const added = `dash-${hex()}`;
-  t.equal((await http('POST', `${orchestrator.url}/services`, { name: added, containerRepository: `${registry.host}/${repository}`, loadBalanced: true, publicFacing: false })).status, 201);
+  t.equal((await http('POST', `${orchestrator.url}/services`, { name: added, containerRepository: `${registry.host}/${repository}:latest`, loadBalanced: true, publicFacing: false })).status, 201);
   await page.locator(`li[data-service="${added}"]`).waitFor();
   await webPage.locator(`li[data-service="${added}"]`).waitFor();
   t.ok(await page.evaluate(() => window.sameDocument), 'the page was not reloaded');

@@ -70,7 +70,7 @@ const bearer = (secret: string) => ({ authorization: `Bearer ${secret}` });
 const bootstrap = await http('POST', `${orchestrator.url}/tokens/bootstrap`);
 const admin = bootstrap.body.secret as string;
 const viewer = (await http('POST', `${orchestrator.url}/tokens`, { name: 'viewer', role: 'read' }, bearer(admin))).body.secret as string;
-const declared = await http('POST', `${orchestrator.url}/services`, { name: service, description: 'signed in', containerRepository: `${registry.host}/${repository}`, numInstances: 1, loadBalanced: true, publicFacing: false }, bearer(admin));
+const declared = await http('POST', `${orchestrator.url}/services`, { name: service, description: 'signed in', containerRepository: `${registry.host}/${repository}:latest`, numInstances: 1, loadBalanced: true, publicFacing: false }, bearer(admin));
 if (declared.status !== 201) throw new Error(`declaring ${service}: ${JSON.stringify(declared.body)}`);
 
 const pageErrors: string[] = [];
