@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { LeasedKeys } from './store/leased-keys.js';
-import { componentKey, type Component } from './store/keys.js';
+import type { Component } from './store/keys.js';
+import { announcementEntry } from './store/records/announcements.js';
 import type { Store, Watch } from './store/store.js';
 
 // `platform announce`, the `<component>-announce.service` sidekick of fleet and Paz: it keeps
@@ -69,7 +70,7 @@ export class AnnounceSidekick {
     private readonly store: Store,
     private readonly options: SidekickOptions,
   ) {
-    this.key = componentKey(options.component);
+    this.key = announcementEntry(options.component, options.address).key;
   }
 
   async start(): Promise<void> {

@@ -5,8 +5,7 @@ import type { Component } from './store/keys.js';
 import type { EtcdSecurity } from './store/etcd-store.js';
 import { machineIdPattern } from './schemas/cluster.js';
 import { authModes, type AuthMode } from './auth/guard.js';
-import { RegistryAllowList } from './roles/scheduler/registry-policy.js';
-import { defaultEngineGraceSeconds, defaultMachineGraceMs } from './roles/scheduler/cluster-snapshot.js';
+import { RegistryAllowList } from './http/registry-policy.js';
 import { parseAllowedHosts } from './http/host-rule.js';
 import { defaultRetryPolicy, type RetryPolicy } from './notifications/retry-schedule.js';
 import { DurationError, parseDuration } from './auth/duration.js';
@@ -14,6 +13,18 @@ import { DEFAULT_WRITE_BUDGET } from './auth/write-budget.js';
 import { DEFAULT_STORE_SPACE_LIMIT_BYTES } from './store/store-space.js';
 
 // Flags and environment → one typed config. Every role reads its settings from here.
+
+/** How long a machine may go without a Docker engine before its units move (--engine-grace). */
+export const defaultEngineGraceSeconds = 30;
+
+/**
+ * How long a machine whose agent stopped on purpose keeps its units (--machine-grace): a server's
+ * reboot (firmware, RAID and NIC initialisation, then the OS and dockerd) commonly takes 1 to 3
+ * minutes, and a package upgrade's restart a few seconds; 5 minutes covers both with room, while
+ * a machine that does not come back costs its units no more than 5 minutes (those without
+ * another instance elsewhere are down for that long).
+ */
+export const defaultMachineGraceMs = 5 * 60_000;
 
 export const roles = ['directory', 'scheduler', 'orchestrator', 'agent', 'gateway', 'web'] as const;
 export type Role = (typeof roles)[number];

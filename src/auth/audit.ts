@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { RoleServer } from '../http/server.js';
 import type { Store } from '../store/store.js';
 import type { JournalActor } from '../schemas/release.js';
-import { appendJournal } from '../roles/scheduler/journal.js';
+import { appendJournal } from '../store/records/journal.js';
 import { serviceOf, type ServiceSource } from './access.js';
 import { callerName } from './guard.js';
 import { clientAddress } from './caller.js';

@@ -1,9 +1,9 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { Store } from '../store/store.js';
-import { tokenKey, tokenPrefix, tokenUseKey } from '../store/keys.js';
+import { tokenPrefix } from '../store/keys.js';
 import { decodeCached, PrefixCache, type CachedValue } from '../store/prefix-cache.js';
 import type { TokenRecord } from '../schemas/token.js';
-import { hashSecret } from './tokens.js';
+import { cachedToken, hashSecret, tokenUseWrite } from './tokens.js';
 import { bearerToken } from './caller.js';
 
 // The token records every role checks calls against: a watched in-memory copy (no store read per
@@ -74,10 +74,9 @@ export class TokenCache {
     const hash = hashSecret(secret);
     const record = this.index().get(hash);
     if (!record || !timingSafeEqual(Buffer.from(record.hash, 'hex'), Buffer.from(hash, 'hex'))) return undefined;
-    const key = tokenKey(record.name);
-    const entry = this.records.get(key);
+    const entry = cachedToken(this.records, record.name);
     if (!entry || decodeCached<TokenRecord>(entry).hash !== record.hash) return undefined;
-    const matched = { record, key, entry };
+    const matched = { record, key: entry.key, entry };
     this.bySecret.set(secret, matched);
     return matched;
   }
@@ -93,7 +92,7 @@ export class TokenCache {
 
   /** The token of this name, or undefined; throws while the store is unreachable. A session names its token (src/auth/session.ts). */
   named(name: string): TokenRecord | undefined {
-    const entry = this.records.get(tokenKey(name));
+    const entry = cachedToken(this.records, name);
     return entry ? decodeCached<TokenRecord>(entry) : undefined;
   }
 
@@ -106,11 +105,11 @@ export class TokenCache {
   recordUse(token: TokenRecord, now = Date.now()): void {
     if (now - (this.lastRecorded.get(token.name) ?? 0) < USE_RECORD_INTERVAL_MS) return;
     this.lastRecorded.set(token.name, now);
-    const entry = this.records.get(tokenKey(token.name));
+    const entry = cachedToken(this.records, token.name);
     if (!entry) return;
     // Only while the token still exists, so a revoked token leaves no last-use key behind.
     void this.store
-      .txn([{ key: entry.key, target: 'modRevision', equals: entry.modRevision }], [{ op: 'put', key: tokenUseKey(token.name), value: new Date(now).toISOString() }])
+      .txn([{ key: entry.key, target: 'modRevision', equals: entry.modRevision }], [tokenUseWrite(token.name, new Date(now))])
       .catch(() => undefined);
   }
 

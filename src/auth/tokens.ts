@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Store } from '../store/store.js';
+import type { Operation, Store } from '../store/store.js';
+import type { CachedValue, PrefixCache } from '../store/prefix-cache.js';
 import { lastSegment, tokenKey, tokenPrefix, tokenUseKey, tokenUsePrefix, tokensIssuedKey } from '../store/keys.js';
 import type { Token, TokenRecord, TokenRole } from '../schemas/token.js';
 
@@ -54,6 +55,12 @@ async function issueIfAbsent(store: Store, absentKey: string, spec: TokenSpec, n
   );
   return result.succeeded ? { record, secret, revision: result.revision } : undefined;
 }
+
+/** The token of this name in a watched copy of the tokens (src/auth/token-cache.ts). */
+export const cachedToken = (tokens: PrefixCache, name: string): CachedValue | undefined => tokens.get(tokenKey(name));
+
+/** The write of a token's last use (at most once a minute per token and process, by token-cache.ts). */
+export const tokenUseWrite = (name: string, at: Date): Operation => ({ op: 'put', key: tokenUseKey(name), value: at.toISOString() });
 
 /** A new token; undefined when one of that name exists. */
 export const issueToken = (store: Store, spec: TokenSpec, now = Date.now()): Promise<IssuedToken | undefined> =>

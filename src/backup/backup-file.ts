@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { ValidateFunction } from 'ajv';
 import { buildAjv } from '../http/server.js';
-import { ROOT, storeSchemaKey } from '../store/keys.js';
-import { schemaVersionOf } from '../store/store-schema.js';
+import { ROOT } from '../store/keys.js';
+import { schemaVersionAmong } from '../store/store-schema.js';
 import { STORE_SCHEMA_VERSION } from '../store/schema-version.js';
 import { BACKUP_FORMAT, BACKUP_FORMAT_VERSION, BackupEntry, BackupManifest } from '../schemas/backup.js';
 
@@ -35,7 +35,7 @@ export function encodeBackup(entries: readonly BackupEntry[], fields: ManifestFi
     platformVersion: fields.platformVersion,
     // The layout the entries are in (their own schema record's), not this program's: a backup of an
     // unmigrated store restores as one, and the leader that starts on it migrates it again.
-    schemaVersion: schemaVersionOf(entries.find((entry) => entry.key === storeSchemaKey)?.value),
+    schemaVersion: schemaVersionAmong(entries),
     revision: fields.revision,
     keyCount: entries.length,
     createdAt: fields.createdAt,

@@ -1,8 +1,10 @@
 import type { Store } from '../store/store.js';
-import { acmeLockKey, acmeLockPrefix, acmeStatusKey, acmeStatusPrefix, certificateKey, certificatePrefix, components, lastSegment, serviceKey } from '../store/keys.js';
+import { acmeLockKey, acmeLockPrefix, acmeStatusKey, acmeStatusPrefix, certificateKey, certificatePrefix, components, lastSegment } from '../store/keys.js';
 import { decode, listRecords, readRecord, type Versioned } from '../store/json-records.js';
+import type { CachedValue, PrefixCache } from '../store/prefix-cache.js';
 import type { AcmeStatus, Certificate, CertificateRecord, CertificateSource } from '../schemas/certificate.js';
-import { journalWrite } from '../roles/scheduler/journal.js';
+import { journalWrite } from '../store/records/journal.js';
+import { undeclared } from '../store/records/services.js';
 import { wildcardOf } from './certificate-set.js';
 
 // Every write of a certificate record (the operator's routes, the ACME orderer and the scheduler's
@@ -49,6 +51,17 @@ export async function removeCertificate(store: Store, host: string): Promise<boo
 export const readCertificate = (store: Store, host: string): Promise<Versioned<CertificateRecord> | undefined> =>
   readRecord<CertificateRecord>(store, certificateKey(host));
 
+/** How ordering a host's certificate last went (written by the ordering gateway, src/certificates/acme/acme-orderer.ts). */
+export const readAcmeStatus = (store: Store, host: string): Promise<Versioned<AcmeStatus> | undefined> => readRecord<AcmeStatus>(store, acmeStatusKey(host));
+
+export const writeAcmeStatus = (store: Store, status: AcmeStatus): Promise<number> => store.put(acmeStatusKey(status.host), JSON.stringify(status));
+
+/** A host's order status in a watched copy of the statuses. */
+export const cachedAcmeStatus = (statuses: PrefixCache, host: string): CachedValue | undefined => statuses.get(acmeStatusKey(host));
+
+/** Takes the host's order lock under the gateway's lease: false when another gateway holds it. */
+export const takeOrderLock = (store: Store, host: string, owner: string, leaseId: string): Promise<boolean> => store.create(acmeLockKey(host), owner, { lease: leaseId });
+
 export interface CertificateListing {
   host: string;
   certificate?: Certificate;
@@ -78,7 +91,7 @@ export async function listCertificates(store: Store, routed: readonly string[]):
 /** The certificate serving `host` (its own, else the wildcard one label up) and the host's ACME status. */
 export async function certificateFor(store: Store, host: string): Promise<{ certificate?: Certificate; acme?: AcmeStatus }> {
   const wildcard = `*.${host.slice(host.indexOf('.') + 1)}`;
-  const [own, covering, status] = await Promise.all([readCertificate(store, host), readCertificate(store, wildcard), readRecord<AcmeStatus>(store, acmeStatusKey(host))]);
+  const [own, covering, status] = await Promise.all([readCertificate(store, host), readCertificate(store, wildcard), readAcmeStatus(store, host)]);
   const record = own?.record ?? covering?.record;
   return { ...(record ? { certificate: withoutKey(record) } : {}), ...(status ? { acme: status.record } : {}) };
 }
@@ -147,7 +160,7 @@ export async function removeLeftBehind(store: Store, left: LeftBehind): Promise<
       ? []
       : [journalWrite({ kind: 'certificate.removed', service, message: `certificate for ${host} (ACME) removed: service ${service} was deleted` })];
   const result = await store.txn(
-    [{ key: serviceKey(service), target: 'version', equals: 0 }, ...certificate],
+    [undeclared(service), ...certificate],
     [...(certificateRevision === undefined ? [] : [{ op: 'delete' as const, key: certificateKey(host) }]), { op: 'delete', key: acmeStatusKey(host) }, { op: 'delete', key: acmeLockKey(host) }, ...journal],
   );
   return result.succeeded;

@@ -1,8 +1,7 @@
 import { networkInterfaces } from 'node:os';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { badRequest, HttpError } from './errors.js';
-import { hostName, type Domains } from '../roles/gateway/host-name.js';
-import { componentHostNames } from '../roles/gateway/route-plan.js';
+import { componentHostNames, hostName, type Domains } from './host-name.js';
 
 // DNS rebinding: a page on attacker.example whose name re-resolves to 127.0.0.1 makes the browser
 // send this machine's API a same-origin request (`Host: attacker.example:9000`), cookies and all.

@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import type { Store } from '../store/store.js';
-import { componentKey, type Component } from '../store/keys.js';
+import type { Component } from '../store/keys.js';
+import { readAnnouncement } from '../store/records/announcements.js';
 import { callerKey, passedOnAuthorization } from '../auth/caller.js';
 import { relayedCallerHeaders } from '../auth/relayed-caller.js';
 import { HttpError, badGateway, unavailable } from './errors.js';
@@ -33,9 +34,9 @@ export class PeerClient {
 
   async baseUrl(): Promise<string> {
     if (this.fixedUrl) return this.fixedUrl.replace(/\/$/, '');
-    const announced = await this.store.get(componentKey(this.component));
-    if (!announced) throw unavailable(`${this.component} is not announced in the store (${componentKey(this.component)})`);
-    return `http://${announced.value}`;
+    const announced = await readAnnouncement(this.store, this.component);
+    if (announced.address === undefined) throw unavailable(`${this.component} is not announced in the store (${announced.key})`);
+    return `http://${announced.address}`;
   }
 
   /**

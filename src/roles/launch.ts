@@ -4,11 +4,11 @@ import type { FastifyBaseLogger } from 'fastify';
 import { announcedAs, portOf, type PlatformConfig, type Role } from '../config.js';
 import { openStore } from '../store/open-store.js';
 import { LeasedKeys } from '../store/leased-keys.js';
-import { componentKey } from '../store/keys.js';
+import { announcementEntry } from '../store/records/announcements.js';
 import { readStoreSchema, refuseNewerSchema } from '../store/store-schema.js';
 import { STORE_SCHEMA_VERSION } from '../store/schema-version.js';
 import { platformVersion } from '../platform-version.js';
-import { componentVersionEntry } from '../store/component-records.js';
+import { componentVersionEntry } from '../store/records/component-versions.js';
 import type { Store } from '../store/store.js';
 import { TokenCache } from '../auth/token-cache.js';
 import { isLoopback } from '../auth/caller.js';
@@ -100,7 +100,10 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
       await started.listen(config.host, port);
       await started.start?.();
       const component = announcedAs[role];
-      if (component && config.announce && !started.selfAnnounced) await announcements.set(componentKey(component), advertised);
+      if (component && config.announce && !started.selfAnnounced) {
+        const announcement = announcementEntry(component, advertised);
+        await announcements.set(announcement.key, announcement.value);
+      }
       // Every role, announced or not (agents, followers, roles behind a sidekick): what `platform version` lists.
       const versionRecord = componentVersionEntry({ role, machine: config.agent.machineId, address: advertised, version: platformVersion, startedAt: new Date().toISOString() });
       await announcements.set(versionRecord.key, versionRecord.value);

@@ -1,4 +1,6 @@
-// Every key the platform reads or writes, and nothing else builds keys by hand.
+// Every key the platform reads or writes, and nothing else builds keys by hand. Each family's key
+// builders (the `…Key` exports) are imported only by its owner module, mostly in src/store/records/:
+// src/store/record-owners.js says which, and the lint rule records/record-owner enforces it.
 // Names that reach a key are validated first (service names and machine ids are DNS-label-like,
 // unit names derive from them), so no request can write outside its own subtree.
 
@@ -44,7 +46,7 @@ export const machineDrainKey = (machineId: string): string => `${machineDrainPre
  * Machines whose agent stopped on purpose (SIGTERM: a restart, a reboot) and that are expected
  * back: the scheduler keeps their units in place for its machine grace. Not leased, so the record
  * outlives the agent's lease (and an embedded store's restart); written when the agent stops and
- * deleted when it registers again, only through src/roles/agent/machine-registration.ts.
+ * deleted when it registers again, only through src/store/records/machines.ts.
  */
 export const machineAwayPrefix = `${ROOT}machines-away/`;
 export const machineAwayKey = (machineId: string): string => `${machineAwayPrefix}${machineId}`;
@@ -52,13 +54,13 @@ export const machineAwayKey = (machineId: string): string => `${machineAwayPrefi
 /**
  * Intent: the units the scheduler assigned to a machine, one key per slot (`<unit>@<spec>`, see
  * src/units.ts), so that during a rolling update the old and the new container of one unit can
- * be assigned at once. Written only by the scheduler.
+ * be assigned at once. Written only by the scheduler, through src/store/records/assignments.ts.
  */
 export const assignmentRoot = `${ROOT}assignments/`;
 export const assignmentPrefix = (machineId: string): string => `${assignmentRoot}${machineId}/`;
 export const assignmentKey = (machineId: string, slot: string): string => `${assignmentPrefix(machineId)}${slot}`;
 
-/** Status: what an agent observes of its unit slots, under its machine lease. Written only by agents. */
+/** Status: what an agent observes of its unit slots, under its machine lease. Written only by agents, through src/store/records/unit-statuses.ts. */
 export const unitStatusRoot = `${ROOT}unit-status/`;
 export const unitStatusPrefix = (machineId: string): string => `${unitStatusRoot}${machineId}/`;
 export const unitStatusKey = (machineId: string, slot: string): string => `${unitStatusPrefix(machineId)}${slot}`;
@@ -152,7 +154,7 @@ export const registryCredentialKey = (host: string): string => `${registryCreden
 
 /**
  * Quotas by the service glob they bound (`team-a-*`): the units, memory and CPUs the matching
- * services may reserve together. Written only through src/store/quota-records.ts.
+ * services may reserve together. Written only through src/store/records/quotas.ts.
  */
 export const quotaPrefix = `${ROOT}quotas/`;
 export const quotaKey = (services: string): string => `${quotaPrefix}${services}`;

@@ -31,6 +31,10 @@ export function schemaVersionOf(value: string | undefined): number {
   return version;
 }
 
+/** The schema version recorded among a copy's entries (a backup's): schema 0 when it holds no schema record. */
+export const schemaVersionAmong = (entries: readonly { key: string; value: string }[]): number =>
+  schemaVersionOf(entries.find((entry) => entry.key === storeSchemaKey)?.value);
+
 export const storeSchemaOf = (kv: KeyValue | undefined): StoreSchema => ({ version: schemaVersionOf(kv?.value), modRevision: kv?.modRevision ?? 0 });
 
 export async function readStoreSchema(store: Store): Promise<StoreSchema> {

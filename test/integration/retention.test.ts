@@ -7,7 +7,7 @@ import { http, serveRole } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
 import { EtcdStore } from '../../src/store/etcd-store.js';
 import { deploymentKey, deploymentPrefix, journalPrefix, releaseKey, releasePrefix, serviceKey } from '../../src/store/keys.js';
-import { appendJournal } from '../../src/roles/scheduler/journal.js';
+import { appendJournal } from '../../src/store/records/journal.js';
 import { Housekeeping } from '../../src/roles/scheduler/housekeeping.js';
 import { defaultRetention } from '../../src/config.js';
 import type { Store } from '../../src/store/store.js';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { EmbeddedStore } from '../../src/store/embedded-store.js';
 import type { Store } from '../../src/store/store.js';
 import { deploymentKey } from '../../src/store/keys.js';
-import { getDeployment, recordOutcome, recordPhase, recordProgress, rolloutRecorder, startDeployment } from '../../src/roles/scheduler/deployment-records.js';
+import { getDeployment, recordOutcome, recordPhase, recordProgress, rolloutRecorder, startDeployment } from '../../src/store/records/deployments.js';
 import type { Release, UnitProgress } from '../../src/schemas/release.js';
 
 // A rollout updates its deployment record at every change of its units, while Docker starts them

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { hostName, isServiceHost } from '../../src/roles/gateway/host-name.js';
+import { hostName, isServiceHost } from '../../src/http/host-name.js';
 import { planRoutes, type RoutedUnit } from '../../src/roles/gateway/route-plan.js';
 import { chooseUpstream, type Candidate } from '../../src/roles/gateway/upstream-choice.js';
 import { clientAddress, clientResponseHeaders, schemeOf, upstreamRequestHeaders } from '../../src/roles/gateway/forwarded-headers.js';

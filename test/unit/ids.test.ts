@@ -1,5 +1,5 @@
 import t from 'tap';
-import { idTime, sortAfter, timeOrderedId } from '../../src/roles/scheduler/ids.js';
+import { idTime, sortAfter, timeOrderedId } from '../../src/store/ids.js';
 
 // Deployment and journal ids: their key order is the order records were made in.
 

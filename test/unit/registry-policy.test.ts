@@ -1,5 +1,5 @@
 import t from 'tap';
-import { RegistryAllowList, checkedLookup, refusalOf, specialKind } from '../../src/roles/scheduler/registry-policy.js';
+import { RegistryAllowList, checkedLookup, refusalOf, specialKind } from '../../src/http/registry-policy.js';
 import { ConfigError, resolveConfig } from '../../src/config.js';
 
 // Which registry addresses the scheduler may contact, and how --allowed-registry is read.

@@ -12,11 +12,12 @@ import { createRoleServer, type RoleServer } from '../../src/http/server.js';
 import { OVERSIZED_BODY_DISCARD } from '../../src/http/oversized-body.js';
 import { EmbeddedStore } from '../../src/store/embedded-store.js';
 import { serviceKey, webhookDeliveryPrefix } from '../../src/store/keys.js';
-import { readJournal } from '../../src/roles/scheduler/journal.js';
+import { readJournal } from '../../src/store/records/journal.js';
 import { registerWebhooks, type WebhookOptions } from '../../src/roles/scheduler/webhooks/routes.js';
 import type { DeployTrigger } from '../../src/roles/scheduler/deploy.js';
 import type { DeployReply } from '../../src/schemas/release.js';
 import type { WebhookSecrets } from '../../src/config.js';
+import { waitFor } from '../harness/wait.js';
 
 // The hooks' HTTP behaviour (authentication, parsing, dedup, background deploys) on an embedded
 // store, with a deployer that records what it is asked: no registry, Docker or network.
@@ -132,11 +133,14 @@ t.test('a deploy that fails in the background is journaled and the delivery forg
   failNext('registry 127.0.0.1:5000 is unreachable');
   const post = () => server.inject({ method: 'POST', url: '/hooks/registry', headers: { authorization: `Bearer ${SECRETS.registryToken}`, 'content-type': EVENTS }, payload: JSON.stringify(envelope('ev-fail', 'v4', digest('c'))) });
   t.equal((await post()).statusCode, 202, 'acknowledged before the deploy ran');
-  await settle();
-  const journal = await readJournal(store, { limit: 10, service: 'web' });
+  // The delivery is forgotten before the line is journaled: once the line is there, a redelivery counts.
+  const journal = await waitFor(async () => {
+    const entries = await readJournal(store, { limit: 10, service: 'web' });
+    return entries[0]?.kind === 'webhook.deploy-failed' ? entries : undefined;
+  }, 10_000, { what: 'the failed deploy in the journal' });
   t.match(journal[0], { kind: 'webhook.deploy-failed', message: /registry push of .*:v4@.* was not deployed: registry 127\.0\.0\.1:5000 is unreachable/ });
   t.match((await post()).json(), { pushes: [{ duplicate: false }] }, 'the redelivery is handled again');
-  await settle();
+  await waitFor(() => triggers.length === 2, 10_000, { what: 'the redelivery to trigger a deploy' });
   t.equal(triggers.length, 2);
 });
 

@@ -5,18 +5,17 @@ import { randomBytes } from 'node:crypto';
 import acme from 'acme-client';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Store, Lease } from '../../store/store.js';
-import { acmeChallengeKey, acmeLockKey, acmeStatusKey, acmeStatusPrefix } from '../../store/keys.js';
+import { acmeStatusPrefix } from '../../store/keys.js';
 import { PrefixCache, decodeCached } from '../../store/prefix-cache.js';
-import { readRecord } from '../../store/json-records.js';
-import { appendJournal } from '../../roles/scheduler/journal.js';
+import { appendJournal } from '../../store/records/journal.js';
 import type { AcmeConfig } from '../../config.js';
 import type { AcmeStatus, CertificateRecord } from '../../schemas/certificate.js';
 import { describeChain } from '../certificate-check.js';
-import { putOrderedCertificate, readCertificate } from '../certificate-records.js';
+import { cachedAcmeStatus, putOrderedCertificate, readAcmeStatus, readCertificate, takeOrderLock, writeAcmeStatus } from '../certificate-records.js';
 import { wildcardOf, type CertificateEntry, type CertificateSet } from '../certificate-set.js';
 import { orderDueAt, retryDelayMs } from './renewal-policy.js';
 import { accountKey } from './acme-account.js';
-import type { ChallengeAnswers } from './challenge-answers.js';
+import { putChallenge, removeChallenge, type ChallengeAnswers } from './challenge-answers.js';
 
 // Orders and renews the certificates of public hosts from ACME (RFC 8555, through acme-client),
 // on every gateway with ACME on. A host is ordered by one gateway at a time: the one that creates
@@ -91,7 +90,7 @@ export class AcmeOrderer {
 
   private status(host: string): AcmeStatus | undefined {
     try {
-      const entry = this.statuses.get(acmeStatusKey(host));
+      const entry = cachedAcmeStatus(this.statuses, host);
       return entry === undefined ? undefined : decodeCached<AcmeStatus>(entry);
     } catch {
       return undefined;
@@ -128,7 +127,7 @@ export class AcmeOrderer {
     let lease: Lease | undefined;
     try {
       lease = await store.grantLease(LOCK_TTL_SECONDS);
-      if (!(await store.create(acmeLockKey(host), this.owner, { lease: lease.id }))) {
+      if (!(await takeOrderLock(store, host, this.owner, lease.id))) {
         // Another gateway orders it: its result arrives by watch. Look again once its lock would have lapsed.
         setTimeout(() => this.queueReview(), LOCK_TTL_SECONDS * 1000).unref();
         return;
@@ -147,7 +146,7 @@ export class AcmeOrderer {
   /** Under the host's lock: looks again at what the store holds now, and orders if still due. */
   private async orderLocked(host: string, lease: Lease): Promise<void> {
     const { store, log } = this.options;
-    const [own, covering, status] = await Promise.all([readCertificate(store, host), readCertificate(store, wildcardOf(host) ?? host), readRecord<AcmeStatus>(store, acmeStatusKey(host))]);
+    const [own, covering, status] = await Promise.all([readCertificate(store, host), readCertificate(store, wildcardOf(host) ?? host), readAcmeStatus(store, host)]);
     const serving = own?.record ?? covering?.record;
     if (orderDueAt(serving && entryOf(serving), status?.record) > Date.now()) return; // another gateway has just done it
     if (!this.options.hosts.has(host)) return; // its service was deleted while the lock was taken
@@ -195,19 +194,18 @@ export class AcmeOrderer {
       // behind NAT or on another port cannot; the ACME server's validation is the one that counts.
       skipChallengeVerification: true,
       challengeCreateFn: async (_authz, challenge, keyAuthorization) => {
-        // Leased with the lock: a challenge outlives neither the order nor the gateway.
-        const revision = await store.put(acmeChallengeKey(challenge.token), keyAuthorization, { lease: lease.id });
+        const revision = await putChallenge(store, challenge.token, keyAuthorization, lease.id);
         await challenges.caughtUp(revision);
       },
       challengeRemoveFn: async (_authz, challenge) => {
-        await store.delete(acmeChallengeKey(challenge.token));
+        await removeChallenge(store, challenge.token);
       },
     });
     return { chain, key: key.toString() };
   }
 
   private async writeStatus(status: AcmeStatus): Promise<void> {
-    await this.options.store.put(acmeStatusKey(status.host), JSON.stringify(status));
+    await writeAcmeStatus(this.options.store, status);
   }
 
   private async journal(host: string, kind: string, message: string): Promise<void> {

@@ -12,6 +12,12 @@ export const CHALLENGE_PATH = '/.well-known/acme-challenge/';
 /** A token is base64url (RFC 8555 §8.1); anything else is not looked up. */
 const TOKEN = /^[A-Za-z0-9_-]{1,256}$/;
 
+/** Writes a token's key authorization, leased with the order's lock: a challenge outlives neither the order nor the gateway. */
+export const putChallenge = (store: Store, token: string, keyAuthorization: string, leaseId: string): Promise<number> =>
+  store.put(acmeChallengeKey(token), keyAuthorization, { lease: leaseId });
+
+export const removeChallenge = (store: Store, token: string): Promise<boolean> => store.delete(acmeChallengeKey(token));
+
 export class ChallengeAnswers {
   private constructor(private readonly cache: PrefixCache) {}
 

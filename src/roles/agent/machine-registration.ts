@@ -1,5 +1,5 @@
 import type { Machine, MachineAway } from '../../schemas/cluster.js';
-import { machineAwayKey, machineKey } from '../../store/keys.js';
+import { clearAway, markAway, registerMachine } from '../../store/records/machines.js';
 import type { Store } from '../../store/store.js';
 import type { LeasedWriter } from './leased-writer.js';
 
@@ -57,19 +57,19 @@ export class MachineRegistration {
     const serialized = JSON.stringify(observed);
     if (serialized !== this.written) {
       const machine: Machine = { ...observed, updatedAt: new Date().toISOString() };
-      await this.keys.set(machineKey(this.identity.id), JSON.stringify(machine));
+      await registerMachine(this.keys, machine);
       this.written = serialized;
     }
     // After the registration, never before: in between the scheduler would see neither and count the machine lost.
     if (this.back) return;
-    await this.store.delete(machineAwayKey(this.identity.id));
+    await clearAway(this.store, this.identity.id);
     this.back = true;
   }
 
   /** Says the machine is away and expected back: the agent stops on purpose (a restart, a reboot). */
   async away(reason: string): Promise<void> {
     const record: MachineAway = { machine: this.identity.id, since: new Date().toISOString(), reason };
-    await this.store.put(machineAwayKey(this.identity.id), JSON.stringify(record));
+    await markAway(this.store, record);
   }
 
   /**

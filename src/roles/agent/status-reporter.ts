@@ -1,6 +1,6 @@
 import { trace } from '../../trace.js';
 import type { UnitStatus } from '../../schemas/cluster.js';
-import { unitStatusKey } from '../../store/keys.js';
+import { UnitStatusRecords } from '../../store/records/unit-statuses.js';
 import { isRunning, slotOf } from '../../units.js';
 import type { LeasedWriter } from './leased-writer.js';
 import { withoutHostPaths } from './host-paths.js';
@@ -29,11 +29,11 @@ export class UnitStatusReporter {
   private readonly current = new Map<string, { observed: string; status: UnitStatus }>();
   /** Directories of this machine whose paths a status never shows (the engine's data root). */
   private readonly hostDirs: string[] = [];
+  private readonly records: UnitStatusRecords;
 
-  constructor(
-    private readonly keys: LeasedWriter,
-    private readonly machineId: string,
-  ) {}
+  constructor(keys: LeasedWriter, machineId: string) {
+    this.records = new UnitStatusRecords(keys, machineId);
+  }
 
   /**
    * Writes the slot's status unless it is what was reported last. A slot's reports reach the
@@ -54,7 +54,7 @@ export class UnitStatusReporter {
     const status: UnitStatus = { ...observed, ...(failingSince === undefined ? {} : { failingSince }), updatedAt: now };
     this.current.set(slot, { observed: serialized, status });
     trace('agent.status', `${observed.unit} ${observed.active}/${observed.sub}`);
-    await this.keys.set(unitStatusKey(this.machineId, slot), JSON.stringify(status));
+    await this.records.write(slot, status);
     trace('agent.status-written', `${observed.unit} ${observed.active}/${observed.sub}`);
   }
 
@@ -70,7 +70,7 @@ export class UnitStatusReporter {
 
   async forget(slot: string): Promise<void> {
     if (!this.current.delete(slot)) return;
-    await this.keys.remove(unitStatusKey(this.machineId, slot));
+    await this.records.remove(slot);
   }
 
   /**
@@ -81,7 +81,7 @@ export class UnitStatusReporter {
    * reads the assignments afresh, reports what is still wanted.
    */
   forgetAll(): void {
-    for (const slot of this.current.keys()) this.keys.forget(unitStatusKey(this.machineId, slot));
+    for (const slot of this.current.keys()) this.records.forget(slot);
     this.current.clear();
   }
 

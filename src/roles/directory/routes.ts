@@ -3,9 +3,8 @@ import { Type } from '@sinclair/typebox';
 import type { RoleServer } from '../../http/server.js';
 import { conflict, notFound, badRequest } from '../../http/errors.js';
 import type { Store } from '../../store/store.js';
-import { serviceKey } from '../../store/keys.js';
+import { cachedDeclaration, createService, deleteService, updateService } from '../../store/records/services.js';
 import { decodeCached, type PrefixCache } from '../../store/prefix-cache.js';
-import { createRecord, deleteRecord, updateRecord } from '../../store/json-records.js';
 import { ErrorReply, NameParams, errorResponses, writeRefusals } from '../../schemas/common.js';
 import {
   CreatedReply,
@@ -80,7 +79,7 @@ const withDefaultMemory = (service: Service, memoryMB: number | undefined): Serv
 
 export function directoryRoutes(server: RoleServer, store: Store, services: PrefixCache, limits: WriteLimits, policy: ReservationPolicy): void {
   const cached = (name: string): Service | undefined => {
-    const entry = services.get(serviceKey(name));
+    const entry = cachedDeclaration(services, name);
     return entry ? decodeCached<Service>(entry) : undefined;
   };
   const find = (name: string): Service => {
@@ -107,7 +106,7 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
   const update = async (request: FastifyRequest, name: string, change: (service: Service) => Service): Promise<Service> => {
     await limits.space.assertRoom();
     const admit = admitted(request);
-    const updated = await updateRecord<Service>(store, serviceKey(name), (service) => admit({ ...change(service), updatedAt: new Date().toISOString() }));
+    const updated = await updateService(store, name, (service) => admit({ ...change(service), updatedAt: new Date().toISOString() }));
     if (!updated) throw notFound(`service ${name} is not declared`);
     await services.caughtUp(updated.revision);
     return updated.record;
@@ -131,7 +130,7 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
       await limits.space.assertRoom();
       const service = admitted(request)(asked);
       // Create-if-absent in one store transaction: of two concurrent creates, exactly one wins.
-      const revision = await createRecord(store, serviceKey(service.name), service);
+      const revision = await createService(store, service);
       if (revision === 0) throw conflict(`service ${service.name} already exists`);
       await services.caughtUp(revision);
       return reply.status(201).send({ meta: { statusCode: 201, ok: true, uuid: service.uuid, name: service.name } });
@@ -178,7 +177,7 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
     '/services/:name',
     { schema: { params: NameParams, response: { 204: Type.Null(), 404: ErrorReply, 503: ErrorReply } } },
     async (request, reply) => {
-      const revision = await deleteRecord(store, serviceKey(request.params.name));
+      const revision = await deleteService(store, request.params.name);
       if (revision === 0) throw notFound(`service ${request.params.name} is not declared`);
       await services.caughtUp(revision);
       return reply.status(204).send(null);

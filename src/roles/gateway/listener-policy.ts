@@ -1,7 +1,7 @@
 import { networkInterfaces } from 'node:os';
 import { isLoopback } from '../../auth/caller.js';
 import type { GatewayConfig } from '../../config.js';
-import type { Domains } from './host-name.js';
+import type { Domains } from '../../http/host-name.js';
 
 // Internal stays internal. On a loopback listener (the default, and `npm start`) the gateway
 // serves both domains and its own endpoints for any host that is not a service host, as always.

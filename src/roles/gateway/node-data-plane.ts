@@ -4,7 +4,7 @@ import { createLimitedServer, gatewayConnectionLimits } from '../../http/connect
 import type { PlatformConfig } from '../../config.js';
 import type { FastifyBaseLogger } from 'fastify';
 import type { DataPlane } from './data-plane.js';
-import type { Domains } from './host-name.js';
+import type { Domains } from '../../http/host-name.js';
 import type { PlannedRoute } from './route-plan.js';
 import { RouteTable, type RouteView } from './route-table.js';
 import { GatewayProxy } from './proxy.js';

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { hostName, isServiceHost, type Domains } from './host-name.js';
+import { hostName, isServiceHost, type Domains } from '../../http/host-name.js';
 import { chooseUpstream } from './upstream-choice.js';
 import { clientAddress, schemeOf, upstreamRequestHeaders } from './forwarded-headers.js';
 import { ProxyExchange, type ExchangeSettings } from './proxy-exchange.js';

@@ -1,5 +1,5 @@
 import type { Component } from '../../store/keys.js';
-import type { Domains } from './host-name.js';
+import { componentHosts, type Domains } from '../../http/host-name.js';
 import type { UnitActiveState, UnitSubState } from '../../schemas/cluster.js';
 import { isRunning } from '../../schemas/states.js';
 
@@ -41,20 +41,6 @@ export interface PlannedRoute {
   /** Where requests may go now, in a stable order (round robin follows it). */
   targets: RouteTarget[];
 }
-
-/** Components reachable on both domains, and those reachable only on the internal one. */
-const publicComponents: readonly Component[] = ['orchestrator', 'web'];
-const internalComponents: readonly Component[] = ['service-directory', 'scheduler'];
-
-/** The names a component is routed under (with --expose-components). */
-function componentHosts(component: Component, domains: Domains): string[] {
-  if (publicComponents.includes(component)) return [`${component}.${domains.internalDomain}`, `${component}.${domains.domain}`];
-  return internalComponents.includes(component) ? [`${component}.${domains.internalDomain}`] : [];
-}
-
-/** Every name the gateway may route to a platform component: the components answer them (src/http/host-rule.ts). */
-export const componentHostNames = (domains: Domains): string[] =>
-  [...publicComponents, ...internalComponents].flatMap((component) => componentHosts(component, domains));
 
 /**
  * A unit takes new requests only while it runs and is not draining: the agent marks a unit it is

@@ -4,7 +4,7 @@ import { componentPrefix, components as componentNames, lastSegment, servicePref
 import { PrefixCache, decodeCached, type CachedValue } from '../../store/prefix-cache.js';
 import { onStorePing } from '../../store/store-heartbeat.js';
 import { RENEWAL_GRACE_TTLS } from '../../store/leased-keys.js';
-import type { Domains } from './host-name.js';
+import type { Domains } from '../../http/host-name.js';
 import { planRoutes, type AnnouncedComponent, type PlannedRoute, type RoutedService, type RoutedUnit } from './route-plan.js';
 
 // The one route plan: watched in-memory copies of the declarations, the unit statuses and

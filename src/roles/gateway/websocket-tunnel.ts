@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { request as httpRequest, STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { hostName } from './host-name.js';
+import { hostName } from '../../http/host-name.js';
 import { chooseUpstream } from './upstream-choice.js';
 import { clientAddress, clientResponseHeaders, schemeOf, upstreamRequestHeaders } from './forwarded-headers.js';
 import { headerValue, isOriginForm, NOT_ORIGIN_FORM } from './request-head.js';
@@ -10,7 +10,7 @@ import { unroutedMetrics } from './gateway-metrics.js';
 import { RETRY_AFTER_SECONDS } from './proxy.js';
 import type { Route, RouteTable } from './route-table.js';
 import { routesHost, type ListenerPolicy } from './listener-policy.js';
-import type { Domains } from './host-name.js';
+import type { Domains } from '../../http/host-name.js';
 import type { Upstream } from './upstream.js';
 
 // Upgrade requests (WebSocket): the request head is rewritten as for any request (hop-by-hop

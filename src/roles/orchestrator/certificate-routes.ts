@@ -1,14 +1,15 @@
 import type { RoleServer } from '../../http/server.js';
 import { badRequest, notFound } from '../../http/errors.js';
 import type { Store } from '../../store/store.js';
-import { componentPrefix, components as componentNames, lastSegment, serviceKey, servicePrefix, type Component } from '../../store/keys.js';
-import { listRecords, readRecord } from '../../store/json-records.js';
+import { componentPrefix, components as componentNames, lastSegment, servicePrefix, type Component } from '../../store/keys.js';
+import { listRecords } from '../../store/json-records.js';
+import { readService } from '../../store/records/services.js';
 import { apiRoute } from '../../schemas/api.js';
 import type { Service } from '../../schemas/service.js';
 import { CertificateRefused, checkCertificate } from '../../certificates/certificate-check.js';
 import { certificateFor, listCertificates, putCertificate, removeCertificate } from '../../certificates/certificate-records.js';
 import { publicHostNames } from '../gateway/tls/public-hosts.js';
-import type { Domains } from '../gateway/host-name.js';
+import type { Domains } from '../../http/host-name.js';
 
 // Certificates from the operator (README "HTTPS"): add, list and remove need an admin token. A
 // certificate is checked before it is stored; the reply and the journal name the host, never the key.
@@ -57,7 +58,7 @@ export function certificateRoutes(server: RoleServer, store: Store, domains: Dom
   server.route({
     ...apiRoute('GET /services/:name/certificate'),
     handler: async (request) => {
-      const declared = await readRecord<Service>(store, serviceKey(request.params.name));
+      const declared = await readService(store, request.params.name);
       if (!declared) throw notFound(`service ${request.params.name} does not exist`);
       const host = `${request.params.name}.${domain}`;
       const publicFacing = declared.record.publicFacing && declared.record.loadBalanced;

@@ -3,14 +3,14 @@ import { badRequest, conflict, notFound } from '../../http/errors.js';
 import type { Store } from '../../store/store.js';
 import { apiRoute } from '../../schemas/api.js';
 import { EndpointUrlError, MAX_ENDPOINTS, addEndpoint, endpointUrl, listEndpoints, removeEndpoint } from '../../notifications/endpoints.js';
-import { destinationRefusal, type RegistryAllowList } from '../scheduler/registry-policy.js';
+import { destinationRefusal, type RegistryAllowList } from '../../http/registry-policy.js';
 import { listDeliveries } from '../../notifications/outbox.js';
 
 // Notification endpoints and their deliveries on the orchestrator, for admins only: an endpoint's
 // URL may hold a secret in its path (Slack's do), and the deliveries show those URLs. The signing
 // secret is in the reply to the add, and nowhere after.
 
-/** Why an endpoint is refused its destination: the registries' rule (src/roles/scheduler/registry-policy.ts), which deliveries apply again. */
+/** Why an endpoint is refused its destination: the registries' rule (src/http/registry-policy.ts), which deliveries apply again. */
 const DESTINATION_RULE = 'endpoints on loopback, private, link-local and other special addresses need --allowed-notification-destination';
 
 export function notificationRoutes(server: RoleServer, store: Store, allowedDestinations: RegistryAllowList): void {

@@ -2,7 +2,7 @@ import type { RoleServer } from '../../http/server.js';
 import { notFound } from '../../http/errors.js';
 import type { Store } from '../../store/store.js';
 import { apiRoute } from '../../schemas/api.js';
-import { listQuotas, removeQuota, saveQuota } from '../../store/quota-records.js';
+import { listQuotas, removeQuota, saveQuota } from '../../store/records/quotas.js';
 
 // Quotas on the orchestrator: an admin sets and removes them; the directory checks them.
 

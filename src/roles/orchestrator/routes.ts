@@ -8,10 +8,10 @@ import { currentTarget, type Deployment, type DeployReply, type Release } from '
 import { parseImageReference, repositoryName } from '../../image-reference.js';
 import type { MachineDrain } from '../../schemas/cluster.js';
 import { apiRoute } from '../../schemas/api.js';
-import { machineDrainKey } from '../../store/keys.js';
+import { clearDrain, setDrain } from '../../store/records/machine-drains.js';
 import { listClusterUnits, listMachines } from './cluster-view.js';
 import { readStoreSchema } from '../../store/store-schema.js';
-import { listComponentVersions } from '../../store/component-records.js';
+import { listComponentVersions } from '../../store/records/component-versions.js';
 import { removeVolumes } from './volume-removal.js';
 import { schedulerViewRoutes } from './scheduler-routes.js';
 
@@ -146,7 +146,7 @@ export function orchestratorRoutes(server: RoleServer, store: Store, peers: Orch
       if (!machine) throw notFound(`machine ${id} is not registered`);
       // Draining again keeps the original start and takes the new reason.
       const drain: MachineDrain = { machine: id, since: machine.drain?.since ?? new Date().toISOString(), ...(request.body.reason ? { reason: request.body.reason } : {}) };
-      await store.put(machineDrainKey(id), JSON.stringify(drain));
+      await setDrain(store, drain);
       return drain;
     },
   });
@@ -154,7 +154,7 @@ export function orchestratorRoutes(server: RoleServer, store: Store, peers: Orch
   server.route({
     ...apiRoute('DELETE /cluster/machines/:id/drain'),
     handler: async (request, reply) => {
-      await store.delete(machineDrainKey(request.params.id));
+      await clearDrain(store, request.params.id);
       return reply.status(204).send(null);
     },
   });

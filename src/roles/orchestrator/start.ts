@@ -5,7 +5,7 @@ import { fastifyRole, type RoleContext, type StartedRole } from '../role.js';
 import { orchestratorRoutes } from './routes.js';
 import { tokenRoutes, warnWhileNoToken } from './token-routes.js';
 import { notificationRoutes } from './notification-routes.js';
-import { RegistryAllowList } from '../scheduler/registry-policy.js';
+import { RegistryAllowList } from '../../http/registry-policy.js';
 import { registryRoutes } from './registry-routes.js';
 import { certificateRoutes } from './certificate-routes.js';
 import { quotaRoutes } from './quota-routes.js';

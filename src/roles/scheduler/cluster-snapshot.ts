@@ -1,9 +1,11 @@
 import type { Store, WatchEvent } from '../../store/store.js';
-import { assignmentRoot, componentPrefix, machineAwayPrefix, machineDrainPrefix, machinePrefix, serviceKey, servicePrefix, unitStatusRoot } from '../../store/keys.js';
+import { assignmentRoot, componentPrefix, machineAwayPrefix, machineDrainPrefix, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
 import { PrefixCache, decodeCached, type CachedValue } from '../../store/prefix-cache.js';
+import { cachedDeclaration } from '../../store/records/services.js';
 import type { Assignment, Machine, MachineAway, MachineDrain, UnitStatus } from '../../schemas/cluster.js';
 import { announcedPorts, keepsUnitsWithVolumes, type Service } from '../../schemas/service.js';
 import type { PlacedUnit, PlannerMachine, ServiceRules } from '../../placement/planner.js';
+import { defaultEngineGraceSeconds, defaultMachineGraceMs } from '../../config.js';
 
 // What the scheduler plans from: every machine, assignment, service declaration, drain and unit
 // status, held in memory by store watches (PrefixCache) instead of re-read on a timer. Rollouts,
@@ -25,18 +27,6 @@ export interface ClusterSnapshot {
   /** Ports of the roles' announced addresses (a gateway on a port of its own): no unit's host port. */
   announcedPorts?: number[];
 }
-
-/** How long a machine may go without a Docker engine before its units move (--engine-grace). */
-export const defaultEngineGraceSeconds = 30;
-
-/**
- * How long a machine whose agent stopped on purpose keeps its units (--machine-grace): a server's
- * reboot (firmware, RAID and NIC initialisation, then the OS and dockerd) commonly takes 1 to 3
- * minutes, and a package upgrade's restart a few seconds; 5 minutes covers both with room, while
- * a machine that does not come back costs its units no more than 5 minutes (those without
- * another instance elsewhere are down for that long).
- */
-export const defaultMachineGraceMs = 5 * 60_000;
 
 /** A machine away and expected back, and until when its units stay in place (ISO times). */
 export interface MachineAwayUntil {
@@ -125,7 +115,7 @@ export class ClusterWatch {
 
   /** The service's declaration as last seen, with its revision for a transaction's compare. */
   declaration(service: string): CachedValue | undefined {
-    return this.caches.services.get(serviceKey(service));
+    return cachedDeclaration(this.caches.services, service);
   }
 
   statuses(): UnitStatus[] {

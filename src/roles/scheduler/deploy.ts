@@ -1,14 +1,13 @@
 import type { Store } from '../../store/store.js';
-import { serviceKey } from '../../store/keys.js';
-import { readRecord } from '../../store/json-records.js';
+import { readService } from '../../store/records/services.js';
 import { badRequest, notFound } from '../../http/errors.js';
 import { formatImageReference, parseImageReference, repositoryName } from '../../image-reference.js';
 import type { Service, ServiceConfig } from '../../schemas/service.js';
 import { currentTarget, type Deployment, type DeployReply, type Release } from '../../schemas/release.js';
 import type { RegistryClient } from './registry-client.js';
-import { claimReleases, createRelease, getRelease } from './releases.js';
-import { deploymentStart, listDeployments, newDeploymentId } from './deployment-records.js';
-import { appendJournal } from './journal.js';
+import { claimReleases, createRelease, getRelease } from '../../store/records/releases.js';
+import { deploymentStart, listDeployments, newDeploymentId } from '../../store/records/deployments.js';
+import { appendJournal } from '../../store/records/journal.js';
 
 // Accepting a trigger: validate it, drop it when stale, pin the image to its digest, and record a
 // release and its pending deployment. The runner then rolls it out.
@@ -57,7 +56,7 @@ interface ReleaseDraft {
 }
 
 async function declaredService(store: Store, name: string): Promise<Service> {
-  const found = await readRecord<Service>(store, serviceKey(name));
+  const found = await readService(store, name);
   if (!found) throw notFound(`service ${name} is not declared`);
   return found.record;
 }

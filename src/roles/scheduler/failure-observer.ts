@@ -1,8 +1,9 @@
 import type { WatchEvent } from '../../store/store.js';
-import { lastSegment, unitStatusKey } from '../../store/keys.js';
+import { lastSegment } from '../../store/keys.js';
+import { unitStatusKeyOf } from '../../store/records/unit-statuses.js';
 import type { UnitStatus } from '../../schemas/cluster.js';
 import type { NotificationEvent } from '../../schemas/notification.js';
-import { isRunning, slotOf } from '../../units.js';
+import { isRunning } from '../../units.js';
 import { failureEpisode, machineLostEvent, unitFailedEvent } from '../../notifications/events.js';
 import type { ClusterWatch } from './cluster-snapshot.js';
 
@@ -29,7 +30,7 @@ export class FailureObserver {
   ) {
     for (const status of cluster.statuses()) {
       if (status.active !== 'failed') continue;
-      this.failing.add(unitStatusKey(status.machine, slotOf(status)));
+      this.failing.add(unitStatusKeyOf(status));
       if (status.failingSince !== undefined) this.record(unitFailedEvent(status, status.failingSince));
     }
     cluster.onChange('statuses', (event) => this.statusChanged(event));

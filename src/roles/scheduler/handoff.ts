@@ -3,7 +3,7 @@ import type { Store, Watch } from '../../store/store.js';
 import { schedulerReplyKey, schedulerRequestKey, schedulerRequestPrefix, lastSegment } from '../../store/keys.js';
 import { HttpError, unavailable } from '../../http/errors.js';
 import type { DeployTrigger } from './deploy.js';
-import { timeOrderedId } from './ids.js';
+import { timeOrderedId } from '../../store/ids.js';
 
 // A follower scheduler hands the work it is asked for to the leader through the store: it writes
 // a request key and waits for the leader's reply key. Any scheduler can be given a webhook or a

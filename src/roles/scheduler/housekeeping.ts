@@ -1,15 +1,17 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Store } from '../../store/store.js';
-import { assignmentKey, journalPrefix, releaseKey, releasePrefix, releasesRoot, serviceKey, servicePrefix } from '../../store/keys.js';
-import { deleteKeys, listRecords, readRecord } from '../../store/json-records.js';
+import { journalPrefix, releasesRoot, servicePrefix } from '../../store/keys.js';
+import { deleteAssignments } from '../../store/records/assignments.js';
+import { deleteReleases, deleteUndeclaredReleases } from '../../store/records/releases.js';
+import { readService } from '../../store/records/services.js';
+import { deleteKeys, listRecords } from '../../store/json-records.js';
 import type { Assignment } from '../../schemas/cluster.js';
 import type { Release } from '../../schemas/release.js';
 import type { Service } from '../../schemas/service.js';
-import { slotOf } from '../../units.js';
 import type { RetentionLimits } from '../../config.js';
 import { FencedWriteError } from '../../store/fenced-store.js';
 import { NotLeaderError } from './leadership.js';
-import { deleteDeployments, listDeployments } from './deployment-records.js';
+import { deleteDeployments, listDeployments } from '../../store/records/deployments.js';
 import { expiredDeployments, expiredJournalKeys, expiredReleases } from './retention.js';
 import { hostCertificateStates, leftByDeletedServices, removeLeftBehind } from '../../certificates/certificate-records.js';
 import type { ClusterSnapshot } from './cluster-snapshot.js';
@@ -35,7 +37,7 @@ export class Housekeeping {
   async pruneOrphans(snapshot: Pick<ClusterSnapshot, 'assignments' | 'services'>): Promise<void> {
     const declared = new Set(snapshot.services.map((service) => service.name));
     const doomed = snapshot.assignments.filter((assignment: Assignment) => !declared.has(assignment.service));
-    await deleteKeys(this.store, doomed.map((a) => assignmentKey(a.machine, slotOf(a))));
+    await deleteAssignments(this.store, doomed);
   }
 
   /** One full pass (coalesced: a pass asked for while one runs runs once more after it). */
@@ -95,21 +97,20 @@ export class Housekeeping {
       let service = declared.get(name);
       if (!service) {
         // Only while it is still undeclared: a declaration made meanwhile keeps what it claimed.
-        const result = await this.store.txn([{ key: serviceKey(name), target: 'version', equals: 0 }], [{ op: 'deletePrefix', prefix: releasePrefix(name) }]);
-        if (result.succeeded) {
+        if (await deleteUndeclaredReleases(this.store, name)) {
           deleted += list.length;
           continue;
         }
         // Declared again since the list was read (nothing else triggers a pass for that): the
         // releases listed belong to its predecessor unless they carry its uuid.
-        service = (await readRecord<Service>(this.store, serviceKey(name)))?.record;
+        service = (await readService(this.store, name))?.record;
         if (!service) continue;
       }
       const foreign = list.filter((r) => r.serviceUuid !== undefined && r.serviceUuid !== service.uuid).map((r) => r.version);
       const own = list.filter((r) => !foreign.includes(r.version));
       const expired = expiredReleases(own, deployments.filter((d) => d.service === name), this.retention.releasesPerService);
       const versions = [...foreign, ...expired];
-      await deleteKeys(this.store, versions.map((version) => releaseKey(name, version)));
+      await deleteReleases(this.store, name, versions);
       deleted += versions.length;
     }
     return deleted;

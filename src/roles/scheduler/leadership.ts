@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Compare, Lease, Store, Watch } from '../../store/store.js';
-import { componentKey, schedulerLeaderKey } from '../../store/keys.js';
+import { schedulerLeaderKey } from '../../store/keys.js';
+import { announcementEntry } from '../../store/records/announcements.js';
 
 // One scheduler leads at a time: it holds the leader key, created under its own lease, and
 // announces itself as /platform/services/scheduler under the same lease (unless a `platform
@@ -83,7 +84,7 @@ export class Leadership {
         [{ key: schedulerLeaderKey, target: 'createRevision', equals: 0 }],
         [
           { op: 'put', key: schedulerLeaderKey, value, lease: this.lease.id },
-          ...(this.options.announce ? [{ op: 'put' as const, key: componentKey('scheduler'), value: this.options.address, lease: this.lease.id }] : []),
+          ...(this.options.announce ? [{ op: 'put' as const, ...announcementEntry('scheduler', this.options.address), lease: this.lease.id }] : []),
         ],
       );
       if (result.succeeded) {

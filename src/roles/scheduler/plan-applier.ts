@@ -1,11 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Compare, Operation, Store } from '../../store/store.js';
-import { assignmentKey, machineDrainKey } from '../../store/keys.js';
+import { assignmentDelete, assignmentKeyOf as keyOf, assignmentPut } from '../../store/records/assignments.js';
+import { notDrained } from '../../store/records/machine-drains.js';
 import type { Assignment } from '../../schemas/cluster.js';
 import { checkPlan } from '../../placement/plan-check.js';
 import type { ServiceRules } from '../../placement/planner.js';
 import { KeyedQueue } from '../../keyed-queue.js';
-import { slotOf } from '../../units.js';
 import { trace } from '../../trace.js';
 import { placedUnit, plannerMachine, serviceRules, type ClusterWatch } from './cluster-snapshot.js';
 
@@ -77,11 +77,11 @@ export class PlanApplier {
     const targets = new Set(plan.place.map((assignment) => assignment.machine));
     const compares: Compare[] = [
       { key: plan.declaration.key, target: 'modRevision', equals: plan.declaration.modRevision },
-      ...[...targets].map((machine): Compare => ({ key: machineDrainKey(machine), target: 'version', equals: 0 })),
+      ...[...targets].map(notDrained),
     ];
     const operations: Operation[] = [
-      ...plan.retire.map((assignment): Operation => ({ op: 'delete', key: keyOf(assignment) })),
-      ...[...plan.update, ...plan.place].map((assignment): Operation => ({ op: 'put', key: keyOf(assignment), value: JSON.stringify(assignment) })),
+      ...plan.retire.map(assignmentDelete),
+      ...[...plan.update, ...plan.place].map(assignmentPut),
     ];
     const committed = await this.store.txn(compares, operations);
     trace('scheduler.assignments', `${plan.service} ${operations.length} ${committed.succeeded}`);
@@ -91,8 +91,6 @@ export class PlanApplier {
     return { applied: true, revision: committed.revision };
   }
 }
-
-const keyOf = (assignment: Assignment): string => assignmentKey(assignment.machine, slotOf(assignment));
 
 /**
  * The plan less removals and rewrites of assignments already gone (another rollout of the service

@@ -6,7 +6,7 @@ import { rolloutSettings, type RolloutSettings } from '../../schemas/service.js'
 import { planRolloutStep, type RolloutUnit } from '../../placement/rollout-step.js';
 import { isRunning, slotOf, specHash, unitName } from '../../units.js';
 import { evictedMachines, placedUnit, plannerMachine, serviceRules, type ClusterSnapshot, type ClusterWatch } from './cluster-snapshot.js';
-import { rolloutRecorder, type RolloutRecorder } from './deployment-records.js';
+import { rolloutRecorder, type RolloutRecorder } from '../../store/records/deployments.js';
 import type { Plan, PlanApplier } from './plan-applier.js';
 
 // Runs one deployment: takes a snapshot of the watched cluster, asks the pure rollout step what to

@@ -15,13 +15,12 @@ import {
   versionNumber,
 } from '../../schemas/release.js';
 import type { Scheduler } from './scheduler.js';
-import { getRelease, listReleases } from './releases.js';
-import { getDeployment, listDeployments } from './deployment-records.js';
-import { readRecord } from '../../store/json-records.js';
-import { serviceKey } from '../../store/keys.js';
+import { getRelease, listReleases } from '../../store/records/releases.js';
+import { getDeployment, listDeployments } from '../../store/records/deployments.js';
+import { readService } from '../../store/records/services.js';
 import type { Service } from '../../schemas/service.js';
 import { triggerTime } from './deploy.js';
-import { readJournal } from './journal.js';
+import { readJournal } from '../../store/records/journal.js';
 import { withConfigFor } from '../../auth/env-redaction.js';
 import { callerToken } from '../../auth/guard.js';
 import type { FastifyRequest } from 'fastify';
@@ -37,12 +36,12 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler, limits
   const admitDeploy = async (request: FastifyRequest, name: string): Promise<void> => {
     await limits.space.assertRoom();
     if (!callerToken(request)) return;
-    const config = (await readRecord<Service>(store, serviceKey(name)))?.record.config;
+    const config = (await readService(store, name))?.record.config;
     if (config) limits.budget.charge(request, Buffer.byteLength(JSON.stringify(config)) * (config.numInstances + 1));
   };
   /** Releases are the declaration's own: a deleted predecessor's are not shown. */
   const declared = async (name: string): Promise<Service> => {
-    const found = await readRecord<Service>(store, serviceKey(name));
+    const found = await readService(store, name);
     if (!found) throw notFound(`service ${name} is not declared`);
     return found.record;
   };

@@ -1,14 +1,13 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { StoreUnavailableError, type Store } from '../../store/store.js';
-import { assignmentKey } from '../../store/keys.js';
+import { assignmentDelete } from '../../store/records/assignments.js';
 import { FencedWriteError } from '../../store/fenced-store.js';
 import { currentTarget, type Deployment, type DeployReply, type Release } from '../../schemas/release.js';
 import { rolloutSettings } from '../../schemas/service.js';
-import { slotOf } from '../../units.js';
 import { NotLeaderError } from './leadership.js';
 import type { AcceptedDeploy } from './deploy.js';
-import { getRelease } from './releases.js';
-import { isInFlight, listDeployments, recordOutcome, recordPhase, recordStop, retryReschedule, startDeployment } from './deployment-records.js';
+import { getRelease } from '../../store/records/releases.js';
+import { isInFlight, listDeployments, recordOutcome, recordPhase, recordStop, retryReschedule, startDeployment } from '../../store/records/deployments.js';
 import { defaultBackoff } from './healing-backoff.js';
 import { rollOut, type RolloutOutcome } from './rollout.js';
 import { PlanApplier } from './plan-applier.js';
@@ -82,7 +81,7 @@ export class DeploymentRunner {
     this.supersedeWith(service, `stop-${Date.now()}`);
     return this.rollouts.run(service, async () => {
       const doomed = cluster.snapshot().assignments.filter((a) => a.service === service);
-      if (doomed.length > 0) await store.txn([], doomed.map((a) => ({ op: 'delete' as const, key: assignmentKey(a.machine, slotOf(a)) })));
+      if (doomed.length > 0) await store.txn([], doomed.map(assignmentDelete));
       await recordStop(store, service);
       const deadline = Date.now() + stopTimeoutSeconds * 1000;
       for (;;) {

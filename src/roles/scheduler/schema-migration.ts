@@ -6,7 +6,7 @@ import { readStoreSchema, schemaAdvance, type StoreSchema } from '../../store/st
 import { migrationPath } from '../../store/schema-migrations.js';
 import { backupToDirectory } from '../../backup/backup-directory.js';
 import { platformVersion } from '../../platform-version.js';
-import { journalWrite } from './journal.js';
+import { journalWrite } from '../../store/records/journal.js';
 
 // The scheduler leader moves the store's layout forward to this program's schema, once: a verified
 // backup of the store as it was first (the way back, docs/upgrades.md; one that does not verify

@@ -5,7 +5,7 @@ import type { GatewayTlsConfig } from '../../../config.js';
 import { CertificateSet } from '../../../certificates/certificate-set.js';
 import { ChallengeAnswers } from '../../../certificates/acme/challenge-answers.js';
 import { AcmeOrderer } from '../../../certificates/acme/acme-orderer.js';
-import { hostName, type Domains } from '../host-name.js';
+import { hostName, type Domains } from '../../../http/host-name.js';
 import { PublicHosts } from './public-hosts.js';
 
 // HTTPS on the gateway (README "HTTPS", docs/gateway.md), the part both data planes share: the

@@ -4,7 +4,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import { createLimitedServer, type ConnectionLimits } from '../../../http/connection-limits.js';
 import type { CertificateSet } from '../../../certificates/certificate-set.js';
-import { hostName } from '../host-name.js';
+import { hostName } from '../../../http/host-name.js';
 import type { PublicHosts } from './public-hosts.js';
 import { SecureContexts, tlsVersions } from './secure-contexts.js';
 

@@ -1,7 +1,7 @@
 import type { Store } from '../../../store/store.js';
 import { componentPrefix, components as componentNames, lastSegment, servicePrefix, type Component } from '../../../store/keys.js';
 import { PrefixCache, decodeCached } from '../../../store/prefix-cache.js';
-import type { Domains } from '../host-name.js';
+import type { Domains } from '../../../http/host-name.js';
 import { planRoutes, type AnnouncedComponent, type RoutedService } from '../route-plan.js';
 
 // The names HTTPS is for: `<service>.<domain>` of public-facing load-balanced services, and the

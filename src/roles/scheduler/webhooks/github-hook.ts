@@ -5,7 +5,7 @@ import { parseImageReference } from '../../../image-reference.js';
 import { IMAGE_REFERENCE, IMAGE_TAG } from '../../../schemas/image.js';
 import { ErrorReply, errorResponses } from '../../../schemas/common.js';
 import { GitHubHeaders, GitHubPackageEvent, GitHubPayload, WebhookReply, type GitHubPackage } from '../../../schemas/webhooks.js';
-import { appendJournal } from '../journal.js';
+import { appendJournal } from '../../../store/records/journal.js';
 import { githubSignatureValid, hookAccess, type HookSecret } from './auth.js';
 import { dispatchPushes, type HookContext } from './dispatch.js';
 import { pushedRepository, type Push } from './matching.js';

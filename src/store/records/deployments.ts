@@ -1,9 +1,9 @@
-import type { Operation, Store } from '../../store/store.js';
-import { deploymentKey, deploymentPrefix } from '../../store/keys.js';
-import { deleteKeys, listRecords, readRecord, updateRecord, type Versioned } from '../../store/json-records.js';
+import type { Operation, Store } from '../store.js';
+import { deploymentKey, deploymentPrefix } from '../keys.js';
+import { deleteKeys, listRecords, readRecord, updateRecord, type Versioned } from '../json-records.js';
 import { currentTarget, type Deployment, type Release, type UnitProgress } from '../../schemas/release.js';
 import { isFinished } from '../../schemas/states.js';
-import { timeOrderedId } from './ids.js';
+import { timeOrderedId } from '../ids.js';
 import { appendJournal, journalWrite } from './journal.js';
 import { outboxWrite } from '../../notifications/outbox.js';
 import { deploymentEvent } from '../../notifications/events.js';

@@ -1,8 +1,8 @@
-import type { Operation, Store } from '../../store/store.js';
-import { journalKey, journalPrefix } from '../../store/keys.js';
-import { listRecords } from '../../store/json-records.js';
+import type { Operation, Store } from '../store.js';
+import { journalKey, journalPrefix } from '../keys.js';
+import { listRecords } from '../json-records.js';
 import type { JournalEntry } from '../../schemas/release.js';
-import { timeOrderedId } from './ids.js';
+import { timeOrderedId } from '../ids.js';
 
 /** The write of a journal entry, for a transaction that records something together with its line. */
 export function journalWrite(entry: Omit<JournalEntry, 'id' | 'at'>): Operation {

@@ -1,6 +1,6 @@
-import type { Store } from './store.js';
-import { quotaKey, quotaPrefix } from './keys.js';
-import type { Quota, QuotaLimits } from '../schemas/quota.js';
+import type { Store } from '../store.js';
+import { quotaKey, quotaPrefix } from '../keys.js';
+import type { Quota, QuotaLimits } from '../../schemas/quota.js';
 
 // Every write of a quota; the directory reads them through a watched cache of quotaPrefix.
 

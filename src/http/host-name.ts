@@ -1,3 +1,5 @@
+import type { Component } from '../store/keys.js';
+
 // Host header → the host name routes are keyed by. Pure, and on the hot path: no regular
 // expressions, one slice at most, and toLowerCase returns the same string when nothing changes.
 
@@ -31,3 +33,17 @@ export function isServiceHost(host: string, domains: Domains): boolean {
   const zone = host.slice(dot + 1);
   return zone === domains.domain || zone === domains.internalDomain;
 }
+
+/** Components reachable on both domains, and those reachable only on the internal one. */
+const publicComponents: readonly Component[] = ['orchestrator', 'web'];
+const internalComponents: readonly Component[] = ['service-directory', 'scheduler'];
+
+/** The names a component is routed under (with --expose-components). */
+export function componentHosts(component: Component, domains: Domains): string[] {
+  if (publicComponents.includes(component)) return [`${component}.${domains.internalDomain}`, `${component}.${domains.domain}`];
+  return internalComponents.includes(component) ? [`${component}.${domains.internalDomain}`] : [];
+}
+
+/** Every name the gateway may route to a platform component: the components answer them (host-rule.ts). */
+export const componentHostNames = (domains: Domains): string[] =>
+  [...publicComponents, ...internalComponents].flatMap((component) => componentHosts(component, domains));

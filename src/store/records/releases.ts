@@ -1,11 +1,13 @@
-import type { Operation, Store } from '../../store/store.js';
-import { releaseKey, releasePrefix } from '../../store/keys.js';
-import { listRecords, readRecord } from '../../store/json-records.js';
+import type { Operation, Store } from '../store.js';
+import { releaseKey, releasePrefix } from '../keys.js';
+import { deleteKeys, listRecords, readRecord } from '../json-records.js';
+import { undeclared } from './services.js';
 import type { Release } from '../../schemas/release.js';
 
-// Releases: immutable, numbered per service, each made for one declaration of the service (its
-// uuid). A service deleted and declared again under the same name starts a history of its own:
-// the predecessor's releases are out of reach here and deleted by housekeeping.
+// The one owner of /platform/releases/: immutable, numbered per service, each made for one
+// declaration of the service (its uuid), written by the leading scheduler. A service deleted and
+// declared again under the same name starts a history of its own: the predecessor's releases are
+// out of reach here and deleted by housekeeping.
 
 /** A declaration's identity, as releases are filtered by it. */
 export interface Declared {
@@ -59,3 +61,11 @@ export async function createRelease(
     versions = undefined;
   }
 }
+
+/** Deletes every release of `name` while no service of that name is declared; false when one is (declared again since). */
+export async function deleteUndeclaredReleases(store: Store, name: string): Promise<boolean> {
+  return (await store.txn([undeclared(name)], [{ op: 'deletePrefix', prefix: releasePrefix(name) }])).succeeded;
+}
+
+export const deleteReleases = (store: Store, name: string, versions: readonly number[]): Promise<void> =>
+  deleteKeys(store, versions.map((version) => releaseKey(name, version)));

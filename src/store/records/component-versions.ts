@@ -1,7 +1,7 @@
-import { componentVersionKey, componentVersionPrefix } from './keys.js';
-import { listRecords } from './json-records.js';
-import type { Store } from './store.js';
-import type { ComponentVersion } from '../schemas/component.js';
+import { componentVersionKey, componentVersionPrefix } from '../keys.js';
+import { listRecords } from '../json-records.js';
+import type { Store } from '../store.js';
+import type { ComponentVersion } from '../../schemas/component.js';
 
 // The one owner of /platform/components/: what each running role of each process is and which
 // version it runs. Written once per role at start under the process's announcement lease
