@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -345,22 +345,28 @@ t.test('the pages made no request outside the platform and raised no script erro
   t.same(pageErrors, []);
 });
 
+/** A fresh etcd with a directory and an orchestrator (no scheduler, no agent), and a store client to write units into it as they would be written. */
+async function clusterOfItsOwn(t: Test) {
+  const ownEtcd = await startEtcd();
+  const ownFlags = ['--etcd', ownEtcd.url, '--announce-ttl', '3'];
+  const ownDirectory = await serveRole('directory', await freePort(), ownFlags);
+  const ownOrchestrator = await serveRole('orchestrator', await freePort(), ownFlags);
+  const store = new EtcdStore([ownEtcd.url]);
+  t.teardown(async () => {
+    await store.close();
+    await Promise.all([ownDirectory.stop(), ownOrchestrator.stop()]);
+    await ownEtcd.stop();
+  });
+  return { orchestrator: ownOrchestrator, store };
+}
+
 // Starting 1,000 containers is beyond this 2-core machine, so the 1,000 units are written into
 // the store as the scheduler (assignments) and agents (statuses) would write them; the 200
 // services are declared through the API. No scheduler runs here, so nothing acts on those units,
 // and one of the four machines is left unregistered to show a lost machine (with a scheduler it
 // would be lost only until its units are moved). Timings are reported, not asserted.
 t.test('200 services and 1,000 units: the Services tab renders, takes a burst of 500 unit events, and a lost machine shows red', async (t) => {
-  const perfEtcd = await startEtcd();
-  const perfFlags = ['--etcd', perfEtcd.url, '--announce-ttl', '3'];
-  const perfDirectory = await serveRole('directory', await freePort(), perfFlags);
-  const perfOrchestrator = await serveRole('orchestrator', await freePort(), perfFlags);
-  const store = new EtcdStore([perfEtcd.url]);
-  t.teardown(async () => {
-    await store.close();
-    await Promise.all([perfDirectory.stop(), perfOrchestrator.stop()]);
-    await perfEtcd.stop();
-  });
+  const { orchestrator: perfOrchestrator, store } = await clusterOfItsOwn(t);
   const names = Array.from({ length: 200 }, (_, i) => `load-${String(i).padStart(3, '0')}`);
   for (let i = 0; i < names.length; i += 20) {
     await Promise.all(
@@ -470,16 +476,7 @@ t.test('200 services and 1,000 units: the Services tab renders, takes a burst of
 // 900 of a service's 1,000 wanted units placed (the deployment failed for want of room), 880 of
 // them running, 10 starting and 10 failed, on four machines.
 t.test('a service of 1,000 units shows its units grouped (by state, by machine, the failing ones named), not 1,000 squares', async (t) => {
-  const bigEtcd = await startEtcd();
-  const bigFlags = ['--etcd', bigEtcd.url, '--announce-ttl', '3'];
-  const bigDirectory = await serveRole('directory', await freePort(), bigFlags);
-  const bigOrchestrator = await serveRole('orchestrator', await freePort(), bigFlags);
-  const store = new EtcdStore([bigEtcd.url]);
-  t.teardown(async () => {
-    await store.close();
-    await Promise.all([bigDirectory.stop(), bigOrchestrator.stop()]);
-    await bigEtcd.stop();
-  });
+  const { orchestrator: bigOrchestrator, store } = await clusterOfItsOwn(t);
   const name = 'big';
   const created = await http('POST', `${bigOrchestrator.url}/services`, { name, description: 'a thousand units', containerRepository: `${registry.host}/load/${name}`, numInstances: 1000, loadBalanced: true, publicFacing: false });
   t.equal(created.status, 201);
