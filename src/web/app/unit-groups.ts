@@ -83,23 +83,31 @@ function groupsElement(groups: UnitGroups, placeWord: string): HTMLElement {
     groups.tones.map(({ tone, count }) => h('li', { 'data-tone': tone }, h('span', { class: `sq sq-${tone}`, 'aria-hidden': 'true' }), `${count} ${toneWords[tone]}`)),
   );
   const places =
-    groups.places.length === 0
-      ? false
-      : h(
-          'ul',
-          { class: 'unit-places', 'aria-label': `Units by ${placeWord}` },
-          groups.places.map((place) => h('li', { 'data-where': place.where }, h('strong', {}, place.where), ` ${place.count}: ${place.running} running${place.failed ? `, ${place.failed} failed` : ''}`)),
-          groups.morePlaces ? h('li', { class: 'muted' }, `and ${groups.morePlaces} more ${placeWord}s`) : false,
-        );
+    groups.places.length > 0 &&
+    h(
+      'p',
+      { class: 'unit-line' },
+      h('span', { class: 'muted' }, `By ${placeWord}: `),
+      h(
+        'ul',
+        { class: 'unit-places', 'aria-label': `Units by ${placeWord}` },
+        groups.places.map((place) => h('li', { 'data-where': place.where }, h('strong', {}, place.where), ` ${place.count}: ${place.running} running${place.failed ? `, ${place.failed} failed` : ''}`)),
+        groups.morePlaces > 0 && h('li', { class: 'muted' }, `and ${groups.morePlaces} more ${placeWord}s`),
+      ),
+    );
   const failing =
-    groups.failing.length === 0
-      ? false
-      : h(
-          'ul',
-          { class: 'unit-failing', 'aria-label': 'Failing units' },
-          groups.failing.map((label) => h('li', {}, label)),
-          groups.moreFailing ? h('li', { class: 'muted' }, `and ${groups.moreFailing} more failing`) : false,
-        );
+    groups.failing.length > 0 &&
+    h(
+      'p',
+      { class: 'unit-line' },
+      h('span', { class: 'muted' }, 'Failing: '),
+      h(
+        'ul',
+        { class: 'unit-failing', 'aria-label': 'Failing units' },
+        groups.failing.map((label) => h('li', {}, label)),
+        groups.moreFailing > 0 && h('li', { class: 'muted' }, `and ${groups.moreFailing} more failing`),
+      ),
+    );
   const summary = h('p', { class: 'unit-total' });
   setText(summary, `${groups.total} units, grouped`);
   return h('div', { class: 'unit-groups' }, summary, tones, places, failing);
