@@ -49,6 +49,7 @@ function addServeFlags(command: Command): Command {
     .option('--label <key=value...>', 'agent: machine labels')
     .option('--log-max-size <size>', "agent: a unit container's output file is rotated at this size, e.g. 10m (k, m, g; env PLATFORM_LOG_MAX_SIZE; default 10m)")
     .option('--log-max-files <n>', "agent: output files kept per unit container, the current one included (env PLATFORM_LOG_MAX_FILES; default 3)")
+    .option('--max-units <n>', 'agent: most units this machine takes, a positive integer (env PLATFORM_MAX_UNITS; default 100)')
     .option('--reserve-memory <MB>', 'agent: memory held back from the engine\'s total for the agent, the engine and the system; units get the rest (default 512)')
     .option('--reserve-cpus <n>', 'agent: CPUs held back from the engine\'s count (default 0)')
     .option('--capacity-memory <MB>', 'agent: report this much memory for units instead of the engine\'s total less the reserve (to cap a machine)')

@@ -94,6 +94,8 @@ export interface AgentConfig {
   stopGraceSeconds: number;
   drainSeconds: number;
   labels: Record<string, string>;
+  /** Most units the machine takes (--max-units, PLATFORM_MAX_UNITS): its capacity in units, as the planner counts it. */
+  maxUnits: number;
   /** Held back from the engine's memory (MB) and CPUs for the agent, the engine and the system. */
   reserveMemoryMB: number;
   reserveCpus: number;
@@ -145,6 +147,13 @@ function logMaxSize(text: string | undefined): string {
  * is held back by default; CPUs over-committed only slow units down, so none is.
  */
 export const defaultReserve = { memoryMB: 512, cpus: 0 } as const;
+
+/**
+ * Units one machine takes unless its agent says otherwise (--max-units): a bound on containers per
+ * engine, whatever their memory and CPUs (which are counted besides, when declared).
+ */
+export const defaultMaxUnits = 100;
+const MAX_UNITS_LIMIT = 100_000;
 
 export interface GatewayConfig {
   /** `<service>.<internalDomain>` reaches every load-balanced service; `<service>.<domain>` only public-facing ones. */
@@ -287,6 +296,7 @@ export interface RawFlags {
   reserveCpus?: string;
   capacityMemory?: string;
   capacityCpus?: string;
+  maxUnits?: string;
   announceTtl?: string;
   /** false with --no-announce (commander's negated option); undefined or true otherwise. */
   announce?: boolean;
@@ -496,6 +506,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
         maxSize: logMaxSize(flags.logMaxSize ?? (env.PLATFORM_LOG_MAX_SIZE || undefined)),
         maxFiles: integer('--log-max-files', flags.logMaxFiles ?? (env.PLATFORM_LOG_MAX_FILES || undefined), 1, 100) ?? defaultUnitLogs.maxFiles,
       },
+      maxUnits: integer('--max-units', flags.maxUnits ?? (env.PLATFORM_MAX_UNITS || undefined), 1, MAX_UNITS_LIMIT) ?? defaultMaxUnits,
       ...resolveAgentResources(flags),
       hostNetworkUser: hostNetworkUser(flags.hostNetworkUser ?? (env.PLATFORM_HOST_NETWORK_USER || undefined) ?? defaultHostNetworkUser),
       defaultMemoryLimitMB:

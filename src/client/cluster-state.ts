@@ -119,6 +119,14 @@ export class ClusterState {
     return latest !== undefined && latest.trigger !== 'stop';
   }
 
+  /**
+   * Units the service's newest deployment wants (its release's numInstances): 0 before its first
+   * deploy and once stopped; undefined when that record was written before deployments said.
+   */
+  wantedUnits(service: string): number | undefined {
+    return this.isDeployed(service) ? this.latest.get(service)?.wanted : 0;
+  }
+
   private putUnit(key: string, unit: Unit): void {
     this.units.set(key, unit);
     index(this.byService, unit.service, key, unit);

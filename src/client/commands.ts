@@ -274,7 +274,7 @@ export function addClientCommands(program: Command): void {
       print(table(['ROLE', 'MACHINE', 'ADDRESS', 'VERSION', 'STARTED'], components.map((c) => [c.role, c.machine, c.address, c.version, c.startedAt])));
     });
 
-  program.command('machines').description('List machines.').action(async (_o, command: Command) => {
+  program.command('machines').description('List machines: their engine, units assigned of the most they take (the agent\'s --max-units), memory and CPUs for units, and drains.').action(async (_o, command: Command) => {
     const machines = await client(command).machines();
     print(
       table(
@@ -283,7 +283,7 @@ export function addClientCommands(program: Command): void {
           m.id,
           m.address,
           engineColumn(m.docker),
-          String(m.unitCount),
+          `${m.unitCount}/${m.capacity.units}`,
           m.capacity.memoryMB === undefined ? '-' : `${m.capacity.memoryMB} MB`,
           m.capacity.cpus === undefined ? '-' : String(m.capacity.cpus),
           m.drain ? `since ${m.drain.since}` : '-',

@@ -4,17 +4,27 @@ import { isRunning } from '../schemas/states.js';
 import { table } from './table.js';
 
 // `platform status`: the cluster on one screen, from the same live copy the dashboard keeps
-// (a snapshot of GET /events): services with their units running of wanted, the release they run
+// (a snapshot of GET /events): services with their units running of wanted (and placed, when that differs), the release they run
 // and how their last deployment went; machines with their units, drained or lost; the newest
 // deployments. Pure: the command prints it once, or redraws it on every change (`--watch`).
 
 const NEWEST_DEPLOYMENTS = 8;
 
-/** Instances of the service that have a unit it wants, and those of them that run. */
-export function unitCounts(units: ClusterUnit[]): { running: number; wanted: number } {
-  const wanted = new Set(units.filter((unit) => unit.desired).map((unit) => unit.instance));
+/** Instances of the service that have a unit it wants (placed), and those of them that run. */
+export function unitCounts(units: ClusterUnit[]): { running: number; placed: number } {
+  const placed = new Set(units.filter((unit) => unit.desired).map((unit) => unit.instance));
   const running = new Set(units.filter((unit) => unit.desired && isRunning(unit)).map((unit) => unit.instance));
-  return { running: running.size, wanted: wanted.size };
+  return { running: running.size, placed: placed.size };
+}
+
+/**
+ * The RUNNING column: units running of those the deployed release wants (`97/1000`), and how many
+ * are placed when that differs (`97/1000 (placed 97)`: no machine had room for the rest). A
+ * deployment recorded before it named its wanted count is measured against the placed units.
+ */
+export function runningColumn(counts: { running: number; placed: number }, wanted: number | undefined): string {
+  const of = wanted ?? counts.placed;
+  return counts.placed === of ? `${counts.running}/${of}` : `${counts.running}/${of} (placed ${counts.placed})`;
 }
 
 function servicesTable(state: ClusterState): string {
@@ -22,11 +32,10 @@ function servicesTable(state: ClusterState): string {
   if (names.length === 0) return 'no services (create one: platform create NAME --image REPOSITORY)\n';
   const rows = names.map((name) => {
     const units = state.unitsOf(name);
-    const { running, wanted } = unitCounts(units);
     const releases = [...new Set(units.filter((unit) => unit.desired && isRunning(unit)).map((unit) => unit.release))].sort((a, b) => a - b);
     const last = state.latestDeployment(name);
     const deployment = last ? `${last.state} (${last.trigger}, v${last.release})` : 'never deployed';
-    return [name, `${running}/${wanted}`, releases.length ? releases.map((v) => `v${v}`).join(' → ') : '-', deployment, last?.reason ?? ''];
+    return [name, runningColumn(unitCounts(units), state.wantedUnits(name)), releases.length ? releases.map((v) => `v${v}`).join(' → ') : '-', deployment, last?.reason ?? ''];
   });
   return table(['SERVICE', 'RUNNING', 'RELEASE', 'LAST DEPLOYMENT', 'REASON'], rows);
 }

@@ -51,6 +51,8 @@ export const Deployment = Type.Object({
   state: DeploymentState,
   trigger: Type.String({ description: 'manual | registry | dockerhub | github | rollback | revert | reschedule | stop (the units were stopped: the service runs nothing until the next deploy)' }),
   units: Type.Array(UnitProgress),
+  /** Units the release runs (its numInstances): what `units` and the running count are measured against. Absent in records written before it existed. */
+  wanted: Type.Optional(Type.Integer({ minimum: 0, description: "units the deployed release runs (its config's numInstances); 0 for a stop; absent in older records" })),
   reason: Type.Optional(Type.String()),
   createdAt: Type.String(),
   updatedAt: Type.String(),

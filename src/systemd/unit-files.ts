@@ -220,6 +220,8 @@ function environmentFile(settings: MachineSettings): string {
           '# The user host-network units run as (0:0 gives them root), and the memory limit of units declared without one, MB.',
           '#PLATFORM_HOST_NETWORK_USER=65534:65534',
           '#PLATFORM_DEFAULT_MEMORY_LIMIT=1024',
+          '# The most units this machine takes (its capacity in units; memory and CPUs are counted besides).',
+          '#PLATFORM_MAX_UNITS=100',
         ]
       : []),
     ...(present.includes('gateway')

@@ -3303,6 +3303,8 @@ export interface operations {
                             sub: "start-pre" | "running" | "exited" | "dead" | "failed" | "auto-restart";
                             error?: string;
                         }[];
+                        /** @description units the deployed release runs (its config's numInstances); 0 for a stop; absent in older records */
+                        wanted?: number;
                         reason?: string;
                         createdAt: string;
                         updatedAt: string;
@@ -3440,6 +3442,8 @@ export interface operations {
                             sub: "start-pre" | "running" | "exited" | "dead" | "failed" | "auto-restart";
                             error?: string;
                         }[];
+                        /** @description units the deployed release runs (its config's numInstances); 0 for a stop; absent in older records */
+                        wanted?: number;
                         reason?: string;
                         createdAt: string;
                         updatedAt: string;

@@ -27,7 +27,8 @@ const roles = await Promise.all([
   serveRole('directory', await freePort(), flags),
   serveRole('scheduler', await freePort(), flags),
   serveRole('orchestrator', await freePort(), flags),
-  serveRole('agent', await freePort(), [...flags, '--network', 'host', '--machine-id', machineId, '--stop-grace', '2'], { DOCKER_HOST: engine.dockerHost }),
+  // It takes 5 units (a rolling update of shop's 3 has at most 4 at once): the last test fills it.
+  serveRole('agent', await freePort(), [...flags, '--network', 'host', '--machine-id', machineId, '--stop-grace', '2', '--max-units', '5'], { DOCKER_HOST: engine.dockerHost }),
 ]);
 const orchestrator = roles[2]!;
 t.teardown(async () => {
@@ -132,7 +133,7 @@ t.test('a service from create to delete, with the client commands', async (t) =>
   t.ok(rows(journal).every(([, service]) => service === 'shop'));
 
   const machines = rows(await platform('machines'));
-  t.match(machines.find(([id]) => id === machineId), [machineId, /:/, /\d/, '2', /^\d+ MB$/, /^\d/, '-'], 'machines lists this one with its memory and CPUs for units, not drained');
+  t.match(machines.find(([id]) => id === machineId), [machineId, /:/, /\d/, '2/5', /^\d+ MB$/, /^\d/, '-'], 'machines lists this one with its units of the 5 it takes, its memory and CPUs for units, not drained');
   t.match(await platform('drain', machineId, '--reason', 'cli test'), { code: 0, stdout: new RegExp(`^draining ${machineId} since `) });
   t.match(rows(await platform('machines')).find(([id]) => id === machineId)?.[6], /^since /, 'the DRAIN column shows it');
   t.match(await platform('undrain', machineId), { code: 0, stdout: `${machineId} takes new units again\n` });
@@ -198,6 +199,22 @@ t.test('scaling a service that was never deployed only sets the number for its n
   t.same(rows(await platform('services')).find(([name]) => name === 'idle')?.[2], '4');
   t.same(rows(await platform('deployments', 'idle')), [], 'nothing was deployed');
   t.match(await platform('delete', 'idle'), { code: 0 });
+});
+
+t.test("a machine takes no more units than its agent's --max-units; status shows running of wanted, and placed", async (t) => {
+  t.match(await platform('create', 'wide', '--image', `${registry.host}/${repository}`, '--instances', '7'), { code: 0 });
+  const deployed = await platform('deploy', 'wide', '--image', v1.reference);
+  t.equal(deployed.code, 1, 'the deploy fails: no machine has room for 2 of the 7 units');
+  t.match(deployed.stderr, new RegExp(`wide needs room for 2 more units; no machine qualifies \\(${machineId} is full\\)`), `with the reason: ${deployed.stderr}`);
+  t.match(rows(await platform('machines')).find(([id]) => id === machineId)?.[3], '5/5', 'the machine holds the 5 units it takes');
+  const units = rows(await platform('units', 'wide'));
+  t.equal(units.length, 5, 'and no more');
+  const status = await waitFor(async () => {
+    const run = await platform('status');
+    return /\nwide +5\/7 \(placed 5\) +v1 +failed/.test(run.stdout) ? run : undefined;
+  }, 30_000, { intervalMs: 1_000, what: 'status to show wide 5/7 (placed 5)' });
+  t.ok(status, '5 of the 7 wanted run: status says so, and that only 5 are placed');
+  t.match(await platform('delete', 'wide'), { code: 0 });
 });
 
 t.test('failures say what is wrong and exit non-zero', async (t) => {

@@ -1,10 +1,10 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Browser, Page } from 'playwright-core';
 import { EtcdStore } from '../../src/store/etcd-store.js';
-import { assignmentKey, machineKey, unitStatusKey } from '../../src/store/keys.js';
+import { assignmentKey, deploymentKey, machineKey, unitStatusKey } from '../../src/store/keys.js';
 import type { Operation } from '../../src/store/store.js';
 import { startEtcd } from '../harness/etcd.js';
 import { startDockerd } from '../harness/docker.js';
@@ -25,7 +25,7 @@ type HTMLInputElement = any;
 // Create a service through the form, deploy it, watch its units turn green without a reload,
 // change its env and deploy again, roll back, read a log, delete it; the same page through the
 // standalone web role; reconnecting after the orchestrator restarts; narrow screens and the
-// keyboard; and the Services tab with 200 services and 1,000 units.
+// keyboard; the Services tab with 200 services and 1,000 units; a service of 1,000 units, grouped.
 // Screenshots of every tab go to test-output/screenshots/.
 
 buildDashboard();
@@ -345,22 +345,28 @@ t.test('the pages made no request outside the platform and raised no script erro
   t.same(pageErrors, []);
 });
 
+/** A fresh etcd with a directory and an orchestrator (no scheduler, no agent), and a store client to write units into it as they would be written. */
+async function clusterOfItsOwn(t: Test) {
+  const ownEtcd = await startEtcd();
+  const ownFlags = ['--etcd', ownEtcd.url, '--announce-ttl', '3'];
+  const ownDirectory = await serveRole('directory', await freePort(), ownFlags);
+  const ownOrchestrator = await serveRole('orchestrator', await freePort(), ownFlags);
+  const store = new EtcdStore([ownEtcd.url]);
+  t.teardown(async () => {
+    await store.close();
+    await Promise.all([ownDirectory.stop(), ownOrchestrator.stop()]);
+    await ownEtcd.stop();
+  });
+  return { orchestrator: ownOrchestrator, store };
+}
+
 // Starting 1,000 containers is beyond this 2-core machine, so the 1,000 units are written into
 // the store as the scheduler (assignments) and agents (statuses) would write them; the 200
 // services are declared through the API. No scheduler runs here, so nothing acts on those units,
 // and one of the four machines is left unregistered to show a lost machine (with a scheduler it
 // would be lost only until its units are moved). Timings are reported, not asserted.
 t.test('200 services and 1,000 units: the Services tab renders, takes a burst of 500 unit events, and a lost machine shows red', async (t) => {
-  const perfEtcd = await startEtcd();
-  const perfFlags = ['--etcd', perfEtcd.url, '--announce-ttl', '3'];
-  const perfDirectory = await serveRole('directory', await freePort(), perfFlags);
-  const perfOrchestrator = await serveRole('orchestrator', await freePort(), perfFlags);
-  const store = new EtcdStore([perfEtcd.url]);
-  t.teardown(async () => {
-    await store.close();
-    await Promise.all([perfDirectory.stop(), perfOrchestrator.stop()]);
-    await perfEtcd.stop();
-  });
+  const { orchestrator: perfOrchestrator, store } = await clusterOfItsOwn(t);
   const names = Array.from({ length: 200 }, (_, i) => `load-${String(i).padStart(3, '0')}`);
   for (let i = 0; i < names.length; i += 20) {
     await Promise.all(
@@ -464,6 +470,73 @@ t.test('200 services and 1,000 units: the Services tab renders, takes a burst of
   t.equal((await http('DELETE', `${perfOrchestrator.url}/cluster/machines/perf-b/drain`)).status, 204);
   await drained.locator('.badge').filter({ hasText: 'ready' }).waitFor();
   t.notMatch(await drained.locator('.machine-details').textContent(), /draining/, 'undrained: the card is back to ready');
+});
+
+// As above, the units are written into the store as the scheduler and agents would write them:
+// 900 of a service's 1,000 wanted units placed (the deployment failed for want of room), 880 of
+// them running, 10 starting and 10 failed, on four machines.
+t.test('a service of 1,000 units shows its units grouped (by state, by machine, the failing ones named), not 1,000 squares', async (t) => {
+  const { orchestrator: bigOrchestrator, store } = await clusterOfItsOwn(t);
+  const name = 'big';
+  const created = await http('POST', `${bigOrchestrator.url}/services`, { name, description: 'a thousand units', containerRepository: `${registry.host}/load/${name}`, numInstances: 1000, loadBalanced: true, publicFacing: false });
+  t.equal(created.status, 201);
+  const now = new Date().toISOString();
+  const machines = ['big-a', 'big-b', 'big-c', 'big-d'];
+  const writes: Operation[] = machines.map((machine) => ({
+    op: 'put',
+    key: machineKey(machine),
+    value: JSON.stringify({ id: machine, address: '127.0.0.1:1', host: '127.0.0.1', labels: {}, network: 'host', docker: { reachable: true, version: 'big' }, capacity: { units: 225 }, unitCount: 225, startedAt: now, updatedAt: now }),
+  }));
+  const deployment = { id: 'big-deployment', service: name, release: 1, image: `${registry.host}/load/${name}@sha256:${'0'.repeat(64)}`, state: 'failed', trigger: 'manual', units: [], wanted: 1000, reason: 'big needs room for 100 more units', createdAt: now, updatedAt: now, finishedAt: now };
+  writes.push({ op: 'put', key: deploymentKey(deployment.id), value: JSON.stringify(deployment) });
+  for (let instance = 1; instance <= 900; instance++) {
+    const machine = machines[instance % machines.length]!;
+    const unit = `${name}-${instance}.service`;
+    const [active, sub] = instance <= 10 ? ['failed', 'failed'] : instance <= 20 ? ['activating', 'start-pre'] : ['active', 'running'];
+    const assignment = { unit, service: name, instance, machine, release: 1, spec: 'big', image: deployment.image, ports: [], env: {}, stopGraceSeconds: 10, deployment: deployment.id, assignedAt: now };
+    writes.push({ op: 'put', key: assignmentKey(machine, `${unit}@big`), value: JSON.stringify(assignment) });
+    writes.push({ op: 'put', key: unitStatusKey(machine, `${unit}@big`), value: JSON.stringify({ ...assignment, active, sub, restarts: 0, updatedAt: now }) });
+  }
+  for (let i = 0; i < writes.length; i += 100) await store.txn([], writes.slice(i, i + 100));
+
+  const bigPage = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  t.teardown(() => bigPage.close());
+  const started = Date.now();
+  await bigPage.goto(`${bigOrchestrator.url}/#/services`);
+  const bigRow = bigPage.locator(`li[data-service="${name}"]`);
+  await bigRow.locator('.unit-groups').waitFor();
+  await bigRow.locator('.counts').filter({ hasText: '880/1000 running (900 placed)' }).waitFor();
+  t.comment(`the Services tab showed the 900 units grouped ${Date.now() - started} ms after page.goto`);
+  t.equal(await bigRow.locator('.counts').textContent(), '880/1000 running (900 placed)', 'running of wanted, and how many are placed');
+  t.equal(await bigRow.locator('[role="img"]').count(), 0, 'no square per unit');
+  t.ok((await bigRow.evaluate((row: HTMLElement) => row.querySelectorAll('*').length)) < 120, 'the row stays a few dozen elements, not one per unit');
+  t.same(await bigRow.locator('.unit-tones li').allTextContents(), ['880 running', '10 starting or draining', '10 failed'], 'counts by state');
+  t.same(await bigRow.locator('.unit-places li strong').allTextContents(), machines.slice().sort(), 'counts by machine');
+  t.match(await bigRow.locator('.unit-places li[data-where="big-b"]').textContent(), /^big-b 225: 220 running, 3 failed$/);
+  t.same(
+    await bigRow.locator('.unit-failing li').allTextContents(),
+    Array.from({ length: 10 }, (_, i) => `${name}-${i + 1}.service failed/failed on ${machines[(i + 1) % machines.length]}`),
+    'and the failing units by name, with their machine',
+  );
+  await bigPage.screenshot({ path: join(screenshotDir, 'services-1000-units-1280.png') });
+
+  // A unit recovering changes the counts live.
+  const recovered = { unit: `${name}-1.service`, service: name, instance: 1, machine: 'big-b', release: 1, spec: 'big', image: deployment.image, active: 'active', sub: 'running', restarts: 1, updatedAt: now };
+  await store.put(unitStatusKey('big-b', `${name}-1.service@big`), JSON.stringify(recovered));
+  await bigRow.locator('.unit-tones li').filter({ hasText: '9 failed' }).waitFor();
+  t.equal(await bigRow.locator('.counts').textContent(), '881/1000 running (900 placed)');
+
+  await bigPage.goto(`${bigOrchestrator.url}/#/services/${name}`);
+  const unitsPanel = bigPage.locator('.service-page .squares');
+  await unitsPanel.locator('.unit-groups').waitFor();
+  t.match(await bigPage.locator('.service-page p.counts').textContent(), /^881 of 1000 wanted units running, 900 placed/, 'the service page says the same');
+
+  await bigPage.goto(`${bigOrchestrator.url}/#/machines`);
+  const card = bigPage.locator('li[data-machine="big-a"]');
+  await card.locator('.unit-groups').waitFor();
+  t.equal(await card.locator('[role="img"]').count(), 0, "a machine's 225 units are grouped too");
+  t.match(await card.locator('.unit-places li').first().textContent(), /^big 225: \d+ running/, 'by service');
+  await bigPage.screenshot({ path: join(screenshotDir, 'machines-225-units-1280.png') });
 });
 
 t.test('cleanup: the browser closes', async () => {

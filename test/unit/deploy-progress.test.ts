@@ -69,8 +69,35 @@ const unit = (instance: number, change: Partial<ClusterUnit> = {}): ClusterUnit 
 });
 
 t.test('units running of wanted count instances, not the containers of a rolling update', async (t) => {
-  t.same(unitCounts([unit(1), unit(1, { release: 2, desired: false }), unit(2, { active: 'activating', sub: 'start-pre' }), unit(2, { release: 2 })]), { running: 2, wanted: 2 });
-  t.same(unitCounts([unit(1, { desired: false })]), { running: 0, wanted: 0 }, 'a unit being stopped is not wanted');
+  t.same(unitCounts([unit(1), unit(1, { release: 2, desired: false }), unit(2, { active: 'activating', sub: 'start-pre' }), unit(2, { release: 2 })]), { running: 2, placed: 2 });
+  t.same(unitCounts([unit(1, { desired: false })]), { running: 0, placed: 0 }, 'a unit being stopped is not placed');
+});
+
+t.test('the status screen counts running units of the wanted ones, and says how many are placed when that differs', async (t) => {
+  const state = new ClusterState();
+  const units = Object.fromEntries(Array.from({ length: 97 }, (_, i) => [`m1/web-${i + 1}`, unit(i + 1)]));
+  state.load({
+    revision: 1,
+    services: { web: { name: 'web', config: { numInstances: 1000, ports: [], env: {} } } as never },
+    units: { ...units, 'm1/web-98': unit(98, { active: 'activating', sub: 'start-pre' }) },
+    machines: {},
+    deployments: { d1: deployment({ state: 'failed', wanted: 1000, reason: 'no machine has room' }) },
+    journal: {},
+  });
+  t.match(statusScreen(state), /\nweb +97\/1000 \(placed 98\) +v3 +failed/, '97 of 1,000 wanted run, 98 are placed');
+
+  state.load({
+    revision: 2,
+    services: { web: { name: 'web', config: { numInstances: 5, ports: [], env: {} } } as never },
+    units: { 'm1/web-1': unit(1), 'm1/web-2': unit(2) },
+    machines: {},
+    deployments: { d1: deployment({ state: 'succeeded', trigger: 'rollback', wanted: 2 }) },
+    journal: {},
+  });
+  t.match(statusScreen(state), /\nweb +2\/2 +v3 +succeeded/, "wanted is what the deployed release runs, not the next config's number");
+
+  state.load({ revision: 3, services: { web: { name: 'web', config: { numInstances: 5, ports: [], env: {} } } as never }, units: {}, machines: {}, deployments: {}, journal: {} });
+  t.match(statusScreen(state), /\nweb +0\/0 +- +never deployed/, 'a service never deployed wants nothing yet');
 });
 
 t.test('the status screen shows services, machines (lost ones too) and deployments', async (t) => {

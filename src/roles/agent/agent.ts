@@ -18,7 +18,7 @@ import { planReplacements } from './replacement-plan.js';
 import { slotOf } from '../../units.js';
 import { EngineCheck, connectDocker, dockerErrorMessage, engineCheckTimeoutMs, engineUnreachableAdvice, withTimeout } from './docker-client.js';
 import { watchContainerEvents, type DockerEventWatch } from './docker-events.js';
-import { defaultReserve } from '../../config.js';
+import { defaultMaxUnits, defaultReserve } from '../../config.js';
 import { MachineRegistration, unitCapacity, type EngineResources, type ResourceSettings } from './machine-registration.js';
 import { registerAgentRoutes } from './routes.js';
 import { UnitStatusReporter, type UnitFailure } from './status-reporter.js';
@@ -43,7 +43,7 @@ export interface AgentOptions {
   /** Docker engine address (`unix:///…`, `tcp://…`); default DOCKER_HOST, else the default socket. */
   dockerHost?: string;
   labels?: Record<string, string>;
-  /** Units this machine accepts (default 100). */
+  /** Units this machine accepts (--max-units; default 100). */
   capacityUnits?: number;
   /** Memory and CPUs held back from the engine's, or reported instead (default: 512 MB, 0 CPUs held back). */
   resources?: ResourceSettings;
@@ -131,7 +131,7 @@ class MachineAgent implements Agent {
       host: options.unitHost ?? '127.0.0.1',
       labels: options.labels ?? {},
       network: options.network ?? 'bridge',
-      capacity: { units: options.capacityUnits ?? 100 },
+      capacity: { units: options.capacityUnits ?? defaultMaxUnits },
       platformPorts: this.ownPlatformPorts,
     });
     this.units = new UnitReconciler({

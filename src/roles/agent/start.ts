@@ -24,6 +24,7 @@ export async function startAgentRole({ config, store, log, advertised, access }:
     platformPorts: listenedPorts(config),
     hostNetworkUser: config.agent.hostNetworkUser,
     defaultMemoryMB: config.agent.defaultMemoryLimitMB,
+    capacityUnits: config.agent.maxUnits,
     resources: {
       reserveMemoryMB: config.agent.reserveMemoryMB,
       reserveCpus: config.agent.reserveCpus,

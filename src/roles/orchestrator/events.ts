@@ -302,9 +302,13 @@ export class EventHub {
       if (unit) units[key] = unit;
     }
     const deployments = copies.deployment.values();
-    // The newest deployments, plus any older one still running, so progress shows after a reload.
+    // Ids are time-ordered, so the last entry of a service is its newest deployment.
+    const newestOfService = new Map(deployments.map((entry, i) => [decodeCached<Deployment>(entry).service, i]));
+    const newest = new Set(newestOfService.values());
+    // The newest deployments, plus any older one still running, so progress shows after a reload,
+    // plus every service's newest (with hundreds of services, what each one runs and wants).
     const recent = deployments.filter(
-      (entry, i) => i >= deployments.length - this.recentLimit || !isFinished(decodeCached<Deployment>(entry)),
+      (entry, i) => i >= deployments.length - this.recentLimit || newest.has(i) || !isFinished(decodeCached<Deployment>(entry)),
     );
     return {
       revision: this.revision,

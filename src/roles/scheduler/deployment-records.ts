@@ -48,7 +48,7 @@ export async function startDeployment(store: Store, release: Release, trigger: s
 export function deploymentStart(release: Release, trigger: string, options: { id?: string; why?: string } = {}): { deployment: Deployment; operations: Operation[] } {
   const now = new Date().toISOString();
   const id = options.id ?? newDeploymentId();
-  const deployment: Deployment = { id, service: release.service, release: release.version, image: release.image, state: 'pending', trigger, units: [], createdAt: now, updatedAt: now };
+  const deployment: Deployment = { id, service: release.service, release: release.version, image: release.image, state: 'pending', trigger, units: [], wanted: release.config.numInstances, createdAt: now, updatedAt: now };
   const operations: Operation[] = [
     { op: 'put', key: deploymentKey(id), value: JSON.stringify(deployment) },
     journalWrite({ service: release.service, deployment: id, kind: 'deployment.created', message: `v${release.version} ${release.image} (${trigger})` }),
@@ -210,7 +210,7 @@ export async function recordStop(store: Store, service: string): Promise<void> {
     const now = new Date().toISOString();
     // What was stopped: the newest deployment, even one the stop superseded part-way.
     const { release, image } = deployments[0]!;
-    const stop: Deployment = { id: newDeploymentId(), service, release, image, state: 'succeeded', trigger: 'stop', units: [], createdAt: now, updatedAt: now, finishedAt: now };
+    const stop: Deployment = { id: newDeploymentId(), service, release, image, state: 'succeeded', trigger: 'stop', units: [], wanted: 0, createdAt: now, updatedAt: now, finishedAt: now };
     await store.put(deploymentKey(stop.id), JSON.stringify(stop));
   }
   await appendJournal(store, { service, kind: 'service.stopped', message: `units of ${service} stopped` });

@@ -3,7 +3,8 @@ import type { Changes } from '../../client/cluster-state.js';
 import { h, setText } from './element.js';
 import { formatTime, plural } from './format.js';
 import type { Machine } from './model.js';
-import { legend, renderSquares, toneOf, unitLabel } from './unit-square.js';
+import { legend, renderUnits, toneOf, unitLabel } from './unit-square.js';
+import type { UnitMark } from './unit-groups.js';
 
 // The Machines tab: every registered machine with its Docker engine and its units as squares,
 // every machine being drained in amber (its units are moving away), and every lost machine (units
@@ -34,7 +35,7 @@ export class MachinesView implements View {
         this.cards.delete(id);
         continue;
       }
-      (card ?? this.add(id)).update(state.machines.get(id), state.unitsOn(id).map((unit) => ({ label: unitLabel(unit), tone: toneOf(unit) })));
+      (card ?? this.add(id)).update(state.machines.get(id), state.unitsOn(id).map((unit) => ({ label: unitLabel(unit), tone: toneOf(unit), where: unit.service })));
     }
     const lost = [...ids].filter((id) => !state.machines.has(id)).length;
     setText(this.summary, state.loaded ? `${plural(state.machines.size, 'machine')} registered${lost ? `, ${lost} lost` : ''}` : 'Loading…');
@@ -62,7 +63,7 @@ class MachineCard {
     this.element = h('li', { class: 'machine-card', 'data-machine': id }, h('div', { class: 'machine-head' }, h('h2', {}, id), this.state), this.details, this.squares);
   }
 
-  update(machine: Machine | undefined, squares: { label: string; tone: ReturnType<typeof toneOf> }[]): void {
+  update(machine: Machine | undefined, squares: UnitMark[]): void {
     const lost = !machine;
     const engineDown = machine !== undefined && !machine.docker.reachable;
     const drain = machine?.drain;
@@ -85,6 +86,6 @@ class MachineCard {
             ...(drain ? [`draining since ${formatTime(drain.since)}${drain.reason ? `: ${drain.reason}` : ''} (no new units; its units move to other machines)`] : []),
           ].join(' · '),
     );
-    renderSquares(this.squares, squares);
+    renderUnits(this.squares, squares, 'service');
   }
 }

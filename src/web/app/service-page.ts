@@ -11,7 +11,7 @@ import { ReleasesView } from './releases-view.js';
 import { allowWhen } from './permissions.js';
 import { CertificateStatus } from './certificate-status.js';
 import { countUnits } from './services-view.js';
-import { renderSquares, serviceSquares, toneOf } from './unit-square.js';
+import { renderUnits, serviceSquares, toneOf } from './unit-square.js';
 
 // One service: its declaration, Deploy, its units (squares and a table with a log tail per unit),
 // the next config editor, its releases with diffs and roll back, and delete with confirmation.
@@ -111,9 +111,11 @@ export class ServicePage implements View {
     this.renderHeader(service);
     this.config.load(service.config);
     this.deploy.update();
-    renderSquares(this.squares, serviceSquares(service, units, state.isDeployed(this.name)));
+    renderUnits(this.squares, serviceSquares(service, units, state.isDeployed(this.name)), 'machine');
     const { running, desired } = countUnits(units);
-    setText(this.counts, `${running} of ${desired} desired units running${units.length > desired ? ` (${units.length} containers while units are replaced)` : ''}`);
+    const wanted = state.wantedUnits(this.name) ?? desired;
+    const placed = desired === wanted ? '' : `, ${desired} placed`;
+    setText(this.counts, `${running} of ${wanted} wanted units running${placed}${units.length > desired ? ` (${units.length} containers while units are replaced)` : ''}`);
     this.renderUnits(units);
     const runningReleases = [...new Set(units.filter((u) => u.desired && isRunning(u)).map((u) => u.release))].sort((a, b) => a - b);
     this.releases.update(service.config, runningReleases);

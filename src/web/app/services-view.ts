@@ -6,7 +6,7 @@ import { plural } from './format.js';
 import { isRunning, type Service, type Unit } from './model.js';
 import { CreateServiceDialog } from './service-form.js';
 import { allowWhen } from './permissions.js';
-import { legend, renderSquares, serviceSquares } from './unit-square.js';
+import { legend, renderUnits, serviceSquares } from './unit-square.js';
 
 // The Services tab: every service with its units as squares, desired and running counts, the
 // release its units run, and a Deploy button. Rows are kept per service and patched in place, so
@@ -149,10 +149,11 @@ class ServiceRow {
   update(service: Service, units: Unit[]): void {
     const deployed = this.app.state.isDeployed(service.name);
     setText(this.description, service.description);
-    renderSquares(this.squares, serviceSquares(service, units, deployed));
+    renderUnits(this.squares, serviceSquares(service, units, deployed), 'machine');
     const { running, desired, releases } = countUnits(units);
-    setText(this.counts, `${running}/${desired || (deployed ? 0 : service.config.numInstances)} running`);
-    this.counts.title = `${running} running of ${desired} desired units`;
+    const wanted = deployed ? (this.app.state.wantedUnits(service.name) ?? desired) : service.config.numInstances;
+    setText(this.counts, `${running}/${wanted} running${deployed && desired !== wanted ? ` (${desired} placed)` : ''}`);
+    this.counts.title = `${running} running of ${wanted} wanted units, ${desired} placed on machines`;
     setText(this.release, releases.length ? releases.map((v) => `v${v}`).join(' → ') : '—');
     this.release.title = releases.length ? 'the release its units run' : 'no release runs';
     this.deploy.update();

@@ -1,5 +1,6 @@
 import { h } from './element.js';
 import type { Service, Unit } from './model.js';
+import { GROUP_ABOVE, renderGroups, type UnitMark } from './unit-groups.js';
 
 // A unit as a coloured square. Its accessible name and title read `<unit> <ACTIVE>/<SUB>`, so the
 // state is never told by colour alone.
@@ -25,13 +26,23 @@ export function square(label: string, tone: Tone): HTMLElement {
  * The squares of a service: one per unit slot, or, before its first deploy, one grey square per
  * unit it will have.
  */
-export function serviceSquares(service: Service | undefined, units: Unit[], deployed: boolean): { label: string; tone: Tone }[] {
-  if (units.length > 0 || deployed || !service) return units.map((unit) => ({ label: unitLabel(unit), tone: toneOf(unit) }));
+export function serviceSquares(service: Service | undefined, units: Unit[], deployed: boolean): UnitMark[] {
+  if (units.length > 0 || deployed || !service) return units.map((unit) => ({ label: unitLabel(unit), tone: toneOf(unit), where: unit.machine }));
   return Array.from({ length: service.config.numInstances }, (_, i) => ({ label: `${service.name}-${i + 1}.service inactive/dead`, tone: 'grey' as const }));
 }
 
+/**
+ * Shows the units in `container`: a square each, or, past GROUP_ABOVE, grouped by state and by
+ * where they are (`placeWord`: "machine" on a service, "service" on a machine's card).
+ */
+export function renderUnits(container: HTMLElement, marks: UnitMark[], placeWord: string): void {
+  container.classList.toggle('grouped', marks.length > GROUP_ABOVE);
+  if (marks.length > GROUP_ABOVE) renderGroups(container, marks, placeWord);
+  else renderSquares(container, marks);
+}
+
 /** Replaces the squares in `container` when they differ from what it shows. */
-export function renderSquares(container: HTMLElement, squares: { label: string; tone: Tone }[]): void {
+function renderSquares(container: HTMLElement, squares: UnitMark[]): void {
   const signature = squares.map((s) => `${s.tone}:${s.label}`).join('|');
   if (container.dataset.signature === signature) return;
   container.dataset.signature = signature;
