@@ -59,10 +59,11 @@ export function pullImage(engine: DockerEngine, reference: string): Promise<void
 /**
  * How the reference creates its containers: `unit` with the options the agent gives a unit
  * (labels, dropped capabilities, no-new-privileges, private IPC; host networking as the
- * benchmarks' agent), so the floor does what a deploy does in Docker; `bare` with only the
- * image, PORT and host networking, as the reference did until 2026-11-23.
+ * benchmarks' agent), so the floor does what a deploy does in Docker; `bridge-unit` the same with
+ * bridge networking and the port published, as a test host's agent creates a unit (bench/scale.ts);
+ * `bare` with only the image, PORT and host networking, as the reference did until 2026-11-23.
  */
-export type ReferenceOptions = 'unit' | 'bare';
+export type ReferenceOptions = 'unit' | 'bridge-unit' | 'bare';
 
 function referenceCreateOptions(kind: ReferenceOptions, name: string, image: string, port: number): Docker.ContainerCreateOptions {
   if (kind === 'bare') return { name, Image: image, Env: [`PORT=${port}`], HostConfig: { NetworkMode: 'host' } };
@@ -81,7 +82,7 @@ function referenceCreateOptions(kind: ReferenceOptions, name: string, image: str
     assignedAt: new Date().toISOString(),
   };
   // With the log rotation every unit gets (an agent's default): the floor creates what the agent creates.
-  return containerCreateOptions({ assignment, machineId: 'reference', network: 'host', port, logs: defaultUnitLogs });
+  return containerCreateOptions({ assignment, machineId: 'reference', network: kind === 'bridge-unit' ? 'bridge' : 'host', port, logs: defaultUnitLogs });
 }
 
 /** A floor container's step answered, `elapsed` ms after the floor's clock started (bench/deploy-trace.ts). */

@@ -13,7 +13,7 @@ import { serverCounts, sessionsBetween } from './unit-spread.js';
 import { countersBetween, tcpCounters, type TcpCounters } from './tcp-counters.js';
 import { GATEWAY_POLICY, L7_RETRY, dataPlaneConfig, printConfigurations, startReferenceHaproxy, type ReferenceHaproxy } from './reference-haproxy.js';
 import { cpuTicks, cpuUsPerRequest, haproxyWorkers } from './proxy-cpu.js';
-import { measureConvergence } from './route-convergence.js';
+import { convergenceRows } from './route-convergence.js';
 import { startGateway, type DataPlaneName, type Gateway } from '../test/harness/gateway-cluster.js';
 import { openStore } from '../src/store/open-store.js';
 
@@ -399,30 +399,11 @@ function pacedTailRows(paced: Record<Target, PacedResult[]>, names: readonly Tar
   return rows;
 }
 
-const percentile = (values: number[], p: number): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
-};
-
 async function measureConvergenceRows(): Promise<BenchRow[]> {
   const store = await openStore({ etcd: [platform.etcd.url], dataDir: '' });
   const rows: BenchRow[] = [];
   try {
-    for (const gateway of Object.values(planes)) {
-      const { up, down } = await measureConvergence(store, gateway.port, `converge-${gateway.plane}`, CONVERGENCE_CHANGES);
-      for (const [what, values] of [
-        ['status write -> first routed request', up],
-        ['deactivating write -> last new request', down],
-      ] as const) {
-        rows.push({
-          benchmark: `route convergence, ${gateway.plane} data plane: ${what} (${values.length} changes)`,
-          platform: `p50 ${ms(percentile(values, 50))}, p99 ${ms(percentile(values, 99))}`,
-          reference: '-',
-          ratio: '-',
-          target: 'p99 <= 50 ms',
-        });
-      }
-    }
+    for (const gateway of Object.values(planes)) rows.push(...(await convergenceRows(store, gateway.port, gateway.plane, CONVERGENCE_CHANGES)));
   } finally {
     await store.close();
   }

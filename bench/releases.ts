@@ -5,6 +5,7 @@ import { waitFor } from '../test/harness/wait.js';
 import { median, ms, printTable } from './table.js';
 import { dockerApiStart, pullImage, startBenchPlatform } from './bench-platform.js';
 import { watchCluster } from './cluster-events.js';
+import { storeReads } from './role-metrics.js';
 
 // A rolling update of 10 units from one image to another (both present on the engine) with
 // maxSurge 10, against the floor of creating and starting 10 containers through the Docker API,
@@ -26,11 +27,7 @@ await http('POST', `${platform.url('directory')}/services`, { name: service, con
 await http('PATCH', `${platform.url('directory')}/services/${service}/config`, { maxSurge: UNITS, maxUnavailable: 0 });
 
 /** The scheduler's store reads so far (requests, and keys they returned), from its /metrics. */
-async function schedulerStoreReads(): Promise<{ requests: number; keys: number }> {
-  const text = await (await fetch(`${platform.url('scheduler')}/metrics`)).text();
-  const sum = (name: string) => [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+]+)$`, 'gm'))].reduce((total, match) => total + Number(match[1]), 0);
-  return { requests: sum('platform_store_reads_total'), keys: sum('platform_store_keys_read_total') };
-}
+const schedulerStoreReads = () => storeReads(platform.url('scheduler'));
 
 interface UnitRow {
   service: string;

@@ -5,6 +5,7 @@ import type { Store } from '../src/store/store.js';
 import { serviceKey, unitStatusKey } from '../src/store/keys.js';
 import { startLoad } from '../test/harness/http-load.js';
 import { waitFor } from '../test/harness/wait.js';
+import { percentile, type BenchRow } from './table.js';
 
 // Route convergence through a gateway: how long from a unit's status write in the store until the
 // unit gets its first request, and from its `deactivating` write until the last new request
@@ -67,4 +68,21 @@ export async function measureConvergence(store: Store, gatewayPort: number, serv
     }
   }
   return result;
+}
+
+/** Both convergence figures through the gateway on `port` (its `plane`) as benchmark rows, `context` added to their names (e.g. how many routes it holds). */
+export async function convergenceRows(store: Store, port: number, plane: string, changes: number, context = ''): Promise<BenchRow[]> {
+  const { up, down } = await measureConvergence(store, port, `converge-${plane}`, changes);
+  return (
+    [
+      ['status write -> first routed request', up],
+      ['deactivating write -> last new request', down],
+    ] as const
+  ).map(([what, values]) => ({
+    benchmark: `route convergence, ${plane} data plane${context}: ${what} (${values.length} changes)`,
+    platform: `p50 ${percentile(values, 50).toFixed(2)} ms, p99 ${percentile(values, 99).toFixed(2)} ms`,
+    reference: '-',
+    ratio: '-',
+    target: 'p99 <= 50 ms',
+  }));
 }

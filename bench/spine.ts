@@ -1,5 +1,4 @@
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
@@ -11,6 +10,7 @@ import { untilEngineEmpty } from '../test/harness/docker.js';
 import { countArgument, median, ms, pairedRatio, printTable, type BenchRow } from './table.js';
 import { dockerApiStart, pullImage, startBenchPlatform } from './bench-platform.js';
 import { watchCluster } from './cluster-events.js';
+import { rssMiB } from './role-metrics.js';
 
 // Issue 2's benchmarks, each against a reference measured in the same run:
 // deploy latency vs the Docker API, directory reads vs a bare Fastify route, idle RSS per role.
@@ -138,7 +138,6 @@ rows.push({
 
 // Idle RSS, after the load has settled.
 await new Promise((resolve) => setTimeout(resolve, 3000));
-const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 cluster.close();
 for (const name of ['directory', 'scheduler', 'orchestrator', 'agent'] as const) {
   const role = roles[name];

@@ -62,6 +62,8 @@ export interface TestHostsOptions {
   count: number;
   /** Flags for every agent (e.g. `--announce-ttl`). */
   agentFlags?: string[];
+  /** Environment for every agent (e.g. PLATFORM_MAX_UNITS, which an older build ignores where a flag would stop it). */
+  agentEnv?: NodeJS.ProcessEnv;
   /** Start an agent on the first `agents` hosts (default all). */
   agents?: number;
   /**
@@ -182,7 +184,7 @@ export async function startTestHosts(options: TestHostsOptions): Promise<TestHos
     }
     const env: NodeJS.ProcessEnv = { PLATFORM_ALLOWED_REGISTRIES: bridgeAddress };
     const flagsOf = { current: [] as string[] };
-    for (const { name, address, outer, engine } of engines) hosts.push(testHost(name, address, outer, engine, flagsOf, env, options.agentFlags ?? []));
+    for (const { name, address, outer, engine } of engines) hosts.push(testHost(name, address, outer, engine, flagsOf, env, options.agentFlags ?? [], options.agentEnv ?? {}));
     const repository = `hosts/web-${randomBytes(3).toString('hex')}`;
     const image = await buildTestImage(hosts[0]!.engine.docker, registry.host, repository, 'v1', { label: 'one' });
     let etcdUrls: string[];
@@ -262,7 +264,16 @@ export function startBareHost(): BareHost {
   };
 }
 
-function testHost(name: string, address: string, outer: string, engine: DockerEngine, flags: { current: string[] }, env: NodeJS.ProcessEnv, agentFlags: string[]): TestHost {
+function testHost(
+  name: string,
+  address: string,
+  outer: string,
+  engine: DockerEngine,
+  flags: { current: string[] },
+  env: NodeJS.ProcessEnv,
+  agentFlags: string[],
+  agentEnv: NodeJS.ProcessEnv,
+): TestHost {
   const serve = serveIn(name, address, flags, env);
   const host: TestHost = {
     name,
@@ -272,6 +283,7 @@ function testHost(name: string, address: string, outer: string, engine: DockerEn
     serve,
     startAgent: async (extraFlags = []) => {
       host.agent = await serve('agent', ['--network', 'bridge', '--unit-host', address, '--machine-id', name, '--stop-grace', '2', '--drain-seconds', '1', ...agentFlags, ...extraFlags], {
+        ...agentEnv,
         DOCKER_HOST: engine.dockerHost,
       });
       return host.agent;
