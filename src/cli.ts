@@ -1,6 +1,5 @@
 import { Command, Option } from 'commander';
 import { ConfigError, resolveConfig, type PlatformConfig, type RawFlags } from './config.js';
-import { checkEngine, connectDocker, engineUnreachableAdvice } from './roles/agent/docker-client.js';
 import { launchRoles } from './roles/launch.js';
 import type { StopReason } from './roles/role.js';
 import { runAnnounce, type AnnounceFlags } from './announce.js';
@@ -144,6 +143,9 @@ async function serve(flags: RawFlags, banner: boolean): Promise<void> {
 /** `platform up` says at once when no Docker engine answers: the first deploy would fail otherwise, with no hint why. */
 async function warnWithoutEngine(config: PlatformConfig): Promise<void> {
   if (!config.roles.includes('agent')) return;
+  // Loaded here, not at the top: dockerode (and the SSH client it loads, with a 16 MiB buffer of
+  // its own) would otherwise sit in every process, a directory's and a CLI call's included.
+  const { checkEngine, connectDocker, engineUnreachableAdvice } = await import('./roles/agent/docker-client.js');
   const engine = await checkEngine(connectDocker(config.agent.dockerHost));
   if (!engine.reachable) process.stderr.write(`warning: ${engineUnreachableAdvice(config.agent.dockerHost, engine.error ?? 'no reason given')}\n`);
 }

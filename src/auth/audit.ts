@@ -1,4 +1,4 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyRequest, onSendHookHandler } from 'fastify';
 import type { RoleServer } from '../http/server.js';
 import type { Store } from '../store/store.js';
 import type { JournalActor } from '../schemas/release.js';
@@ -6,6 +6,7 @@ import { appendJournal } from '../store/records/journal.js';
 import { serviceOf, type ServiceSource } from './access.js';
 import { callerName } from './guard.js';
 import { clientAddress } from './caller.js';
+import { appendHook } from '../http/route-hooks.js';
 
 // Every API call that changed something is journaled, with who made it: the token's name and the
 // client's address. The line is written where the change is made (the directory, the scheduler,
@@ -115,14 +116,24 @@ export function actorOf(request: FastifyRequest): JournalActor {
 
 const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-/** Journals each successful change made through this role server. */
+/**
+ * Journals each successful change made through this role server: installed before the role's
+ * routes, it gives each route that can change something (any method but GET, HEAD and OPTIONS) its
+ * own onSend hook. Reads get none: a global hook cost every read a promise and a pass of Fastify's
+ * onSend hook runner (issue 29: a quarter of the directory's read throughput went to such hooks).
+ */
 export function installAudit(server: RoleServer, store: Store): void {
-  server.addHook('onSend', async (request, reply, payload) => {
+  const journal: onSendHookHandler = async (request, reply, payload) => {
     if (READS.has(request.method) || reply.statusCode < 200 || reply.statusCode >= 300 || request.routeOptions.config.audit === false) return payload;
     // The change is made: a journal that cannot be written is logged, and the reply still tells the truth.
     await appendJournal(store, auditLine(request, actorOf(request))).catch((error: unknown) =>
       request.log.error({ err: error, route: request.routeOptions.url }, 'could not journal a change'),
     );
     return payload;
+  };
+  server.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    if (methods.every((method) => READS.has(method))) return;
+    route.onSend = appendHook(route.onSend, journal);
   });
 }

@@ -58,12 +58,20 @@ const LOOPBACK = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|::ffff:127\.\d{1,3}\.\d{1
 /** A listen address or peer address that only this machine can reach. */
 export const isLoopback = (host: string | undefined): boolean => LOOPBACK.test((host ?? '').replace(/^\[|\]$/g, ''));
 
+const LOOPBACK_PEER = Symbol('loopbackPeerAddress');
+
+/** Whether a connection's peer address is a loopback one: read once per connection (its address does not change). */
+const fromLoopbackAddress = (socket: FastifyRequest['socket']): boolean => {
+  const known = socket as typeof socket & { [LOOPBACK_PEER]?: boolean };
+  return (known[LOOPBACK_PEER] ??= isLoopback(socket.remoteAddress));
+};
+
 /** A request from a loopback peer, not relayed by a proxy (the gateway adds X-Forwarded-For) nor by a role (which names its caller). */
 const isLocalRequest = (request: Pick<FastifyRequest, 'socket' | 'headers'>): boolean =>
-  isLoopback(request.socket.remoteAddress) &&
   request.headers['x-forwarded-for'] === undefined &&
   request.headers.forwarded === undefined &&
-  !namesRelayedCaller(request.headers);
+  !namesRelayedCaller(request.headers) &&
+  fromLoopbackAddress(request.socket);
 
 type CallerRequest = Pick<FastifyRequest, 'ip' | 'socket' | 'headers'> & { server?: { accessControl?: { relayKey?: Buffer } } };
 

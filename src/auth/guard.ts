@@ -9,6 +9,7 @@ import type { TokenCache } from './token-cache.js';
 import type { FailureLimiter } from './failure-limiter.js';
 import type { EndedSessions } from './ended-sessions.js';
 import type { HostRule } from '../http/host-rule.js';
+import { appendHook } from '../http/route-hooks.js';
 
 // The check every role server runs on every call (installed once, in src/http/server.ts):
 // authentication on request (401), then the route's right on the service the call names (403),
@@ -179,7 +180,9 @@ function authorize(token: TokenRecord, need: RouteAccess, request: FastifyReques
  * A session cookie without its proof is no credential, so it does not make a local call a checked one.
  */
 const presentsCredentials = (request: FastifyRequest): boolean =>
-  request.headers.authorization !== undefined || sessionCredential(request.headers)?.proof !== undefined;
+  request.headers.authorization !== undefined ||
+  // Without a cookie there is no session to read (the usual anonymous call: no parsing at all).
+  (request.headers.cookie !== undefined && sessionCredential(request.headers)?.proof !== undefined);
 
 /**
  * Whether the caller of an open route is one the role knows: any caller under none, a local call
@@ -195,11 +198,6 @@ export function isKnownCaller(control: AccessControl, request: FastifyRequest, r
   } catch {
     return false;
   }
-}
-
-/** Adds `hook` to a route's own hooks of that kind, after any it declares. */
-function appendHook<H>(existing: H | H[] | undefined, hook: H): H[] {
-  return existing === undefined ? [hook] : [...(Array.isArray(existing) ? existing : [existing]), hook];
 }
 
 /**

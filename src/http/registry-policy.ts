@@ -1,6 +1,5 @@
 import { BlockList, isIP } from 'node:net';
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
-import { Agent } from 'undici';
 
 // Which hosts the scheduler's registry client may contact. A declaration names its registry, so
 // without a rule anyone who may declare a service could make the scheduler call into the network
@@ -63,7 +62,7 @@ const ALLOW_SYNTAX = 'host, host:port, [IPv6]:port or an address range such as 1
 const HOST_NAME = /^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/;
 
 /** Strips IPv6 brackets and lowercases, as URL.hostname and image references spell hosts. */
-const bare = (host: string): string => host.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+export const bare = (host: string): string => host.replace(/^\[(.*)\]$/, '$1').toLowerCase();
 
 /** The operator's --allowed-registry entries: names (with or without a port) and address ranges. */
 export class RegistryAllowList {
@@ -144,39 +143,8 @@ export function checkedLookup(allowed: RegistryAllowList) {
   };
 }
 
-const portOf = (url: URL): number => Number(url.port || (url.protocol === 'https:' ? 443 : 80));
-
-/**
- * The policy as a client applies it to a URL: hosts the operator named go as they are; an address
- * is checked before connecting; a name connects only to the allowed addresses it resolves to.
- */
-export class DestinationPolicy {
-  /** For hosts the operator named: no address check. */
-  private readonly named: Agent;
-  /** For every other host: a name connects only to the allowed addresses it resolves to. */
-  private readonly checked: Agent;
-
-  constructor(
-    readonly allowed: RegistryAllowList,
-    options: Agent.Options = {},
-  ) {
-    this.named = new Agent(options);
-    this.checked = new Agent({ ...options, connect: { ...options.connect, lookup: checkedLookup(allowed) } });
-  }
-
-  /** The dispatcher a request to `url` goes through; throws RegistryRefused when its address is not allowed. */
-  dispatcherFor(url: URL): Agent {
-    if (this.allowed.names(url.hostname, portOf(url))) return this.named;
-    const host = bare(url.hostname);
-    const refusal = isIP(host) === 0 ? undefined : refusalOf(host, this.allowed);
-    if (refusal) throw new RegistryRefused(refusal);
-    return this.checked;
-  }
-
-  async close(): Promise<void> {
-    await Promise.all([this.named.close(), this.checked.close()]);
-  }
-}
+/** The port a URL connects to. */
+export const portOf = (url: URL): number => Number(url.port || (url.protocol === 'https:' ? 443 : 80));
 
 /**
  * Why a request to `url` would be refused now, resolving a name as a connection would, or
