@@ -25,6 +25,8 @@ export interface RetryBackoff {
   maxMs: number;
 }
 
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 interface Delayed {
   at: number;
   timer: NodeJS.Timeout;
@@ -66,7 +68,8 @@ export class WorkQueue {
    */
   addAfter(key: string, ms: number): void {
     if (this.closed) return;
-    const at = Date.now() + Math.max(0, ms);
+    // setTimeout takes at most 2^31-1 ms (about 24.8 days): longer waits are asked again when it fires.
+    const at = Date.now() + Math.min(Math.max(0, ms), MAX_TIMER_MS);
     const pending = this.delayed.get(key);
     if (pending && pending.at <= at) return;
     clearTimeout(pending?.timer);
