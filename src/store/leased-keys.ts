@@ -9,6 +9,7 @@
 
 import { trace } from '../trace.js';
 import type { Lease, Operation, Store } from './store.js';
+import { WorkQueue } from '../work-queue.js';
 
 /** A pino/fastify logger fits; so does `console`. */
 export interface LeasedKeysLog {
@@ -16,8 +17,8 @@ export interface LeasedKeysLog {
   warn?(message: string): void;
 }
 
-const FIRST_RETRY_MS = 250;
-const MAX_RETRY_MS = 5000;
+/** A failed write is tried again after 250 ms, doubling up to 5 s; a new set() or remove() tries at once. */
+const RETRY = { firstMs: 250, maxMs: 5000 };
 /** Keys written per transaction: below etcd's default --max-txn-ops (128). */
 const KEYS_PER_TXN = 100;
 
@@ -35,10 +36,18 @@ export class LeasedKeys {
   private readonly wanted = new Map<string, string>();
   /** Keys whose store copy may differ from `wanted` (absent from `wanted` = to delete). */
   private readonly dirty = new Set<string>();
-  /** Callers waiting for the next write attempt to finish. */
-  private waiters: (() => void)[] = [];
-  private running: Promise<void> | undefined;
-  private wake: (() => void) | undefined;
+  /**
+   * Write attempts, one at a time; keys set in one turn of the event loop (ten units reporting
+   * together) go in one attempt, and keys set during an attempt in one more after it.
+   */
+  private readonly writes = new WorkQueue({
+    run: () => this.attempt(),
+    onError: (error) => {
+      if (!this.failing) this.log?.warn?.(`leased keys not written to ${this.store.description} (retrying): ${message(error)}`);
+      this.failing = true;
+    },
+    retry: RETRY,
+  });
   private failing = false;
   private closed = false;
   private readonly lostListeners: (() => void)[] = [];
@@ -104,8 +113,7 @@ export class LeasedKeys {
   async close({ revoke = true }: { revoke?: boolean } = {}): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.wake?.();
-    await this.running;
+    await this.writes.close();
     const lease = this.lease;
     this.lease = undefined;
     if (!lease) return;
@@ -117,31 +125,9 @@ export class LeasedKeys {
     }
   }
 
-  /** Runs (or joins) the loop and resolves after its next attempt, successful or not. */
+  /** Resolves after a write attempt that started after this call, successful or not. */
   private sync(): Promise<void> {
-    const attempted = new Promise<void>((resolve) => this.waiters.push(resolve));
-    if (this.running) this.wake?.(); // new work should not wait out a backoff
-    else this.running = this.loop();
-    return attempted;
-  }
-
-  private async loop(): Promise<void> {
-    // Writes made in the same turn of the event loop (ten units reporting together) go in one transaction.
-    await new Promise((resolve) => setImmediate(resolve));
-    let delay = FIRST_RETRY_MS;
-    while (!this.closed && (this.lease === undefined || this.dirty.size > 0)) {
-      const waiters = this.waiters.splice(0);
-      const ok = await this.attempt();
-      for (const resolve of waiters) resolve();
-      if (ok) {
-        delay = FIRST_RETRY_MS;
-      } else {
-        await this.sleep(delay);
-        delay = Math.min(delay * 2, MAX_RETRY_MS);
-      }
-    }
-    this.running = undefined;
-    for (const resolve of this.waiters.splice(0)) resolve();
+    return this.writes.add('keys');
   }
 
   /**
@@ -149,20 +135,14 @@ export class LeasedKeys {
    * an agent starting ten units writes ten statuses at once, and one round trip (one etcd
    * commit) instead of ten in a row is what lets them land together.
    */
-  private async attempt(): Promise<boolean> {
-    try {
-      const lease = this.lease ?? (await this.grant());
-      // The keys dirty now; ones set meanwhile go in the loop's next attempt, after this one's callers resolve.
-      const keys = [...this.dirty];
-      for (let at = 0; at < keys.length && !this.closed; at += KEYS_PER_TXN) await this.writeKeys(keys.slice(at, at + KEYS_PER_TXN), lease);
-      if (this.failing) this.log?.info?.(`store ${this.store.description} reachable again; leased keys are written`);
-      this.failing = false;
-      return true;
-    } catch (error) {
-      if (!this.failing) this.log?.warn?.(`leased keys not written to ${this.store.description} (retrying): ${message(error)}`);
-      this.failing = true;
-      return false;
-    }
+  private async attempt(): Promise<void> {
+    if (this.closed || (this.lease !== undefined && this.dirty.size === 0)) return;
+    const lease = this.lease ?? (await this.grant());
+    // The keys dirty now; ones set meanwhile go in the next attempt, after this one's callers resolve.
+    const keys = [...this.dirty];
+    for (let at = 0; at < keys.length && !this.closed; at += KEYS_PER_TXN) await this.writeKeys(keys.slice(at, at + KEYS_PER_TXN), lease);
+    if (this.failing) this.log?.info?.(`store ${this.store.description} reachable again; leased keys are written`);
+    this.failing = false;
   }
 
   private async grant(): Promise<Lease> {
@@ -202,19 +182,6 @@ export class LeasedKeys {
       for (const key of keys) this.dirty.add(key);
       throw error;
     }
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done(): void {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wake = done;
-    }).finally(() => {
-      this.wake = undefined;
-    });
   }
 }
 

@@ -11,7 +11,7 @@ import { LeasedKeys } from '../../store/leased-keys.js';
 import { credentialFor } from '../../auth/registry-credentials.js';
 import { defaultHostNetworkUser, defaultUnitLogs, type UnitLogRotation } from '../../config.js';
 import { AssignmentCheck, type RefusedAssignment } from './assignment-check.js';
-import { CoalescingRunner } from './coalescing-runner.js';
+import { WorkQueue } from '../../work-queue.js';
 import type { NetworkMode } from './container-spec.js';
 import { canonicalName, hostPortOf, listUnitContainers, type UnitContainer } from './containers.js';
 import { planReplacements } from './replacement-plan.js';
@@ -83,6 +83,9 @@ export interface Agent {
 }
 
 
+/** The agent's one key on its work queue: every pass reconciles all of the machine's units. */
+const RECONCILE = 'reconcile';
+
 /** How long a stopping agent waits for the store to take its away record: a stop must not hang on a store that is down. */
 const AWAY_WRITE_TIMEOUT_MS = 5_000;
 
@@ -96,7 +99,8 @@ export async function startAgent(options: AgentOptions): Promise<Agent> {
 class MachineAgent implements Agent {
   readonly machineId: string;
   readonly docker: Docker;
-  private readonly runner: CoalescingRunner;
+  /** Passes over all of this machine's units, one at a time: triggers during a pass fold into one more pass after it. */
+  private readonly passes: WorkQueue;
   private readonly reporter: UnitStatusReporter;
   private readonly registration: MachineRegistration;
   private readonly units: UnitReconciler;
@@ -105,8 +109,6 @@ class MachineAgent implements Agent {
   private assignmentWatch: Watch | undefined;
   private dockerEvents: DockerEventWatch | undefined;
   private resyncTimer: NodeJS.Timeout | undefined;
-  private wakeTimer: NodeJS.Timeout | undefined;
-  private wakeAt = Infinity;
   private closed = false;
   /** The engine's CPUs and memory, asked once it answers (they do not change while it runs). */
   private engineResources: EngineResources | undefined;
@@ -151,14 +153,14 @@ class MachineAgent implements Agent {
       log: options.log,
     });
     this.assignmentCheck = new AssignmentCheck(options.log, () => this.platformPorts());
-    this.runner = new CoalescingRunner(
-      () => this.reconcileOnce(),
-      (error) => options.log.warn({ err: error, machine: this.machineId }, 'reconcile failed; retrying at the next resync'),
-    );
+    this.passes = new WorkQueue({
+      run: () => this.reconcileOnce(),
+      onError: (error) => options.log.warn({ err: error, machine: this.machineId }, 'reconcile failed; retrying at the next resync'),
+    });
   }
 
   async start(): Promise<void> {
-    const trigger = () => void this.runner.trigger();
+    const trigger = () => void this.reconcile();
     this.components = await PrefixCache.start(this.options.store, componentPrefix);
     this.leasedKeys.onLost(() => {
       this.reporter.forgetAll();
@@ -170,11 +172,12 @@ class MachineAgent implements Agent {
     });
     this.dockerEvents = watchContainerEvents(this.docker, this.machineId, trigger, this.options.log);
     this.resyncTimer = setInterval(trigger, this.options.resyncIntervalMs ?? 5_000);
-    await this.runner.trigger();
+    await this.reconcile();
   }
 
+  /** Resolves once a pass that started after this call has ended. */
   reconcile(): Promise<void> {
-    return this.runner.trigger();
+    return this.passes.add(RECONCILE);
   }
 
   statuses(): UnitStatus[] {
@@ -192,11 +195,10 @@ class MachineAgent implements Agent {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.resyncTimer);
-    clearTimeout(this.wakeTimer);
     this.dockerEvents?.close();
     await this.assignmentWatch?.close();
     await this.components?.close();
-    await this.runner.close();
+    await this.passes.close();
     await this.units.settled();
     // Before the lease is let go: the scheduler must find the machine away, not lost, when the lease runs out.
     await withTimeout(this.registration.away('its agent stopped'), AWAY_WRITE_TIMEOUT_MS, 'the store').catch((error: unknown) =>
@@ -212,15 +214,7 @@ class MachineAgent implements Agent {
 
   /** Asks for a pass in `ms`; only the earliest pending wake-up is kept, later ones are re-asked by that pass. */
   private wakeIn(ms: number): void {
-    const at = Date.now() + ms;
-    if (this.closed || (this.wakeTimer && this.wakeAt <= at)) return;
-    clearTimeout(this.wakeTimer);
-    this.wakeAt = at;
-    this.wakeTimer = setTimeout(() => {
-      this.wakeTimer = undefined;
-      this.wakeAt = Infinity;
-      void this.runner.trigger();
-    }, ms);
+    if (!this.closed) this.passes.addAfter(RECONCILE, ms);
   }
 
   private checkDocker(): Promise<Machine['docker']> {

@@ -35,6 +35,7 @@ import { followHaproxy } from './haproxy-metrics.js';
 import { HaproxyCertificates } from './haproxy-certificates.js';
 import type { CertificateSet } from '../../certificates/certificate-set.js';
 import type { PublicHosts } from './tls/public-hosts.js';
+import { WorkQueue } from '../../work-queue.js';
 
 /** With --https-port: HAProxy terminates TLS for the public hosts with the stored certificates. */
 export interface HaproxyTls {
@@ -81,12 +82,18 @@ export class HaproxyDataPlane implements DataPlane {
   private process: HaproxyProcess | undefined;
   private files: HaproxyFiles | undefined;
   private configFile = '';
-  /** The sync loop running, if one is. */
-  private syncing: Promise<void> | undefined;
+  /**
+   * Updates of HAProxy to the latest plan, one at a time: plans arriving during an update are
+   * applied, all at once, by one more update after it.
+   */
+  private readonly updates = new WorkQueue({
+    run: () => this.update(),
+    // HAProxy died or stalled: it is restarted from the state written then, and a restart syncs again.
+    onError: (error) => this.log.warn({ reason: (error as Error).message }, 'haproxy runtime update failed'),
+  });
   /** The data plane is closing: no more runtime commands, so what HAProxy holds stays `live`. */
   private closing = false;
   private handoverFile = '';
-  private pending = false;
   private listeners: ConfigListener[] = [];
   private tlsHost = '';
   private tlsPort = 0;
@@ -213,7 +220,7 @@ export class HaproxyDataPlane implements DataPlane {
     followHaproxy(undefined);
     this.closing = true;
     // An update in flight (a reload may take seconds) finishes first, or the state is not handed over.
-    const settled = await Promise.race([(this.syncing ?? Promise.resolve()).then(() => true), sleep(SYNC_SETTLE_MS).then(() => false)]);
+    const settled = await Promise.race([this.updates.close().then(() => true), sleep(SYNC_SETTLE_MS).then(() => false)]);
     if (reason === 'restart') this.leave(settled);
     else await this.process?.stop();
     await this.node.close();
@@ -244,49 +251,36 @@ export class HaproxyDataPlane implements DataPlane {
     }
   }
 
-  /** Applies the latest plan, one batch at a time; plans arriving meanwhile are folded into the next batch. */
+  /** Applies the latest plan (the update queue folds plans arriving during an update into the next one). */
   private sync(): void {
-    if (this.syncing !== undefined) {
-      this.pending = true;
-      return;
-    }
     if (!this.process?.running || this.closing) return;
-    this.syncing = this.syncLoop().finally(() => (this.syncing = undefined));
+    void this.updates.add('haproxy');
   }
 
-  private async syncLoop(): Promise<void> {
-    do {
-      this.pending = false;
-      const process = this.process!;
-      if (!process.running || this.closing) return;
-      const { threads, upstreamConnections } = this.settings();
-      const step = transition(this.state, this.plan, { ...this.files!, upstreamConnections: threadShare(upstreamConnections, threads) });
-      try {
-        if (step.commands.length > 0) {
-          this.state = step.next;
-          const failures = await runtimeCommands(this.files!.runtimeSocket, threadCommands(step.commands, threads));
-          if (failures.length > 0) {
-            // HAProxy holds something else than the gateway thinks: write the whole state and reload.
-            this.log.warn({ failures }, 'haproxy refused runtime commands; reloading to resynchronise');
-            await process.reload();
-          } else this.live = this.state;
-        }
-        if (step.reload) {
-          this.log.info('haproxy has no spare backend left for a new route: reloading with a larger pool');
-          await process.reload();
-        }
-        const refused = (await this.certificates?.apply(this.files!.runtimeSocket)) ?? [];
-        if (refused.length > 0) {
-          // The files are current: a reload loads exactly the set wanted.
-          this.log.warn({ failures: refused }, 'haproxy refused certificate commands; reloading to resynchronise');
-          await process.reload();
-        }
-      } catch (error) {
-        // HAProxy died or stalled: it is restarted from the state written then.
-        this.log.warn({ reason: (error as Error).message }, 'haproxy runtime update failed');
-        return;
-      }
-    } while (this.pending);
+  private async update(): Promise<void> {
+    const process = this.process!;
+    if (!process.running || this.closing) return;
+    const { threads, upstreamConnections } = this.settings();
+    const step = transition(this.state, this.plan, { ...this.files!, upstreamConnections: threadShare(upstreamConnections, threads) });
+    if (step.commands.length > 0) {
+      this.state = step.next;
+      const failures = await runtimeCommands(this.files!.runtimeSocket, threadCommands(step.commands, threads));
+      if (failures.length > 0) {
+        // HAProxy holds something else than the gateway thinks: write the whole state and reload.
+        this.log.warn({ failures }, 'haproxy refused runtime commands; reloading to resynchronise');
+        await process.reload();
+      } else this.live = this.state;
+    }
+    if (step.reload) {
+      this.log.info('haproxy has no spare backend left for a new route: reloading with a larger pool');
+      await process.reload();
+    }
+    const refused = (await this.certificates?.apply(this.files!.runtimeSocket)) ?? [];
+    if (refused.length > 0) {
+      // The files are current: a reload loads exactly the set wanted.
+      this.log.warn({ failures: refused }, 'haproxy refused certificate commands; reloading to resynchronise');
+      await process.reload();
+    }
   }
 
   /** The state for the current plan, as files HAProxy starts from (at start, reload and restart). */

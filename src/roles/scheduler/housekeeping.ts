@@ -15,6 +15,7 @@ import { deleteDeployments, listDeployments } from '../../store/records/deployme
 import { expiredDeployments, expiredJournalKeys, expiredReleases } from './retention.js';
 import { hostCertificateStates, leftByDeletedServices, removeLeftBehind } from '../../certificates/certificate-records.js';
 import type { ClusterSnapshot } from './cluster-snapshot.js';
+import { WorkQueue } from '../../work-queue.js';
 
 // What the leader cleans up, apart from deploying: assignments of services no longer declared
 // (their units stop), the releases of deleted services (a service declared again under the name
@@ -24,8 +25,13 @@ import type { ClusterSnapshot } from './cluster-snapshot.js';
 // pass compares the whole store with the declarations, so a missed event costs nothing.
 
 export class Housekeeping {
-  private running: Promise<void> | undefined;
-  private again = false;
+  /** Pruning passes, one at a time: one asked for while one runs runs once more after it. */
+  private readonly history = new WorkQueue({
+    run: () => this.pass(),
+    onError: (error) => {
+      if (!(error instanceof FencedWriteError || error instanceof NotLeaderError)) this.log.warn({ err: error }, 'pruning history failed; retrying at the next check');
+    },
+  });
 
   constructor(
     private readonly store: Store,
@@ -40,42 +46,32 @@ export class Housekeeping {
     await deleteAssignments(this.store, doomed);
   }
 
-  /** One full pass (coalesced: a pass asked for while one runs runs once more after it). */
+  /** One full pass; resolves once a pass that started after the call has ended. */
   pruneHistory(): Promise<void> {
-    if (this.running) {
-      this.again = true;
-      return this.running;
-    }
-    this.running = this.pass().finally(() => {
-      this.running = undefined;
-      if (this.again) {
-        this.again = false;
-        void this.pruneHistory();
-      }
-    });
-    return this.running;
+    return this.history.add('history');
+  }
+
+  /** Starts no more passes and waits for the one running. */
+  close(): Promise<void> {
+    return this.history.close();
   }
 
   private async pass(): Promise<void> {
-    try {
-      const [deployments, journal, releases, services] = await Promise.all([
-        listDeployments(this.store),
-        this.store.list(journalPrefix),
-        listRecords<Release>(this.store, releasesRoot),
-        listRecords<Service>(this.store, servicePrefix),
-      ]);
-      const declared = new Map(services.map((service) => [service.name, service]));
-      const expired = expiredDeployments(deployments, this.retention.deploymentsPerService);
-      await deleteDeployments(this.store, expired);
-      const journalKeys = expiredJournalKeys(journal.map((kv) => kv.key), this.retention.journalEntries);
-      await deleteKeys(this.store, journalKeys);
-      const doomed = [...expired, ...journalKeys];
-      const releasesDeleted = await this.pruneReleases(releases, declared, deployments);
-      await this.pruneCertificates(new Set(declared.keys()));
-      if (doomed.length + releasesDeleted > 0) this.log.info({ deleted: doomed.length + releasesDeleted }, 'deleted history beyond the retention limits and of deleted services');
-    } catch (error) {
-      if (!(error instanceof FencedWriteError || error instanceof NotLeaderError)) this.log.warn({ err: error }, 'pruning history failed; retrying at the next check');
-    }
+    const [deployments, journal, releases, services] = await Promise.all([
+      listDeployments(this.store),
+      this.store.list(journalPrefix),
+      listRecords<Release>(this.store, releasesRoot),
+      listRecords<Service>(this.store, servicePrefix),
+    ]);
+    const declared = new Map(services.map((service) => [service.name, service]));
+    const expired = expiredDeployments(deployments, this.retention.deploymentsPerService);
+    await deleteDeployments(this.store, expired);
+    const journalKeys = expiredJournalKeys(journal.map((kv) => kv.key), this.retention.journalEntries);
+    await deleteKeys(this.store, journalKeys);
+    const doomed = [...expired, ...journalKeys];
+    const releasesDeleted = await this.pruneReleases(releases, declared, deployments);
+    await this.pruneCertificates(new Set(declared.keys()));
+    if (doomed.length + releasesDeleted > 0) this.log.info({ deleted: doomed.length + releasesDeleted }, 'deleted history beyond the retention limits and of deleted services');
   }
 
   /** What deleted services left of HTTPS; certificate-records.ts decides what that is and removes it. */

@@ -11,6 +11,7 @@ import { NotificationSender } from './notification-sender.js';
 import { FailureObserver } from './failure-observer.js';
 import { NotLeaderError } from './leadership.js';
 import type { ClusterWatch } from './cluster-snapshot.js';
+import { WorkQueue } from '../../work-queue.js';
 
 // Outbound notifications on the scheduler (README "Notifications"). Every scheduler records the
 // unit failures and lost machines it sees (failure-observer.ts) in the outbox; only the leader
@@ -46,9 +47,17 @@ export class Notifier {
   /** Delivery keys being attempted (or given up) here, until the watch shows the result. */
   private readonly busy = new Set<string>();
   private readonly sender: NotificationSender;
-  private timer?: NodeJS.Timeout;
-  private pumping = false;
-  private again = false;
+  /**
+   * Passes over the outbox and the deliveries, one at a time: a change during a pass causes one
+   * more; a pass that fails is tried again after a second, doubling up to 10 s.
+   */
+  private readonly passes = new WorkQueue({
+    run: () => this.pass(),
+    onError: (error) => {
+      if (!lostLeadership(error)) this.options.log.warn({ err: error }, 'notifications: a pass failed; trying again shortly');
+    },
+    retry: { firstMs: 1000, maxMs: 10_000 },
+  });
   private closed = false;
 
   private constructor(
@@ -68,12 +77,7 @@ export class Notifier {
   /** Looks at the outbox and the deliveries now (when leading): on election, on every change, when a retry is due. */
   kick(): void {
     if (this.closed || !this.options.isLeader()) return;
-    if (this.pumping) {
-      this.again = true;
-      return;
-    }
-    this.pumping = true;
-    void this.pump();
+    void this.passes.add(PASS);
   }
 
   /** Deletes finished deliveries beyond the retention (leader only). */
@@ -83,7 +87,7 @@ export class Notifier {
 
   async close(): Promise<void> {
     this.closed = true;
-    clearTimeout(this.timer);
+    await this.passes.close();
     await Promise.all(Object.values(this.caches).map((cache) => cache.close()));
     await this.sender.close();
   }
@@ -94,24 +98,9 @@ export class Notifier {
     );
   }
 
-  private async pump(): Promise<void> {
-    try {
-      do {
-        this.again = false;
-        await this.pass();
-      } while (this.again && !this.closed && this.options.isLeader());
-    } catch (error) {
-      if (!lostLeadership(error)) {
-        this.options.log.warn({ err: error }, 'notifications: a pass failed; trying again in a second');
-        this.wakeAt(Date.now() + 1000);
-      }
-    } finally {
-      this.pumping = false;
-    }
-  }
-
-  /** Fans every outbox entry out, starts every attempt that is due, and sets the timer for the next. */
+  /** Fans every outbox entry out, starts every attempt that is due, and asks for a pass when the next is. */
   private async pass(): Promise<void> {
+    if (this.closed || !this.options.isLeader()) return;
     const now = Date.now();
     const endpoints = this.caches.endpoints.values().map((entry) => decodeCached<NotifyEndpointRecord>(entry));
     for (const entry of this.caches.outbox.values()) {
@@ -132,7 +121,7 @@ export class Notifier {
       if (due > now) next = Math.min(next, due);
       else if (this.busy.size < MAX_IN_FLIGHT) this.settle(entry.key, this.attempt(entry.key, delivery, endpoint));
     }
-    this.wakeAt(next);
+    if (next !== Infinity) this.passes.addAfter(PASS, next - Date.now());
   }
 
   private async attempt(key: string, delivery: NotifyDelivery, endpoint: NotifyEndpointRecord): Promise<RecordedDelivery> {
@@ -165,12 +154,9 @@ export class Notifier {
       });
   }
 
-  private wakeAt(at: number): void {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    if (at === Infinity || this.closed) return;
-    this.timer = setTimeout(() => this.kick(), Math.max(0, at - Date.now()));
-  }
 }
+
+/** The notifier's one key on its work queue: every pass looks at all the deliveries. */
+const PASS = 'deliveries';
 
 const lostLeadership = (error: unknown): boolean => error instanceof FencedWriteError || error instanceof NotLeaderError;

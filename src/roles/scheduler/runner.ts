@@ -33,6 +33,10 @@ export interface RunnerOptions {
   stopTimeoutSeconds: number;
 }
 
+// Per service, work here is queued in order on KeyedQueue, not folded on the WorkQueue the reacting
+// loops use (src/work-queue.ts): each item is a distinct deploy, rollback or stop with its own
+// record and caller waiting for its own answer, so two of them are never one; a newer one
+// supersedes an older one (it ends `superseded`, recorded), which folding would lose.
 export class DeploymentRunner {
   /** Accepting a trigger (staleness, idempotency, release number) is atomic per service. */
   private readonly accepting = new KeyedQueue();

@@ -26,6 +26,7 @@ import { onStorePing } from '../../store/store-heartbeat.js';
 import { RENEWAL_GRACE_TTLS } from '../../store/leased-keys.js';
 import { migrateStoreSchema } from './schema-migration.js';
 import { defaultRetryPolicy, type RetryPolicy } from '../../notifications/retry-schedule.js';
+import { WorkQueue } from '../../work-queue.js';
 
 // The scheduler role's lifecycle: leadership (one leader at a time, every write fenced on it), the
 // watched cluster snapshot, and the wiring of what the leader does: deployments (runner.ts),
@@ -67,6 +68,13 @@ const SCHEMA_RETRY_MS = 10_000;
 /** The periodic resync of self-healing, beside the watch events that trigger it. */
 const HEAL_INTERVAL_MS = 10_000;
 
+/** The leader's passes on its work queue: what each does when it fails, for the log. */
+const LEADER_PASSES = {
+  heal: 'healing failed; retrying',
+  'clean-up': 'cleaning up after a deleted service failed; retrying',
+} as const;
+type LeaderPass = keyof typeof LEADER_PASSES;
+
 // After it wins the leadership, and after the store returns from an outage, a scheduler gives every
 // agent RENEWAL_GRACE_TTLS lease TTLs to register before a missing machine counts as lost: an
 // embedded store drops every lease when it opens (after `platform up` restarts no machine is
@@ -91,7 +99,12 @@ export class Scheduler {
   private notifier?: Notifier;
   private healTimer?: NodeJS.Timeout;
   private pruneTimer?: NodeJS.Timeout;
-  private healing = false;
+  /**
+   * Healing and clean-up passes: a trigger during a pass (a machine lost, a drain set) causes one
+   * more pass after it, instead of waiting for the next check; a failed pass is retried after 1 s,
+   * doubling up to the 10 s check.
+   */
+  private readonly leaderWork: WorkQueue;
   /** Until then (ms) machines missing from the store are not lost: the renewal grace after an election or a store outage. */
   private renewalGraceUntil = 0;
   /** Machines seen registered since the grace began: one of them missing now was lost under this leader, grace or not. */
@@ -138,6 +151,11 @@ export class Scheduler {
     this.engineGraceSeconds = options.engineGraceSeconds;
     this.housekeeping = new Housekeeping(this.store, options.retention ?? defaultRetention, options.log);
     this.backups = options.backups && new ScheduledBackups(options.backups, { store: options.store, journal: this.store, log: options.log });
+    this.leaderWork = new WorkQueue({
+      run: (key) => (key === 'heal' ? this.healPass() : this.cleanUpPass()),
+      onError: (error, key) => this.log.warn({ err: error }, LEADER_PASSES[key as LeaderPass]),
+      retry: { firstMs: 1000, maxMs: HEAL_INTERVAL_MS },
+    });
   }
 
   async start(): Promise<void> {
@@ -232,6 +250,8 @@ export class Scheduler {
     this.stopHearingStore?.();
     clearTimeout(this.schemaRetryTimer);
     for (const timer of this.graceTimers.values()) clearTimeout(timer);
+    await this.leaderWork.close();
+    await this.housekeeping.close();
     await this.backups?.close();
     await this.handOff.close();
     await this.leadership.close();
@@ -345,23 +365,31 @@ export class Scheduler {
     });
   }
 
-  private async cleanUp(): Promise<void> {
-    try {
+  /** Deleted services' units and history go; resolves once a pass that started after the call has ended. */
+  private cleanUp(): Promise<void> {
+    return this.leaderWork.add('clean-up');
+  }
+
+  private async cleanUpPass(): Promise<void> {
+    if (!this.isLeader()) return;
+    await quietWhenDeposed(async () => {
       if (this.cluster) await this.housekeeping.pruneOrphans(this.cluster.snapshot());
       await this.housekeeping.pruneHistory();
-    } catch (error) {
-      if (!(error instanceof FencedWriteError || error instanceof NotLeaderError)) this.log.warn({ err: error }, 'cleaning up after a deleted service failed; retrying at the next check');
-    }
+    });
+  }
+
+  /** Heals (below); resolves once a heal pass that started after the call has ended. */
+  private heal(): Promise<void> {
+    return this.leaderWork.add('heal');
   }
 
   /** Applies the self-healing plan: a `reschedule` deployment of the current release per service that lost units. */
-  private async heal(): Promise<void> {
-    if (this.healing || !this.cluster || !this.runner) return;
-    this.healing = true;
-    try {
-      const runner = this.runner;
+  private async healPass(): Promise<void> {
+    const { cluster, runner } = this;
+    if (!this.isLeader() || !cluster || !runner) return;
+    await quietWhenDeposed(async () => {
       const planned = Date.now();
-      const snapshot = this.cluster.snapshot();
+      const snapshot = cluster.snapshot();
       const deployments = await listDeployments(this.store);
       const declared = new Set(snapshot.services.map((service) => service.name));
       const instances = new Map<string, number>();
@@ -384,11 +412,7 @@ export class Scheduler {
       });
       await this.rescheduleWithBackoff(plan, deployments, snapshot, runner);
       this.healedAt = planned;
-    } catch (error) {
-      if (!(error instanceof FencedWriteError || error instanceof NotLeaderError)) this.log.warn({ err: error }, 'healing failed; retrying at the next check');
-    } finally {
-      this.healing = false;
-    }
+    });
   }
 
   /**
@@ -412,6 +436,15 @@ export class Scheduler {
       const found = await getRelease(this.store, service, release);
       if (found) await runner.reschedule(found, why, decision);
     }
+  }
+}
+
+/** Runs a leader's pass; losing the leadership meanwhile ends it quietly (the next leader does the work). */
+async function quietWhenDeposed(pass: () => Promise<void>): Promise<void> {
+  try {
+    await pass();
+  } catch (error) {
+    if (!(error instanceof FencedWriteError || error instanceof NotLeaderError)) throw error;
   }
 }
 
