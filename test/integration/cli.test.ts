@@ -171,7 +171,8 @@ t.test('a deploy of a broken image exits non-zero with the reason; --detach retu
   t.match(listed?.[3], /^(pending|pulling|rolling)$/, 'the deployment is still in flight');
 
   const timedOut = await platform('deploy', 'crashy', '--image', broken.reference, '--timeout', '1s');
-  t.match(timedOut.stdout, new RegExp(`\\(deployment ${id}\\)`), 'the same deploy again names the deployment in flight');
+  t.match(timedOut.stdout, new RegExp(`\\(deployment ${id}, \\w+\\)`), 'the same deploy again names the deployment in flight');
+  t.equal(timedOut.stdout.split(`deployment ${id}`).length, 2, 'once');
   t.equal(timedOut.code, 124, '--timeout gives up watching with exit 124');
   t.match(timedOut.stderr, /gave up watching after 1 s; deployment [0-9a-z-]+ is \w+ and it goes on/);
   // Following the same deploy again names the same deployment ("unchanged") and waits for its end.
