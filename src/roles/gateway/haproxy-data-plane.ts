@@ -130,7 +130,8 @@ export class HaproxyDataPlane implements DataPlane {
     this.listeners = [{ host: listeners.public.host, port, name: 'public' }, ...(listeners.internal ? [{ ...listeners.internal, name: 'internal' as const }] : [])];
     this.tlsHost = listeners.public.host;
     if (this.tls) {
-      this.tlsPort = this.tls.port === 0 ? await freePortOn(this.tlsHost) : this.tls.port;
+      // --https-port 0: a free port, or the one the HAProxy handed over listens on (a new one would differ from its configuration and reload it).
+      this.tlsPort = this.tls.port !== 0 ? this.tls.port : (handover?.tlsPort ?? (await freePortOn(this.tlsHost)));
       const certificates = new HaproxyCertificates(this.tls.certificates, this.tls.hosts, dir, this.log);
       this.certificates = certificates;
       certificates.follow(() => this.sync());
@@ -236,6 +237,7 @@ export class HaproxyDataPlane implements DataPlane {
     writeHandover(this.handoverFile, {
       fixedConfig: this.configText([]),
       ownPort: this.node.port(),
+      ...(this.tls ? { tlsPort: this.tlsPort } : {}),
       state: this.live,
       certificates: this.certificates?.handedOver() ?? [],
     });

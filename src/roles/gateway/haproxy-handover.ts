@@ -4,8 +4,8 @@ import type { HaproxyState } from './haproxy-slots.js';
 // What a gateway stopping for a restart leaves for the next one beside the HAProxy it leaves
 // serving: the state HAProxy holds (its pool, slots and maps, as the Runtime API left them), the
 // certificates it serves, and what its configuration was written from apart from the pool (the
-// settings, the listeners, the gateway's own Node server's port). A next gateway started with the
-// same flags listens on that port again and goes on from the state with runtime commands: no
+// settings, the listeners, the gateway's own Node server's port, the HTTPS port). A next gateway started
+// with the same flags listens on those ports again and goes on from the state with runtime commands: no
 // reload, so no idle keep-alive connection of a client is closed. Read once: a gateway killed
 // later than this was written leaves none, and its successor reloads HAProxy from its own state.
 
@@ -14,6 +14,11 @@ export interface Handover {
   fixedConfig: string;
   /** The gateway's own Node server on 127.0.0.1, which HAProxy's `backend own` names. */
   ownPort: number;
+  /**
+   * The HTTPS listener's port, when HAProxy has one: with `--https-port 0` a gateway picks a free
+   * port, and its successor must take the same one, or the configuration differs and HAProxy reloads.
+   */
+  tlsPort?: number;
   state: HaproxyState;
   /** host → certificate fingerprint, as HAProxy serves them. */
   certificates: [string, string][];
@@ -22,6 +27,7 @@ export interface Handover {
 interface StoredHandover {
   fixedConfig: string;
   ownPort: number;
+  tlsPort?: number;
   backends: [string, unknown][];
   hosts: [string, string][];
   certificates: [string, string][];
@@ -31,6 +37,7 @@ export function writeHandover(file: string, handover: Handover): void {
   const stored: StoredHandover = {
     fixedConfig: handover.fixedConfig,
     ownPort: handover.ownPort,
+    ...(handover.tlsPort === undefined ? {} : { tlsPort: handover.tlsPort }),
     backends: [...handover.state.backends],
     hosts: [...handover.state.hosts],
     certificates: handover.certificates,
@@ -52,6 +59,7 @@ export function takeHandover(file: string): Handover | undefined {
   return {
     fixedConfig: stored.fixedConfig,
     ownPort: stored.ownPort,
+    ...(Number.isInteger(stored.tlsPort) ? { tlsPort: stored.tlsPort } : {}),
     state: { backends: new Map(stored.backends) as HaproxyState['backends'], hosts: new Map(stored.hosts) },
     certificates: Array.isArray(stored.certificates) ? stored.certificates : [],
   };

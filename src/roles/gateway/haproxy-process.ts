@@ -110,13 +110,16 @@ export class HaproxyProcess {
   private async adopt(pid: number): Promise<void> {
     const master = adoptedMaster(pid, this.options.configFile, (reason) => this.exited(master, reason));
     this.master = master;
+    let reloaded = false;
     try {
       this.worker = await this.waitForWorker(0, master.gone);
       // HAProxy 2.6 closes idle keep-alive connections at a reload (a request sent on one just then
       // fails), so a reload only when the previous gateway's state was not handed over.
-      if (!this.options.tookOver()) {
+      reloaded = !this.options.tookOver();
+      if (reloaded) {
         this.options.prepare();
         await this.reloadMaster();
+        this.reloads += 1;
       }
     } catch (error) {
       this.master = undefined;
@@ -125,7 +128,7 @@ export class HaproxyProcess {
     }
     this.running = true;
     this.down = '';
-    this.options.log.info({ pid }, 'adopted the HAProxy a previous gateway left serving');
+    this.options.log.info({ pid, reloaded }, reloaded ? 'adopted the HAProxy a previous gateway left serving, reloading it: nothing usable was handed over' : 'adopted the HAProxy a previous gateway left serving, as it was handed over');
     this.options.started();
   }
 
