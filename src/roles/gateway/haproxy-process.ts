@@ -110,7 +110,7 @@ export class HaproxyProcess {
   private async adopt(pid: number): Promise<void> {
     const master = adoptedMaster(pid, this.options.configFile, (reason) => this.exited(master, reason));
     this.master = master;
-    let reloaded = false;
+    let reloaded: boolean;
     try {
       this.worker = await this.waitForWorker(0, master.gone);
       // HAProxy 2.6 closes idle keep-alive connections at a reload (a request sent on one just then
