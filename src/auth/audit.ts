@@ -117,8 +117,8 @@ export function actorOf(request: FastifyRequest): JournalActor {
 const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /**
- * Journals each successful change made through this role server: installed before the role's
- * routes, it gives each route that can change something (any method but GET, HEAD and OPTIONS) its
+ * Journals each successful change made through this role server: installed by createRoleServer
+ * (its `journal` option) before any route is registered, it gives each route that can change something (any method but GET, HEAD and OPTIONS) its
  * own onSend hook. Reads get none: a global hook cost every read a promise and a pass of Fastify's
  * onSend hook runner (issue 29: a quarter of the directory's read throughput went to such hooks).
  */

@@ -14,6 +14,8 @@ import { discardBody } from './oversized-body.js';
 import { installBodyCharsetRule } from './body-charset.js';
 import { installAccessControl, isKnownCaller, type AccessControl } from '../auth/guard.js';
 import { installCsrfCheck } from '../auth/csrf.js';
+import { installAudit } from '../auth/audit.js';
+import type { Store } from '../store/store.js';
 import { installCors } from './cors.js';
 import { createLimitedServer, defaultConnectionLimits, type ConnectionLimits } from './connection-limits.js';
 import { installHostRule } from './host-rule.js';
@@ -31,6 +33,12 @@ export interface RoleServerOptions {
   access: AccessControl;
   /** Timeouts and connection caps (src/http/connection-limits.ts); the API roles' defaults without. */
   limits?: ConnectionLimits;
+  /**
+   * The store whose journal records each change made through this server (src/auth/audit.ts). Set
+   * here, not by the role, so the hook is in place before any route: a route registered earlier
+   * would be unaudited.
+   */
+  journal?: Store;
 }
 
 const NO_AUTH_WARNING = 'access control is off (--auth none): every call is accepted, with or without a token';
@@ -81,6 +89,7 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
     if (route.url.startsWith('/documentation')) route.config = { ...route.config, access: 'open' };
   });
   installAccessControl(server, options.access);
+  if (options.journal) installAudit(server, options.journal);
   if (options.access.mode === 'none') server.log.warn(NO_AUTH_WARNING);
 
   await server.register(swagger, openapiOptions(options.role, ErrorReply));

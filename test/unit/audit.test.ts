@@ -1,5 +1,11 @@
 import t from 'tap';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { auditLine, describeBody } from '../../src/auth/audit.js';
+import { createRoleServer } from '../../src/http/server.js';
+import { EmbeddedStore } from '../../src/store/embedded-store.js';
+import { readJournal } from '../../src/store/records/journal.js';
 import { REDACTED, redactEnv } from '../../src/auth/env-redaction.js';
 
 const call = (method: string, route: string, url: string, params: object, body: unknown, config: object = {}) =>
@@ -41,4 +47,22 @@ t.test("an unlisted change gets a kind from its route and the service its access
 
 t.test('redacted env keeps the names', async (t) => {
   t.same(redactEnv({ A: '1', B: '' }), { A: REDACTED, B: REDACTED });
+});
+
+t.test('a role server given a journal journals a change on any route, however early the route is registered', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'audit-routes-'));
+  const store = await EmbeddedStore.open(dir);
+  const server = await createRoleServer({ role: 'audited', logger: false, access: { mode: 'none', listenerLoopback: true }, readiness: async () => ({}), journal: store });
+  t.teardown(async () => {
+    await server.close();
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  // The first routes the role registers, as a role's start does right after createRoleServer.
+  server.post('/things', async () => ({ made: true }));
+  server.delete('/things/:name', async () => ({ removed: true }));
+  server.get('/things', async () => []);
+  for (const [method, url] of [['POST', '/things'], ['DELETE', '/things/a'], ['GET', '/things']] as const) t.equal((await server.inject({ method, url })).statusCode, 200);
+  const lines = await readJournal(store, { limit: 10 });
+  t.same(lines.map((line) => line.kind).sort(), ['api.DELETE /things/:name', 'api.POST /things'], 'each change once, no read');
 });

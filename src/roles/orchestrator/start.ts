@@ -12,7 +12,6 @@ import { quotaRoutes } from './quota-routes.js';
 import { EventHub, eventsRoute } from './events.js';
 import { dashboardRoutes } from '../web/dashboard-assets.js';
 import { sessionRoutes } from '../web/session-routes.js';
-import { installAudit } from '../../auth/audit.js';
 
 export async function startOrchestrator({ config, store, log, access }: RoleContext): Promise<StartedRole> {
   const peers = {
@@ -20,6 +19,7 @@ export async function startOrchestrator({ config, store, log, access }: RoleCont
     scheduler: new PeerClient(store, 'scheduler', config.peers.schedulerUrl),
   };
   const server = await createRoleServer({
+    journal: store,
     role: 'orchestrator',
     access,
     limits: apiConnectionLimits(config.http),
@@ -30,7 +30,6 @@ export async function startOrchestrator({ config, store, log, access }: RoleCont
       return { store: store.description, peers: { 'service-directory': 'ok', scheduler: 'ok' } };
     },
   });
-  installAudit(server, store);
   orchestratorRoutes(server, store, peers);
   tokenRoutes(server, store);
   await warnWhileNoToken(store, access.mode, log);

@@ -4,7 +4,6 @@ import { fastifyRole, type RoleContext, type StartedRole } from '../role.js';
 import { Scheduler } from './scheduler.js';
 import { schedulerRoutes } from './routes.js';
 import { registerWebhooks } from './webhooks/routes.js';
-import { installAudit } from '../../auth/audit.js';
 import { credentialFor } from '../../auth/registry-credentials.js';
 
 export async function startScheduler({ config, store, log, advertised, access, storeSpace, writeBudget }: RoleContext): Promise<StartedRole> {
@@ -29,6 +28,8 @@ export async function startScheduler({ config, store, log, advertised, access, s
     backupDir: config.scheduler.backupDir,
   });
   const server = await createRoleServer({
+    // The unfenced store: a follower journals the calls it takes too.
+    journal: store,
     role: 'scheduler',
     access,
     limits: apiConnectionLimits(config.http),
@@ -38,8 +39,6 @@ export async function startScheduler({ config, store, log, advertised, access, s
       return { store: store.description, leader: scheduler.isLeader(), ...scheduler.healingState(), ...(await scheduler.backupState()), ...(await storeSpace.readiness()) };
     },
   });
-  // The unfenced store: a follower journals the calls it takes too.
-  installAudit(server, store);
   schedulerRoutes(server, scheduler, { space: storeSpace, budget: writeBudget });
   await registerWebhooks(server, { deployer: scheduler, store, log, secrets: config.scheduler.webhooks, listenHost: config.host });
   // The leader announces itself (src/roles/scheduler/leadership.ts); followers stay unannounced.
