@@ -21,7 +21,88 @@ export function decodeCached<T>(entry: CachedValue): T {
   return parsed.get(entry) as T;
 }
 
+/**
+ * One watched copy per store and prefix in a process: `platform up` runs every role in one process,
+ * and the roles that watch the same prefix (the declarations, the unit statuses, the announcements)
+ * share one watch and one copy instead of keeping four or five. Each user holds a PrefixCache; the
+ * watch ends when the last of them closes.
+ */
+const watchedPrefixes = new WeakMap<Store, Map<string, { watched: Promise<WatchedPrefix>; users: number }>>();
+
 export class PrefixCache {
+  private readonly stops: (() => void)[] = [];
+  private closed = false;
+
+  private constructor(
+    private readonly watched: WatchedPrefix,
+    private readonly release: () => Promise<void>,
+  ) {}
+
+  /** A copy of the prefix, shared with every other user of the same store and prefix in this process. */
+  static async start(store: Store, prefix: string): Promise<PrefixCache> {
+    let byPrefix = watchedPrefixes.get(store);
+    if (!byPrefix) watchedPrefixes.set(store, (byPrefix = new Map()));
+    const shared = byPrefix;
+    let entry = shared.get(prefix);
+    if (!entry) {
+      const started = { watched: WatchedPrefix.start(store, prefix), users: 0 };
+      // A watch that could not start is not kept: the next user tries again.
+      started.watched.catch(() => shared.get(prefix) === started && shared.delete(prefix));
+      shared.set(prefix, started);
+      entry = started;
+    }
+    const used = entry;
+    used.users += 1;
+    const release = async () => {
+      used.users -= 1;
+      if (used.users > 0) return;
+      if (shared.get(prefix) === used) shared.delete(prefix);
+      await (await used.watched).close();
+    };
+    try {
+      return new PrefixCache(await used.watched, release);
+    } catch (error) {
+      used.users -= 1;
+      throw error;
+    }
+  }
+
+  get prefix(): string {
+    return this.watched.prefix;
+  }
+
+  /** Calls `listener` after every change the watch delivers (after the cache applied it); returns what stops it. Closing stops it too. */
+  onChange(listener: (event: WatchEvent) => void): () => void {
+    const stop = this.watched.onChange(listener);
+    this.stops.push(stop);
+    return stop;
+  }
+
+  get(key: string): CachedValue | undefined {
+    return this.watched.get(key);
+  }
+
+  /** Every cached key, sorted by key as a store listing is. */
+  values(): CachedValue[] {
+    return this.watched.values();
+  }
+
+  /** Resolves once the watch has delivered `revision` (a write under the prefix), so reads see it. */
+  caughtUp(revision: number, timeoutMs = 5000): Promise<void> {
+    return this.watched.caughtUp(revision, timeoutMs);
+  }
+
+  /** Stops this user's listeners; the watch ends with its last user. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const stop of this.stops) stop();
+    await this.release();
+  }
+}
+
+/** The watch and the copy behind every PrefixCache of one store and prefix. */
+class WatchedPrefix {
   private readonly entries = new Map<string, CachedValue>();
   /** Keys the watch changed while a listing was read, and at which revision: newer than the listing. */
   private changedDuringListing: Map<string, number> | undefined;
@@ -37,8 +118,8 @@ export class PrefixCache {
     readonly prefix: string,
   ) {}
 
-  static async start(store: Store, prefix: string): Promise<PrefixCache> {
-    const cache = new PrefixCache(store, prefix);
+  static async start(store: Store, prefix: string): Promise<WatchedPrefix> {
+    const cache = new WatchedPrefix(store, prefix);
     // Watch first, then list: nothing written in between is missed, and revisions order the two.
     cache.watch = await store.watchPrefix(prefix, (event) => cache.apply(event));
     await cache.relist();
