@@ -13,7 +13,7 @@ import { singleMachineSettings, type SingleMachineSettings } from './single-mach
 
 // The one `platform` binary: serve roles, run everything (`up`), announce, render systemd units, and the API client.
 
-/** How a process reaches etcd; every role and `platform announce` take these (README "Securing etcd"). */
+/** How a process reaches etcd; every role and `platform announce` take these (docs/security.md "Securing etcd"). */
 function addEtcdFlags(command: Command): Command {
   return command
     .option('--etcd <urls>', 'etcd client URLs, comma-separated (env PLATFORM_ETCD); roles without it use the embedded store')
