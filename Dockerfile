@@ -1,5 +1,5 @@
 # One image for every role: the command picks what runs, e.g. `serve --role scheduler --etcd …`
-# (README "The container image"). Build arguments:
+# (docs/install.md "The container image"). Build arguments:
 #   BASE_IMAGE  any image with Node 20, npm and a POSIX shell (default node:20-bookworm-slim)
 #   DIST        `build` (default) compiles dist/ from the sources inside the build; `context` takes
 #               the dist/src that `npm run build` left in the build context, so the build needs

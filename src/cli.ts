@@ -9,10 +9,11 @@ import { addUnitsCommands } from './systemd/units-command.js';
 import { bootstrapIntoFile } from './auth/first-token.js';
 import { createLogger } from './logger.js';
 import { addBackupCommands } from './backup/backup-command.js';
+import { singleMachineSettings, type SingleMachineSettings } from './single-machine.js';
 
 // The one `platform` binary: serve roles, run everything (`up`), announce, render systemd units, and the API client.
 
-/** How a process reaches etcd; every role and `platform announce` take these (README "Securing etcd"). */
+/** How a process reaches etcd; every role and `platform announce` take these (docs/security.md "Securing etcd"). */
 function addEtcdFlags(command: Command): Command {
   return command
     .option('--etcd <urls>', 'etcd client URLs, comma-separated (env PLATFORM_ETCD); roles without it use the embedded store')
@@ -38,7 +39,7 @@ function addServeFlags(command: Command): Command {
     .option('--auth <mode>', 'auto (calls from this machine on a loopback listener need no token; the default), token (every call needs one) or none (env PLATFORM_AUTH)')
     .option('--cors-origin <urls>', 'origins whose pages may call the APIs from a browser, comma-separated (env PLATFORM_CORS_ORIGIN); none by default')
     .option('--allowed-host <names>', 'Host names the APIs answer besides their listen and advertise addresses and localhost, comma-separated; .example.com takes its subdomains too (env PLATFORM_ALLOWED_HOSTS); others get 421')
-    .addOption(new Option('--network <mode>', 'agent: how units are networked').choices(['bridge', 'host']).default('bridge'))
+    .addOption(new Option('--network <mode>', 'agent: how units are networked (default bridge; platform up: host when the engine has no bridge network)').choices(['bridge', 'host']))
     .option('--machine-id <id>', 'agent: machine id (default /etc/machine-id)')
     .option('--unit-host <host>', 'agent: host units are reached at (env PLATFORM_UNIT_HOST; default 127.0.0.1)', undefined)
     .option('--default-memory-limit <mb>', 'agent: memory limit of a unit declared without one, in MB; 0: none (env PLATFORM_DEFAULT_MEMORY_LIMIT; default 1024)')
@@ -105,8 +106,9 @@ function addServeFlags(command: Command): Command {
 
 type Launched = Awaited<ReturnType<typeof launchRoles>>;
 
-async function serve(flags: RawFlags, banner: boolean): Promise<void> {
-  const config = resolveConfig(flags);
+async function serve(flags: RawFlags, up: boolean): Promise<void> {
+  const resolved = resolveConfig(flags);
+  const { config, notices } = up ? await settleSingleMachine(resolved, flags) : { config: resolved, notices: [] };
   const log = createLogger(config);
   // Installed before the roles start (their start may take long: a store to reach, an HAProxy to
   // adopt): a signal meanwhile stops the platform once it has started, rather than killing it
@@ -126,10 +128,11 @@ async function serve(flags: RawFlags, banner: boolean): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'));
   const platform = (started.platform = await launchRoles(config, log));
   if (stopAs) return closeAndExit(platform, stopAs);
-  if (banner) {
+  if (up) {
     const store = config.etcd ? `etcd ${config.etcd.join(',')}` : `embedded store in ${config.dataDir}`;
     process.stdout.write(`platform is up (${store}, units reached under *.${config.domain})\n`);
     for (const { role, url } of platform.roles) process.stdout.write(`  ${role.padEnd(13)} ${url}   (API docs: ${url}/documentation)\n`);
+    for (const notice of notices) process.stdout.write(`${notice}\n`);
     if (config.auth !== 'none') {
       const tokenFile = await bootstrapIntoFile(platform.store, config.dataDir);
       if (tokenFile) process.stdout.write(`first admin token written to ${tokenFile} (only you can read it): PLATFORM_TOKEN=$(cat ${tokenFile})\n`);
@@ -138,6 +141,14 @@ async function serve(flags: RawFlags, banner: boolean): Promise<void> {
     const dashboard = platform.roles.find((running) => running.role === 'web') ?? platform.roles.find((running) => running.role === 'orchestrator');
     if (dashboard) process.stdout.write(`dashboard: ${dashboard.url}/\n`);
   }
+}
+
+/** `platform up`'s single-machine defaults (single-machine.ts), from what the local engine says. */
+async function settleSingleMachine(config: PlatformConfig, flags: RawFlags): Promise<SingleMachineSettings> {
+  const { connectDocker, describeDockerHost, hasBridgeNetwork } = await import('./roles/agent/docker-client.js');
+  const dockerHost = config.agent.dockerHost;
+  const hasBridge = config.roles.includes('agent') ? await hasBridgeNetwork(connectDocker(dockerHost)) : undefined;
+  return singleMachineSettings(config, flags.network !== undefined, { dockerHost: describeDockerHost(dockerHost), hasBridge });
 }
 
 /** `platform up` says at once when no Docker engine answers: the first deploy would fail otherwise, with no hint why. */

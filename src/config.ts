@@ -63,7 +63,7 @@ export interface PlatformConfig {
   advertiseHost: string;
   advertisePort?: number;
   etcd?: string[];
-  /** TLS material and user for etcd (README "Securing etcd"); empty without them. */
+  /** TLS material and user for etcd (docs/security.md "Securing etcd"); empty without them. */
   etcdSecurity: EtcdSecurity;
   dataDir: string;
   domain: string;
@@ -73,7 +73,7 @@ export interface PlatformConfig {
   logLevel: string;
   /** `pretty`: readable lines for people (the default on a terminal); `json`: one JSON object a line. */
   logFormat: LogFormat;
-  /** Who may call the roles' APIs (README "Access tokens"). */
+  /** Who may call the roles' APIs (docs/access.md "Access tokens"). */
   auth: AuthMode;
   /** Origins whose pages may call the APIs from a browser (--cors-origin); none by default. */
   corsOrigins: string[];
@@ -190,7 +190,7 @@ export interface GatewayConfig {
   tls: GatewayTlsConfig;
 }
 
-/** HTTPS on the gateway (README "HTTPS"). */
+/** HTTPS on the gateway (docs/gateway.md "HTTPS"). */
 export interface GatewayTlsConfig {
   /** Port of the HTTPS listener; undefined with --https-port off (0: any free port). */
   httpsPort: number | undefined;
@@ -214,7 +214,7 @@ export const LETS_ENCRYPT_DIRECTORY = 'https://acme-v02.api.letsencrypt.org/dire
 export const dataPlaneChoices = ['auto', 'haproxy', 'node'] as const;
 export type DataPlaneChoice = (typeof dataPlaneChoices)[number];
 
-/** How long clients may take to send a request and how many connections they may hold (README "Limits a client can hit"). */
+/** How long clients may take to send a request and how many connections they may hold (docs/security.md "Limits a client can hit"). */
 export interface HttpLimitsConfig {
   /** A request head must arrive within this. */
   headersTimeoutSeconds: number;
@@ -250,11 +250,11 @@ export const defaultRetention: RetentionLimits = { deploymentsPerService: 50, jo
 
 export interface SchedulerConfig {
   insecureRegistries: string[];
-  /** Registries on loopback, private or link-local addresses that deploys may use (README "Registries"). */
+  /** Registries on loopback, private or link-local addresses that deploys may use (docs/deploys.md "Registries"). */
   allowedRegistries: string[];
   webhooks: WebhookSecrets;
   retention: RetentionLimits;
-  /** Outbound notifications (README "Notifications"). */
+  /** Outbound notifications (docs/notifications.md). */
   notify: { policy: RetryPolicy; timeoutMs: number };
   /** Seconds a machine may have no Docker engine before its units move elsewhere (docs/cluster.md). */
   engineGraceSeconds: number;

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import type { OrchestratorClient } from './orchestrator-client.js';
 import { table } from './table.js';
 
-// `platform cert add|list|remove`: the operator's certificates (README "HTTPS"). The key file is
+// `platform cert add|list|remove`: the operator's certificates (docs/gateway.md "HTTPS"). The key file is
 // read here and sent once to the orchestrator; nothing prints it.
 
 const print = (text: string) => process.stdout.write(text);

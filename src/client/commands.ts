@@ -110,7 +110,7 @@ const followFlags = (command: Command): Command =>
 
 /**
  * Prints what the deploy request answered, then follows the deployment it names until it ends,
- * setting the exit code from its outcome (README "Deploys you can watch").
+ * setting the exit code from its outcome (docs/cli.md "Deploys you can watch").
  */
 async function reportDeploy(command: Command, reply: DeployReply, flags: FollowFlags): Promise<void> {
   // An `unchanged` answer's message names its deployment already.
@@ -134,11 +134,11 @@ async function reportDeploy(command: Command, reply: DeployReply, flags: FollowF
 export function addClientCommands(program: Command): void {
   program.option('--orchestrator <url>', 'orchestrator URL for client commands (env PLATFORM_ORCHESTRATOR)');
   program.option('--token <token>', 'API token for client commands (env PLATFORM_TOKEN, preferred: flags show in ps)');
-  addTokenCommands(program.command('token').description('Create, list and revoke API tokens (README "Access tokens").'));
-  addNotifyCommands(program.command('notify').description('Send events to your endpoints: add, list and remove them, see their deliveries (README "Notifications").'), client);
-  addRegistryCommands(program.command('registry').description('Log in to private registries deploys pull from (README "Private registries").'));
-  addQuotaCommands(program.command('quota').description('Bound what the services a glob matches may reserve together (README "Quotas").'));
-  addCertificateCommands(program.command('cert').description('Add, list and remove the TLS certificates the gateways serve (README "HTTPS").'), client);
+  addTokenCommands(program.command('token').description('Create, list and revoke API tokens (docs/access.md "Access tokens").'));
+  addNotifyCommands(program.command('notify').description('Send events to your endpoints: add, list and remove them, see their deliveries (docs/notifications.md).'), client);
+  addRegistryCommands(program.command('registry').description('Log in to private registries deploys pull from (docs/deploys.md "Private registries").'));
+  addQuotaCommands(program.command('quota').description('Bound what the services a glob matches may reserve together (docs/cluster.md "Quotas").'));
+  addCertificateCommands(program.command('cert').description('Add, list and remove the TLS certificates the gateways serve (docs/gateway.md "HTTPS").'), client);
 
   program.command('services').description('List services.').action(async (_options, command: Command) => {
     const services = await client(command).listServices();

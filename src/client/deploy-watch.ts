@@ -9,7 +9,7 @@ import { isFinished, isRunning } from '../schemas/states.js';
 // copy of the cluster (GET /events), so each step shows as it is recorded. Ctrl-C and --timeout
 // stop the watching only: the deployment is the scheduler's and goes on.
 
-/** What the exit code says (README "Deploys you can watch"). */
+/** What the exit code says (docs/cli.md "Deploys you can watch"). */
 export const WatchExit = { succeeded: 0, notSucceeded: 1, timedOut: 124, interrupted: 130 } as const;
 
 export interface WatchTarget {

@@ -3,7 +3,7 @@ import type { OrchestratorClient } from './orchestrator-client.js';
 import { table } from './table.js';
 import { deliveryStates, notifyEventNames, type DeliveryState, type NotifyEventName } from '../schemas/notification.js';
 
-// `platform notify …`: outbound notification endpoints and their deliveries (README "Notifications").
+// `platform notify …`: outbound notification endpoints and their deliveries (docs/notifications.md).
 
 const print = (text: string) => process.stdout.write(text);
 

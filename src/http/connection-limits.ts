@@ -47,7 +47,7 @@ export const defaultConnectionLimits: ConnectionLimits = {
 /** The gateway takes uploads to services: a whole request may take Node's own default, 5 minutes. */
 const GATEWAY_REQUEST_TIMEOUT_MS = 300_000;
 
-/** An API role's limits from the flags (README "Limits"). */
+/** An API role's limits from the flags (docs/security.md "Limits a client can hit"). */
 export function apiConnectionLimits(settings: HttpLimitsConfig): ConnectionLimits {
   const headersTimeoutMs = settings.headersTimeoutSeconds * 1000;
   return {

@@ -13,7 +13,7 @@ const securitySchemes = {
   bearerToken: {
     type: 'http',
     scheme: 'bearer',
-    description: 'An API token (`platform token create`; README "Access tokens"), sent as `Authorization: Bearer plt_…`.',
+    description: 'An API token (`platform token create`; docs/access.md "Access tokens"), sent as `Authorization: Bearer plt_…`.',
   },
   sessionCookie: {
     type: 'apiKey',

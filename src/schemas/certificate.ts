@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ErrorReply, NameParams, errorResponses, literalUnion } from './common.js';
 
-// TLS certificates the gateways serve (README "HTTPS"): given by an operator or obtained from
+// TLS certificates the gateways serve (docs/gateway.md "HTTPS"): given by an operator or obtained from
 // ACME. A listing carries what people need to know of one (names, issuer, dates, source); the
 // private key goes in with `POST /certificates` and never comes out of any route.
 

@@ -2,7 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { ErrorReply, errorResponses, literalUnion } from './common.js';
 import { ServiceGlob } from './token.js';
 
-// Outbound notifications (README "Notifications"): endpoints admins register, the events they
+// Outbound notifications (docs/notifications.md): endpoints admins register, the events they
 // receive, and the deliveries the leading scheduler made. An endpoint's secret is shown once, when
 // it is added; listings never carry it.
 

@@ -2,7 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { errorResponses } from './common.js';
 import { ServiceGlob } from './token.js';
 
-// Quotas (README "Quotas"): what the services a glob matches may reserve together, checked by the
+// Quotas (docs/cluster.md "Quotas"): what the services a glob matches may reserve together, checked by the
 // directory whenever a declaration or a config change would reserve more.
 
 const limits = {

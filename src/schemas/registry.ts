@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { errorResponses } from './common.js';
 
-// Private registry logins (README "Private registries"). The password goes in once, with the
+// Private registry logins (docs/deploys.md "Private registries"). The password goes in once, with the
 // login, and no reply, listing or journal line ever carries it.
 
 /** What an image reference names as its registry: a DNS name or an IPv4 or [IPv6] address, and an optional port. */

@@ -2,7 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { ErrorReply, errorResponses } from './common.js';
 import { ServiceGlob, TokenName, TokenRole } from './token.js';
 
-// Dashboard sessions (README "Access tokens", docs/dashboard.md): a token exchanged for a signed,
+// Dashboard sessions (docs/access.md "Access tokens", docs/dashboard.md): a token exchanged for a signed,
 // HttpOnly cookie, the page's view of who it acts as, and signing out.
 
 export const SessionStart = Type.Object(

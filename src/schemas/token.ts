@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { DNS_LABEL, ErrorReply, ServiceName, errorResponses } from './common.js';
 
-// API tokens (docs: README "Access tokens"). The secret is shown once, when the token is created;
+// API tokens (docs/access.md "Access tokens"). The secret is shown once, when the token is created;
 // the store and every listing hold only its hash, or nothing of it.
 
 export const TokenRole = Type.Union([Type.Literal('read'), Type.Literal('deploy'), Type.Literal('admin')], {

@@ -44,7 +44,7 @@ export interface EtcdStoreOptions {
   security?: EtcdSecurity;
 }
 
-/** How this process proves itself to etcd and checks etcd's certificate (README "Securing etcd"). */
+/** How this process proves itself to etcd and checks etcd's certificate (docs/security.md "Securing etcd"). */
 export interface EtcdSecurity {
   /** PEM of the CA that signed etcd's server certificate; without it, the system's CAs (https:// URLs only). */
   ca?: Buffer;

@@ -130,7 +130,7 @@ export const endedSessionPrefix = `${ROOT}ended-sessions/`;
 export const endedSessionKey = (id: string): string => `${endedSessionPrefix}${id}`;
 
 /**
- * Outbound notifications (README "Notifications"). Endpoints are written only through
+ * Outbound notifications (docs/notifications.md). Endpoints are written only through
  * src/notifications/endpoints.ts (by the orchestrator, for admins); the outbox of events and the
  * deliveries made of them only through src/notifications/outbox.ts (by schedulers; deliveries by
  * the leader alone). A delivery is keyed by its event's id and its endpoint, so an event reaches
@@ -162,7 +162,7 @@ export const quotaKey = (services: string): string => `${quotaPrefix}${services}
 /**
  * TLS certificates the gateways serve, by host (`svc.example.com` or `*.example.com`): the chain,
  * its private key and where it came from. Written only through src/certificates/certificate-records.ts;
- * the private keys make this prefix as sensitive as the tokens (README "HTTPS").
+ * the private keys make this prefix as sensitive as the tokens (docs/gateway.md "HTTPS").
  */
 export const certificatePrefix = `${ROOT}certificates/`;
 export const certificateKey = (host: string): string => `${certificatePrefix}${host}`;

@@ -7,7 +7,7 @@ import type { Store } from './store.js';
 // database reaches --quota-backend-bytes, and stays so until an operator compacts, defragments and
 // disarms the alarm. So the platform keeps a limit of its own below that quota (--store-space-limit):
 // above it, API callers' writes are refused with 507 while the platform's own small writes go on,
-// and /readyz and /metrics show the store's size before it gets there (README "Store space").
+// and /readyz and /metrics show the store's size before it gets there (docs/configuration.md "Store space").
 
 /** 1.5 GiB: three quarters of etcd's default quota of 2 GiB. */
 export const DEFAULT_STORE_SPACE_LIMIT_BYTES = 1.5 * 1024 ** 3;
@@ -72,7 +72,7 @@ export class StoreSpace {
       throw new HttpError(
         507,
         `the key-value store's space is at ${mebibytes(bytes)}, over the platform's limit of ${mebibytes(this.limitBytes)} (--store-space-limit): ` +
-          'writes are refused until an operator compacts and defragments the store (README "Store space"); deletes still work',
+          'writes are refused until an operator compacts and defragments the store (docs/configuration.md "Store space"); deletes still work',
       );
     }
   }

@@ -71,7 +71,7 @@ export const extraFlagsVariable = (role: Role): string => `PLATFORM_${role.toUpp
  */
 const stateDirectories: Partial<Record<Role, string>> = { gateway: 'platform-gateway', scheduler: 'platform-scheduler' };
 
-const HEADER = '# Rendered by `platform systemd render` (README "Running on machines with systemd"); render again rather than edit.';
+const HEADER = '# Rendered by `platform systemd render` (docs/install.md); render again rather than edit.';
 
 /**
  * What each role tolerates of systemd's sandboxing. Not MemoryDenyWriteExecute (V8 compiles code
@@ -188,14 +188,14 @@ function environmentFile(settings: MachineSettings): string {
   return lines([
     '# /etc/platform/platform.env: the settings every platform unit on this machine reads (EnvironmentFile=).',
     '# Rendered by `platform systemd render`; keep it root-only (chmod 600): it may hold secrets. After a change:',
-    '# systemctl restart the units (README "Running on machines with systemd").',
+    '# systemctl restart the units (docs/install.md).',
     '',
     '# Where this machine\'s roles listen, and the host other machines reach them at (no port: each role adds its own).',
     `PLATFORM_HOST=${settings.listen}`,
     `PLATFORM_ADVERTISE=${settings.advertise}`,
     ...(present.includes('agent') ? ['# The agent: the host units\' published ports are reached at from other machines.', `PLATFORM_UNIT_HOST=${settings.advertise}`] : []),
     '',
-    '# etcd: every member\'s client URL, comma-separated, and how to reach it (README "Securing etcd").',
+    '# etcd: every member\'s client URL, comma-separated, and how to reach it (docs/security.md "Securing etcd").',
     '# Files must be readable by the platform group (chown root:platform, chmod 640).',
     `PLATFORM_ETCD=${settings.etcd.join(',')}`,
     commented('PLATFORM_ETCD_CA', settings.etcdCa, '/etc/platform/etcd-ca.pem'),
@@ -204,7 +204,7 @@ function environmentFile(settings: MachineSettings): string {
     commented('PLATFORM_ETCD_USER', settings.etcdUser, 'platform'),
     commented('PLATFORM_ETCD_PASSWORD_FILE', settings.etcdPasswordFile, '/etc/platform/etcd-password'),
     '',
-    '# Who may call the APIs (README "Access tokens"): token = every call needs one. Same on every machine.',
+    '# Who may call the APIs (docs/access.md "Access tokens"): token = every call needs one. Same on every machine.',
     `PLATFORM_AUTH=${settings.auth}`,
     `PLATFORM_DOMAIN=${settings.domain}`,
     '#PLATFORM_INTERNAL_DOMAIN=platform.internal',
@@ -228,7 +228,7 @@ function environmentFile(settings: MachineSettings): string {
       ? [
           '',
           '# The gateway: haproxy, node, or auto (HAProxy when installed); the HTTPS listener (off to turn it off);',
-          '# ACME certificates for public services when an email is set (README "HTTPS"); the internal listener.',
+          '# ACME certificates for public services when an email is set (docs/gateway.md "HTTPS"); the internal listener.',
           '#PLATFORM_GATEWAY_DATA_PLANE=auto',
           '#PLATFORM_HTTPS_PORT=8443',
           '#PLATFORM_ACME_EMAIL=ops@example.com',
@@ -257,7 +257,7 @@ function environmentFile(settings: MachineSettings): string {
           '#PLATFORM_GITHUB_WEBHOOK_SECRET=',
           '# Notification receivers on private addresses (docs/notifications.md).',
           '#PLATFORM_ALLOWED_NOTIFICATION_DESTINATIONS=hooks.internal:8443',
-          '# What one token may make the store keep, and the store size above which API writes get 507 (README "Store space").',
+          '# What one token may make the store keep, and the store size above which API writes get 507 (docs/configuration.md "Store space").',
           '#PLATFORM_WRITE_BUDGET=64m',
           '#PLATFORM_STORE_SPACE_LIMIT=1536m',
         ]

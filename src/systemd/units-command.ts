@@ -26,7 +26,7 @@ interface RenderFlags {
 }
 
 export function addUnitsCommands(program: Command): void {
-  const units = program.command('systemd').description('systemd units for running the platform on a machine (README "Running on machines with systemd").');
+  const units = program.command('systemd').description('systemd units for running the platform on a machine (docs/install.md).');
   units
     .command('render')
     .description(`Write the units of this machine's roles to /etc/systemd/system and their settings to ${ENVIRONMENT_FILE} (or all into --out).`)

@@ -456,6 +456,21 @@ t.test('an agent without a Docker engine says why and fails its units', async (t
   await unassign(lonelyId, stranded.unit);
 });
 
+t.test('a bridge-mode agent on an engine without a bridge network says, while its unit waits for a published port, to use --network host', async (t) => {
+  const bridgeless = await runAgent({ machineId: `m-nobridge-${suffix}`, network: 'bridge' });
+  const waiting = assignment(`m-nobridge-${suffix}`, 1, 1, imageV1, `nobridge${suffix}`);
+  t.teardown(async () => {
+    await unassign(waiting.machine, waiting.unit);
+    await bridgeless.close();
+    for (const info of await containersOf(waiting.machine)) await docker.getContainer(info.Id).remove({ force: true });
+  });
+  await assign(waiting);
+  const status = await waitFor(async () => (await statusOf(waiting.machine, waiting.unit))?.errorKind === 'port-publish' && statusOf(waiting.machine, waiting.unit), 60_000, {
+    what: 'the unit waiting for a published port',
+  });
+  t.match(status, { active: 'activating', sub: 'start-pre', error: /^waiting for Docker to publish the unit port \(an engine without a bridge network never does: --network host\)$/ });
+});
+
 // The test engine runs without a bridge network, so bridge mode is checked on the container spec.
 t.test('in bridge mode the unit listens on its container port and Docker publishes it', async (t) => {
   const ephemeral = assignment('m-bridge', 1, 3, imageV1);

@@ -244,7 +244,7 @@ t.test('the standalone web role serves the same dashboard through the orchestrat
   await webPage.locator(`li[data-service="${added}"]`).waitFor();
   t.pass('a service declared elsewhere appears without a reload');
   await shot(webPage, 'services-web-role-1280');
-  // The picture in docs/dashboard.md and the README is a copy of this one.
+  // The picture in docs/dashboard.md is a copy of this one.
   await webPage.screenshot({ path: join(screenshotDir, 'services-tab.png'), clip: { x: 0, y: 0, width: 1280, height: 330 } });
   await webRow.getByRole('link', { name: service }).click();
   await webPage.getByRole('list', { name: `Releases of ${service}` }).locator('li[data-version="3"]').waitFor();

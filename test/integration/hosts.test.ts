@@ -20,7 +20,7 @@ const ENGINE_GRACE = 5;
 const scheduler = await serveRole('scheduler', await freePort(), [...cluster.flags, '--engine-grace', String(ENGINE_GRACE)], cluster.env);
 const orchestrator = await serveRole('orchestrator', await freePort(), cluster.flags, cluster.env);
 // The gateway listens on every address of its host, so the internal domain has its own listener
-// (README "The gateway"): on the host's address here, the next port up.
+// (docs/gateway.md): on the host's address here, the next port up.
 const gateway: HostProcess = await h4.serve('gateway', ['--internal-host', h4.address]);
 const internalUrl = `http://${h4.address}:${Number(new URL(gateway.url).port) + 1}`;
 t.teardown(async () => {

@@ -9,7 +9,7 @@ import { recordObservedEvent } from '../../src/notifications/outbox.js';
 import { deploymentEvent } from '../../src/notifications/events.js';
 import type { NotifyDelivery } from '../../src/schemas/notification.js';
 
-// Notification endpoints follow the registries' destination rule (README "Notifications"), on a
+// Notification endpoints follow the registries' destination rule (docs/notifications.md), on a
 // real etcd with an orchestrator and a scheduler as processes: an endpoint on a loopback, private
 // or link-local address (or a name that resolves only to such) is refused when added unless the
 // operator names it with --allowed-notification-destination; a scheduler without that flag

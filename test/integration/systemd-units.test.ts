@@ -7,7 +7,7 @@ import { ensureCommand } from '../harness/system-packages.js';
 import { platformBin } from '../harness/platform.js';
 
 // The units `platform systemd render` writes pass `systemd-analyze verify` (Debian's systemd), as
-// they would on a machine where the platform is installed as the README says: ExecStart names
+// they would on a machine where the platform is installed as docs/install.md says: ExecStart names
 // an executable that exists (here the repository's bin/platform, through --bin; no systemd runs
 // as PID 1 in a test). `systemd-analyze security --offline` checks the sandboxing kept its level.
 

@@ -100,6 +100,19 @@ export class EngineCheck {
 }
 
 /**
+ * Whether the engine has Docker's default `bridge` network, which bridge-mode units publish their
+ * ports through (an engine run with `--bridge=none` has none); undefined when the engine does not answer.
+ */
+export async function hasBridgeNetwork(docker: Pick<Docker, 'listNetworks'>): Promise<boolean | undefined> {
+  try {
+    const networks = await withTimeout(docker.listNetworks({ filters: { name: ['bridge'] } }), engineCheckTimeoutMs, 'Docker engine');
+    return networks.some((network) => network.Name === 'bridge');
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * What a person reads when no engine answers (`platform up` at start, the agent's /readyz): what
  * follows from it and what to do, since the first deploy would otherwise fail with no hint why.
  */

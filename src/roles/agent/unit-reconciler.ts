@@ -286,7 +286,8 @@ export class UnitReconciler {
     const hostPort = hostPortOf(container);
     if (!hostPort) {
       this.options.wakeIn(probeRetryMs);
-      const waiting: UnitFailure = { error: 'waiting for Docker to publish the unit port', errorKind: 'port-publish' };
+      // An engine without a bridge network never publishes one; the reason names the way out (issue 31).
+      const waiting: UnitFailure = { error: 'waiting for Docker to publish the unit port (an engine without a bridge network never does: --network host)', errorKind: 'port-publish' };
       return this.report(assignment, memory, { active: 'activating', sub: 'start-pre', containerId: container.id }, waiting);
     }
     const address = `${this.options.unitHost}:${hostPort}`;

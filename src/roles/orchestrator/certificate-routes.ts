@@ -11,7 +11,7 @@ import { certificateFor, listCertificates, putCertificate, removeCertificate } f
 import { publicHostNames } from '../gateway/tls/public-hosts.js';
 import type { Domains } from '../../http/host-name.js';
 
-// Certificates from the operator (README "HTTPS"): add, list and remove need an admin token. A
+// Certificates from the operator (docs/gateway.md "HTTPS"): add, list and remove need an admin token. A
 // certificate is checked before it is stored; the reply and the journal name the host, never the key.
 
 /**

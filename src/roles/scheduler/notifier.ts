@@ -13,7 +13,7 @@ import { NotLeaderError } from './leadership.js';
 import type { ClusterWatch } from './cluster-snapshot.js';
 import { WorkQueue } from '../../work-queue.js';
 
-// Outbound notifications on the scheduler (README "Notifications"). Every scheduler records the
+// Outbound notifications on the scheduler (docs/notifications.md). Every scheduler records the
 // unit failures and lost machines it sees (failure-observer.ts) in the outbox; only the leader
 // turns outbox entries into deliveries and sends them (src/notifications/outbox.ts holds the
 // records' life). It reads the outbox, the deliveries and the endpoints from watched copies and

@@ -8,7 +8,7 @@ import { AcmeOrderer } from '../../../certificates/acme/acme-orderer.js';
 import { hostName, type Domains } from '../../../http/host-name.js';
 import { PublicHosts } from './public-hosts.js';
 
-// HTTPS on the gateway (README "HTTPS", docs/gateway.md), the part both data planes share: the
+// HTTPS on the gateway (docs/gateway.md "HTTPS", docs/gateway.md), the part both data planes share: the
 // watched certificate set, the public host names, the ACME orderer, and on the plain listener ACME
 // HTTP-01 answers and (with --https-redirect) 308s to HTTPS. It knows nothing of who terminates
 // TLS: the Node plane opens a NodeTlsListener (node-tls-listener.ts) over `served`, the HAProxy
