@@ -1,17 +1,15 @@
 import { Command, Option } from 'commander';
-import { ConfigError, resolveConfig, type PlatformConfig, type RawFlags } from './config.js';
-import { launchRoles } from './roles/launch.js';
-import type { StopReason } from './roles/role.js';
-import { runAnnounce, type AnnounceFlags } from './announce.js';
+import type { RawFlags } from './config.js';
+import { ConfigError } from './config-error.js';
+import type { AnnounceFlags } from './announce.js';
 import { FAILED_PROBES_TO_WITHDRAW } from './announce-sidekick.js';
 import { addClientCommands } from './client/commands.js';
 import { addUnitsCommands } from './systemd/units-command.js';
-import { bootstrapIntoFile } from './auth/first-token.js';
-import { createLogger } from './logger.js';
 import { addBackupCommands } from './backup/backup-command.js';
-import { singleMachineSettings, type SingleMachineSettings } from './single-machine.js';
 
 // The one `platform` binary: serve roles, run everything (`up`), announce, render systemd units, and the API client.
+// Each command loads what it runs when it runs: a client command reads no server module (issue 31:
+// `platform services` spent about 0.7 s of CPU loading the servers' dependencies).
 
 /** How a process reaches etcd; every role and `platform announce` take these (docs/security.md "Securing etcd"). */
 function addEtcdFlags(command: Command): Command {
@@ -104,71 +102,14 @@ function addServeFlags(command: Command): Command {
     .option('--max-connections-per-address <n>', 'connections one client address holds to one role server at once; more are answered 503 (default 256)');
 }
 
-type Launched = Awaited<ReturnType<typeof launchRoles>>;
-
-async function serve(flags: RawFlags, up: boolean): Promise<void> {
-  const resolved = resolveConfig(flags);
-  const { config, notices } = up ? await settleSingleMachine(resolved, flags) : { config: resolved, notices: [] };
-  const log = createLogger(config);
-  // Installed before the roles start (their start may take long: a store to reach, an HAProxy to
-  // adopt): a signal meanwhile stops the platform once it has started, rather than killing it
-  // half-started. SIGTERM is a restart (systemd's RestartKillSignal, a supervisor, an upgrade): the
-  // gateway leaves HAProxy serving for the next process to adopt. SIGINT (Ctrl-C, systemd's stop)
-  // stops it too.
-  const started: { platform?: Launched } = {};
-  let stopAs: StopReason | undefined;
-  const closeAndExit = (running: Launched, reason: StopReason) => void running.close(reason).then(() => process.exit(0));
-  const stop = (signal: 'SIGTERM' | 'SIGINT') => {
-    if (stopAs) return;
-    stopAs = signal === 'SIGTERM' ? 'restart' : 'stop';
-    log.info({ signal }, 'shutting down');
-    if (started.platform) closeAndExit(started.platform, stopAs);
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
-  const platform = (started.platform = await launchRoles(config, log));
-  if (stopAs) return closeAndExit(platform, stopAs);
-  if (up) {
-    const store = config.etcd ? `etcd ${config.etcd.join(',')}` : `embedded store in ${config.dataDir}`;
-    process.stdout.write(`platform is up (${store}, units reached under *.${config.domain})\n`);
-    for (const { role, url } of platform.roles) process.stdout.write(`  ${role.padEnd(13)} ${url}   (API docs: ${url}/documentation)\n`);
-    for (const notice of notices) process.stdout.write(`${notice}\n`);
-    if (config.auth !== 'none') {
-      const tokenFile = await bootstrapIntoFile(platform.store, config.dataDir);
-      if (tokenFile) process.stdout.write(`first admin token written to ${tokenFile} (only you can read it): PLATFORM_TOKEN=$(cat ${tokenFile})\n`);
-    }
-    await warnWithoutEngine(config);
-    const dashboard = platform.roles.find((running) => running.role === 'web') ?? platform.roles.find((running) => running.role === 'orchestrator');
-    if (dashboard) process.stdout.write(`dashboard: ${dashboard.url}/\n`);
-  }
-}
-
-/** `platform up`'s single-machine defaults (single-machine.ts), from what the local engine says. */
-async function settleSingleMachine(config: PlatformConfig, flags: RawFlags): Promise<SingleMachineSettings> {
-  const { connectDocker, describeDockerHost, hasBridgeNetwork } = await import('./roles/agent/docker-client.js');
-  const dockerHost = config.agent.dockerHost;
-  const hasBridge = config.roles.includes('agent') ? await hasBridgeNetwork(connectDocker(dockerHost)) : undefined;
-  return singleMachineSettings(config, flags.network !== undefined, { dockerHost: describeDockerHost(dockerHost), hasBridge });
-}
-
-/** `platform up` says at once when no Docker engine answers: the first deploy would fail otherwise, with no hint why. */
-async function warnWithoutEngine(config: PlatformConfig): Promise<void> {
-  if (!config.roles.includes('agent')) return;
-  // Loaded here, not at the top: dockerode (and the SSH client it loads, with a 16 MiB buffer of
-  // its own) would otherwise sit in every process, a directory's and a CLI call's included.
-  const { checkEngine, connectDocker, engineUnreachableAdvice } = await import('./roles/agent/docker-client.js');
-  const engine = await checkEngine(connectDocker(config.agent.dockerHost));
-  if (!engine.reachable) process.stderr.write(`warning: ${engineUnreachableAdvice(config.agent.dockerHost, engine.error ?? 'no reason given')}\n`);
-}
-
 const program = new Command('platform').description('A self-hosted container platform.').showHelpAfterError();
 
 addServeFlags(program.command('serve').description('Run one or more roles in this process.'))
   .requiredOption('--role <roles>', 'comma-separated: directory, scheduler, orchestrator, agent, gateway, web')
-  .action((flags: RawFlags) => serve(flags, false));
+  .action(async (flags: RawFlags) => (await import('./serve.js')).serve(flags, false));
 
 addServeFlags(program.command('up').description('Run every role in one process on the default ports, with the embedded store (or --etcd) and the local Docker engine.'))
-  .action((flags: RawFlags) => serve({ ...flags, role: undefined }, true));
+  .action(async (flags: RawFlags) => (await import('./serve.js')).serve({ ...flags, role: undefined }, true));
 
 addEtcdFlags(
   program
@@ -179,7 +120,7 @@ addEtcdFlags(
   .requiredOption('--address <host:port>', 'where the component answers: announced, and probed on /healthz (the scheduler on /readyz)')
   .option('--announce-ttl <seconds>', 'lease TTL (env PLATFORM_ANNOUNCE_TTL; default 10)')
   .option('--check-interval <seconds>', `seconds between probes, at most a third of the TTL; withdrawn after ${FAILED_PROBES_TO_WITHDRAW} failed probes (default 2, or a quarter of a TTL under 8)`)
-  .action((flags: AnnounceFlags) => runAnnounce(flags));
+  .action(async (flags: AnnounceFlags) => (await import('./announce.js')).runAnnounce(flags));
 
 addUnitsCommands(program);
 addBackupCommands(program, addEtcdFlags);

@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
-import type { Component } from './store/keys.js';
 import type { EtcdSecurity } from './store/etcd-store.js';
 import { machineIdPattern } from './schemas/cluster.js';
 import { authModes, type AuthMode } from './auth/guard.js';
@@ -11,6 +10,10 @@ import { defaultRetryPolicy, type RetryPolicy } from './notifications/retry-sche
 import { DurationError, parseDuration } from './auth/duration.js';
 import { DEFAULT_WRITE_BUDGET } from './auth/write-budget.js';
 import { DEFAULT_STORE_SPACE_LIMIT_BYTES } from './store/store-space.js';
+import { ConfigError } from './config-error.js';
+import { announcedAs, defaultPorts, parseRoles, roles, type Role } from './role-names.js';
+
+export { ConfigError, announcedAs, defaultPorts, parseRoles, roles, type Role };
 
 // Flags and environment → one typed config. Every role reads its settings from here.
 
@@ -25,22 +28,6 @@ export const defaultEngineGraceSeconds = 30;
  * another instance elsewhere are down for that long).
  */
 export const defaultMachineGraceMs = 5 * 60_000;
-
-export const roles = ['directory', 'scheduler', 'orchestrator', 'agent', 'gateway', 'web'] as const;
-export type Role = (typeof roles)[number];
-
-export const defaultPorts: Record<Role, number> = { orchestrator: 9000, directory: 9001, scheduler: 9002, agent: 9003, gateway: 8080, web: 9004 };
-
-/** The announcement name of each role (the specification names the directory `service-directory`). */
-export const announcedAs: Record<Role, Component | undefined> = {
-  directory: 'service-directory',
-  scheduler: 'scheduler',
-  orchestrator: 'orchestrator',
-  gateway: 'gateway',
-  web: 'web',
-  // Agents register their machine instead (under /platform/machines/).
-  agent: undefined,
-};
 
 /** What `platform up` runs when no role is named (roles join it as they are built). */
 export const upRoles: Role[] = ['directory', 'scheduler', 'orchestrator', 'agent', 'gateway', 'web'];
@@ -362,8 +349,6 @@ export interface RawFlags {
   notifyTimeout?: string;
 }
 
-export class ConfigError extends Error {}
-
 const sizeUnits: Record<string, number> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 };
 
 /** A size as people type it: a whole number of bytes, or of k, m or g (binary units). */
@@ -373,15 +358,6 @@ function byteSize(flag: string, text: string | undefined, min: number): number |
   const bytes = match ? Number(match[1]) * sizeUnits[match[2]!]! : NaN;
   if (!(bytes >= min)) throw new ConfigError(`${flag} must be a size such as 512m: a whole number of bytes, or of k, m or g, at least ${min}, got ${text}`);
   return bytes;
-}
-
-export function parseRoles(text: string): Role[] {
-  const names = text.split(',').map((name) => name.trim()).filter(Boolean);
-  if (names.length === 0) throw new ConfigError('--role needs at least one role');
-  for (const name of names) {
-    if (!(roles as readonly string[]).includes(name)) throw new ConfigError(`--role: unknown role ${name} (roles: ${roles.join(', ')})`);
-  }
-  return [...new Set(names)] as Role[];
 }
 
 /** --machine-grace: a duration of at most a day (a machine away longer is gone, and its units should run elsewhere). */

@@ -1,7 +1,8 @@
 import { pipeline } from 'node:stream/promises';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { OrchestratorClient } from './orchestrator-client.js';
-import { currentTarget, type DeployReply } from '../schemas/release.js';
+import type { DeployReply } from '../schemas/release.js';
+import { currentTarget } from '../schemas/states.js';
 import { watchDeployment } from './deploy-watch.js';
 import { table } from './table.js';
 import { addNotifyCommands } from './notify-commands.js';

@@ -1,7 +1,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import type { OrchestratorClient } from './orchestrator-client.js';
 import { table } from './table.js';
-import { deliveryStates, notifyEventNames, type DeliveryState, type NotifyEventName } from '../schemas/notification.js';
+import { deliveryStates, notifyEventNames, type DeliveryState, type NotifyEventName } from '../schemas/notification-words.js';
 
 // `platform notify …`: outbound notification endpoints and their deliveries (docs/notifications.md).
 

@@ -1,24 +1,18 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ErrorReply, errorResponses, literalUnion } from './common.js';
 import { ServiceGlob } from './token.js';
+import { deliveryStates, notifyEventNames, type DeliveryState, type NotifyEventName as EventName } from './notification-words.js';
+
+export { deliveryStates, notifyEventNames, type DeliveryState };
+export type NotifyEventName = EventName;
 
 // Outbound notifications (docs/notifications.md): endpoints admins register, the events they
 // receive, and the deliveries the leading scheduler made. An endpoint's secret is shown once, when
 // it is added; listings never carry it.
 
-export const notifyEventNames = [
-  'deployment.started',
-  'deployment.succeeded',
-  'deployment.failed',
-  'deployment.reverted',
-  'deployment.superseded',
-  'unit.failed',
-  'machine.lost',
-] as const;
-export type NotifyEventName = (typeof notifyEventNames)[number];
 
 /** A string enum, not a union of literals: a wrong name is then told as "must be one of …", naming them. */
-export const NotifyEventName = Type.Unsafe<NotifyEventName>({ type: 'string', enum: [...notifyEventNames], description: `one of ${notifyEventNames.join(', ')}` });
+export const NotifyEventName = Type.Unsafe<EventName>({ type: 'string', enum: [...notifyEventNames], description: `one of ${notifyEventNames.join(', ')}` });
 
 /** What a receiver gets, as the JSON body of a POST. */
 export const NotificationEvent = Type.Object({
@@ -75,8 +69,6 @@ export const NotifyEndpointCreated = Type.Object({
   secret: Type.String({ description: 'the HMAC-SHA256 key of X-Platform-Signature-256; shown this once' }),
 });
 
-export const deliveryStates = ['pending', 'delivered', 'failed'] as const;
-export type DeliveryState = (typeof deliveryStates)[number];
 
 /** One event on its way to one endpoint: `pending` until a 2xx (`delivered`) or until it is given up (`failed`). */
 export const NotifyDelivery = Type.Object({

@@ -3,7 +3,7 @@ import { ServiceName, errorResponses, literalUnion, writeRefusals } from './comm
 import { UnitActiveState, UnitSubState } from './cluster.js';
 import { ImageReference } from './image.js';
 import { ServiceConfig } from './service.js';
-import { deploymentStates, isFinished } from './states.js';
+import { deploymentStates } from './states.js';
 
 export const Release = Type.Object({
   service: Type.String(),
@@ -64,14 +64,7 @@ export const Deployment = Type.Object({
 });
 export type Deployment = Static<typeof Deployment>;
 
-/**
- * The deployment that decides what the service runs now (from newest-first records): the newest
- * one in flight or succeeded, unless that is a stop, after which the service runs nothing.
- */
-export const currentTarget = (deployments: Deployment[]): Deployment | undefined => {
-  const target = deployments.find((d) => !isFinished(d) || d.state === 'succeeded');
-  return target?.trigger === 'stop' ? undefined : target;
-};
+export { currentTarget } from './states.js';
 
 /** POST /hooks/deploy (the seed's deploy request). */
 export const DeployRequest = Type.Object(

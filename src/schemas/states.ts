@@ -20,3 +20,12 @@ export const isFinished = (deployment: { state: DeploymentStateName }): boolean 
 /** Green in the dashboard: the unit runs. */
 export const isRunning = (unit: { active: (typeof unitActiveStates)[number]; sub: (typeof unitSubStates)[number] }): boolean =>
   unit.active === 'active' && unit.sub === 'running';
+
+/**
+ * The deployment that decides what the service runs now (from newest-first records): the newest
+ * one in flight or succeeded, unless that is a stop, after which the service runs nothing.
+ */
+export const currentTarget = <D extends { state: DeploymentStateName; trigger?: string }>(deployments: D[]): D | undefined => {
+  const target = deployments.find((d) => !isFinished(d) || d.state === 'succeeded');
+  return target?.trigger === 'stop' ? undefined : target;
+};

@@ -1,4 +1,4 @@
-import { announcedAs, defaultPorts, roles, type Role } from '../config.js';
+import { announcedAs, defaultPorts, roles, type Role } from '../role-names.js';
 import type { AuthMode } from '../auth/guard.js';
 
 // The systemd units of one machine, as text: `<component>.service` for each role it runs and a

@@ -1,7 +1,8 @@
 import { access, mkdir, rename, writeFile } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 import { Option, type Command } from 'commander';
-import { ConfigError, parseRoles } from '../config.js';
+import { ConfigError } from '../config-error.js';
+import { parseRoles } from '../role-names.js';
 import { authModes, type AuthMode } from '../auth/guard.js';
 import { defaultSettings, ENVIRONMENT_FILE, renderUnitFiles, type MachineSettings } from './unit-files.js';
 

@@ -1,0 +1,2 @@
+/** A flag or environment value the platform refuses: the CLI prints its message and exits 2. */
+export class ConfigError extends Error {}

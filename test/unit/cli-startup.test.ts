@@ -1,0 +1,39 @@
+import t from 'tap';
+import { execFile } from 'node:child_process';
+import { createServer } from 'node:http';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import type { AddressInfo } from 'node:net';
+
+// A client command loads only the client (issue 31: `platform services` spent about 0.9 s of CPU
+// loading the servers' dependencies). A resolve hook lists every package the command loads; the
+// servers' ones must not be among them. CPU time itself is measured in bench/, not here.
+
+const cli = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
+const hook = `data:text/javascript,${encodeURIComponent(`
+import { register } from 'node:module';
+register('data:text/javascript,' + encodeURIComponent(\`
+const seen = new Set();
+export async function resolve(specifier, context, next) {
+  const resolved = await next(specifier, context);
+  const match = /node_modules\\\\/((@[^/]+\\\\/)?[^/]+)/.exec(resolved.url);
+  if (match && !seen.has(match[1])) { seen.add(match[1]); process.stderr.write('package ' + match[1] + '\\\\n'); }
+  return resolved;
+}\`));
+`)}`;
+
+const SERVER_PACKAGES = ['fastify', 'etcd3', 'prom-client', 'pino', 'dockerode', '@sinclair/typebox', 'ajv', 'acme-client', '@fastify/swagger'];
+
+t.test('platform services loads no server package', async (t) => {
+  const orchestrator = createServer((_request, response) => response.writeHead(200, { 'content-type': 'application/json' }).end('[]')).listen(0, '127.0.0.1');
+  await once(orchestrator, 'listening');
+  t.teardown(() => orchestrator.close());
+  const url = `http://127.0.0.1:${(orchestrator.address() as AddressInfo).port}`;
+  const { stdout, stderr } = await new Promise<{ stdout: string; stderr: string }>((resolve, reject) =>
+    execFile(process.execPath, ['--import', hook, cli, '--orchestrator', url, 'services'], (error, stdout, stderr) => (error ? reject(error) : resolve({ stdout, stderr }))),
+  );
+  t.match(stdout, /^NAME\s+IMAGE/, 'the command ran');
+  const loaded = [...stderr.matchAll(/^package (\S+)$/gm)].map((match) => match[1]);
+  t.ok(loaded.includes('commander'), 'the hook saw the packages loaded');
+  t.same(loaded.filter((name) => SERVER_PACKAGES.includes(name!)), [], `loaded: ${loaded.join(', ')}`);
+});
