@@ -43,7 +43,7 @@ export async function startDeployment(store: Store, release: Release, trigger: s
 
 /**
  * The writes that record a pending deployment of `release`, for a transaction of the caller's:
- * a new release's deployment is written with the release (src/roles/scheduler/deploy.ts).
+ * a new release's deployment is written with the release (src/roles/scheduler/deploys/deploy.ts).
  */
 export function deploymentStart(release: Release, trigger: string, options: { id?: string; why?: string } = {}): { deployment: Deployment; operations: Operation[] } {
   const now = new Date().toISOString();

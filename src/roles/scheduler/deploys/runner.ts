@@ -1,18 +1,18 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { StoreUnavailableError, type Store } from '../../store/store.js';
-import { assignmentDelete } from '../../store/records/assignments.js';
-import { FencedWriteError } from '../../store/fenced-store.js';
-import { currentTarget, type Deployment, type DeployReply, type Release } from '../../schemas/release.js';
-import { rolloutSettings } from '../../schemas/service.js';
-import { NotLeaderError } from './leadership.js';
+import { StoreUnavailableError, type Store } from '../../../store/store.js';
+import { assignmentDelete } from '../../../store/records/assignments.js';
+import { FencedWriteError } from '../../../store/fenced-store.js';
+import { currentTarget, type Deployment, type DeployReply, type Release } from '../../../schemas/release.js';
+import { rolloutSettings } from '../../../schemas/service.js';
+import { NotLeaderError } from '../leadership.js';
 import type { AcceptedDeploy } from './deploy.js';
-import { getRelease } from '../../store/records/releases.js';
-import { isInFlight, listDeployments, recordOutcome, recordPhase, recordStop, retryReschedule, startDeployment } from '../../store/records/deployments.js';
-import { defaultBackoff } from './healing-backoff.js';
+import { getRelease } from '../../../store/records/releases.js';
+import { isInFlight, listDeployments, recordOutcome, recordPhase, recordStop, retryReschedule, startDeployment } from '../../../store/records/deployments.js';
+import { defaultBackoff } from '../healing-backoff.js';
 import { rollOut, type RolloutOutcome } from './rollout.js';
 import { PlanApplier } from './plan-applier.js';
-import type { ClusterWatch } from './cluster-snapshot.js';
-import { KeyedQueue } from '../../keyed-queue.js';
+import type { ClusterWatch } from '../cluster-snapshot.js';
+import { KeyedQueue } from '../../../keyed-queue.js';
 
 // The leader's deployment work, per service: accepting triggers one at a time, running the
 // accepted deployments (and stops) one after another, and the rules between them. The newest
