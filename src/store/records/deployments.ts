@@ -90,7 +90,7 @@ export const recordPhase = async (store: Store, deployment: Deployment, state: '
 export const recordProgress = async (store: Store, deployment: Deployment, units: UnitProgress[]): Promise<void> => void (await updateDeployment(store, deployment.id, withChange({ units })));
 
 /**
- * Healing tries a failed reschedule again (src/roles/scheduler/healing-backoff.ts): the same
+ * Healing tries a failed reschedule again (src/roles/scheduler/healing/healing-backoff.ts): the same
  * record goes back to pending with one more attempt, so a failure episode stays one entry in the
  * history. Journaled; not notified: the episode was when it began, and is again if it succeeds.
  */

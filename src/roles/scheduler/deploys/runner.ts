@@ -8,7 +8,7 @@ import { NotLeaderError } from '../leadership.js';
 import type { AcceptedDeploy } from './deploy.js';
 import { getRelease } from '../../../store/records/releases.js';
 import { isInFlight, listDeployments, recordOutcome, recordPhase, recordStop, retryReschedule, startDeployment } from '../../../store/records/deployments.js';
-import { defaultBackoff } from '../healing-backoff.js';
+import { defaultBackoff } from '../healing/healing-backoff.js';
 import { rollOut, type RolloutOutcome } from './rollout.js';
 import { PlanApplier } from './plan-applier.js';
 import type { ClusterWatch } from '../cluster-snapshot.js';
