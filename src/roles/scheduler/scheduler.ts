@@ -18,13 +18,13 @@ import { DeploymentRunner } from './deploys/runner.js';
 import { planHealing, type Reschedule } from './healing/healing.js';
 import { conditionsOf, decideHeal, endedEpisodes, openEpisode } from './healing/healing-backoff.js';
 import { endEpisode } from '../../store/records/deployments.js';
-import { Housekeeping } from './housekeeping.js';
+import { Housekeeping } from './housekeeping/housekeeping.js';
 import { defaultEngineGraceSeconds, defaultMachineGraceMs, defaultRetention, type BackupSchedule, type RetentionLimits } from '../../config.js';
-import { ScheduledBackups, type BackupReadiness } from './scheduled-backups.js';
+import { ScheduledBackups, type BackupReadiness } from './housekeeping/scheduled-backups.js';
 import { Notifier } from './notifier.js';
 import { onStorePing } from '../../store/store-heartbeat.js';
 import { RENEWAL_GRACE_TTLS } from '../../store/leased-keys.js';
-import { migrateStoreSchema } from './schema-migration.js';
+import { migrateStoreSchema } from './housekeeping/schema-migration.js';
 import { defaultRetryPolicy, type RetryPolicy } from '../../notifications/retry-schedule.js';
 import { WorkQueue } from '../../work-queue.js';
 
