@@ -21,7 +21,7 @@ import { endEpisode } from '../../store/records/deployments.js';
 import { Housekeeping } from './housekeeping/housekeeping.js';
 import { defaultEngineGraceSeconds, defaultMachineGraceMs, defaultRetention, type BackupSchedule, type RetentionLimits } from '../../config.js';
 import { ScheduledBackups, type BackupReadiness } from './housekeeping/scheduled-backups.js';
-import { Notifier } from './notifier.js';
+import { Notifier } from './notifications/notifier.js';
 import { onStorePing } from '../../store/store-heartbeat.js';
 import { RENEWAL_GRACE_TTLS } from '../../store/leased-keys.js';
 import { migrateStoreSchema } from './housekeeping/schema-migration.js';
