@@ -8,7 +8,7 @@ import { Leadership, NotLeaderError } from './leadership.js';
 import { currentTarget, type Deployment, type DeployReply } from '../../schemas/release.js';
 import { keepsUnitsWithVolumes } from '../../schemas/service.js';
 import { RegistryClient, type RegistryClientOptions } from './deploys/registry-client.js';
-import { acceptDeploy, acceptRollback, type DeployTrigger } from './deploys/deploy.js';
+import type { DeployTrigger } from './deploys/deploy.js';
 import { listDeployments } from '../../store/records/deployments.js';
 import { idTime, sortAfter } from '../../store/ids.js';
 import { getRelease } from '../../store/records/releases.js';
@@ -161,7 +161,7 @@ export class Scheduler {
   async start(): Promise<void> {
     const cluster = await ClusterWatch.start(this.store, this.engineGraceSeconds, this.options.machineGraceMs);
     this.cluster = cluster;
-    this.runner = new DeploymentRunner({ store: this.store, log: this.log, cluster, isLeader: () => this.isLeader(), stopTimeoutSeconds: this.stopTimeoutSeconds });
+    this.runner = new DeploymentRunner({ store: this.store, log: this.log, cluster, registry: this.registry, isLeader: () => this.isLeader(), stopTimeoutSeconds: this.stopTimeoutSeconds });
     this.notifier = await Notifier.start({
       store: this.options.store,
       leaderStore: this.store,
@@ -264,12 +264,12 @@ export class Scheduler {
   /** Deploys, here when this scheduler leads, else through the leader. */
   async deploy(trigger: DeployTrigger): Promise<DeployReply> {
     if (!this.isLeader()) return (await this.handOff.send({ kind: 'deploy', trigger }, HANDOFF_TIMEOUT_MS)) as DeployReply;
-    return this.leading().accept(trigger.serviceName, () => acceptDeploy(this.store, this.registry, trigger));
+    return this.leading().deploy(trigger);
   }
 
   async rollback(service: string, version: number): Promise<DeployReply> {
     if (!this.isLeader()) return (await this.handOff.send({ kind: 'rollback', service, version }, HANDOFF_TIMEOUT_MS)) as DeployReply;
-    return this.leading().accept(service, () => acceptRollback(this.store, service, version));
+    return this.leading().rollback(service, version);
   }
 
   /** Removes the service's assignments and waits for its units to stop; returns those still running. */
