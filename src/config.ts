@@ -223,7 +223,7 @@ export interface WebhookSecrets {
   gitHubSecret?: string;
 }
 
-/** How much history the leading scheduler keeps (src/roles/scheduler/retention.ts). */
+/** How much history the leading scheduler keeps (src/roles/scheduler/housekeeping/retention.ts). */
 export interface RetentionLimits {
   /** Finished deployments kept per service, newest first (in-flight ones are always kept). */
   deploymentsPerService: number;

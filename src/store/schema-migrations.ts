@@ -4,7 +4,7 @@ import type { KeyValue, Operation } from './store.js';
 // one. A step is pure: given every key under /platform/ at one revision, the writes it needs. The
 // scheduler leader applies the steps from the store's version to the program's in one
 // transaction, after a backup, guarded on the schema record and on every key a step rewrites
-// (src/roles/scheduler/schema-migration.ts). A release that reshapes records adds a step here and
+// (src/roles/scheduler/housekeeping/schema-migration.ts). A release that reshapes records adds a step here and
 // raises STORE_SCHEMA_VERSION (src/store/schema-version.ts), and its code keeps reading the
 // previous shape too, since roles of the older minor version run beside it (docs/upgrades.md).
 

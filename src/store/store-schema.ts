@@ -5,7 +5,7 @@ import type { StoreSchemaRecord } from '../schemas/store-schema.js';
 
 // The one owner of /platform/meta/schema: reading the store's layout version, refusing one newer
 // than this program knows, and the guarded write that moves it forward (the scheduler leader's
-// migration, src/roles/scheduler/schema-migration.ts). A store without the record was made before
+// migration, src/roles/scheduler/housekeeping/schema-migration.ts). A store without the record was made before
 // versions were recorded (0.1.x): it is schema 0, whose records schema 1 reads unchanged.
 
 export const UNVERSIONED_SCHEMA = 0;

@@ -11,8 +11,8 @@ import type { Service, ServiceConfig } from '../../src/schemas/service.js';
 import { compileServiceGlob } from '../../src/service-glob.js';
 import { slotOf } from '../../src/units.js';
 import { ClusterWatch } from '../../src/roles/scheduler/cluster-snapshot.js';
-import { rollOut, type RolloutOutcome } from '../../src/roles/scheduler/rollout.js';
-import { PlanApplier } from '../../src/roles/scheduler/plan-applier.js';
+import { rollOut, type RolloutOutcome } from '../../src/roles/scheduler/deploys/rollout.js';
+import { PlanApplier } from '../../src/roles/scheduler/deploys/plan-applier.js';
 import { startEtcd } from '../harness/etcd.js';
 import { waitFor } from '../harness/wait.js';
 

@@ -15,7 +15,7 @@ import { http, platformBin, serveRole, waitHealthy } from '../harness/platform.j
 import { EtcdStore } from '../../src/store/etcd-store.js';
 import { ROOT } from '../../src/store/keys.js';
 import { waitFor } from '../harness/wait.js';
-import { RegistryClient } from '../../src/roles/scheduler/registry-client.js';
+import { RegistryClient } from '../../src/roles/scheduler/deploys/registry-client.js';
 import { parseImageReference } from '../../src/image-reference.js';
 
 // Private registries with real parts: Debian's docker-registry behind htpasswd (bcrypt) and TLS

@@ -8,7 +8,7 @@ import { freePort } from '../harness/free-port.js';
 import { http, serveRole } from '../harness/platform.js';
 import { EtcdStore } from '../../src/store/etcd-store.js';
 import { releasePrefix } from '../../src/store/keys.js';
-import { RegistryClient } from '../../src/roles/scheduler/registry-client.js';
+import { RegistryClient } from '../../src/roles/scheduler/deploys/registry-client.js';
 import { parseImageReference } from '../../src/image-reference.js';
 
 // SSRF through the registry client, reproduced as the audit did: a declaration names an

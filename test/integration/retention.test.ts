@@ -8,7 +8,7 @@ import { waitFor } from '../harness/wait.js';
 import { EtcdStore } from '../../src/store/etcd-store.js';
 import { deploymentKey, deploymentPrefix, journalPrefix, releaseKey, releasePrefix, serviceKey } from '../../src/store/keys.js';
 import { appendJournal } from '../../src/store/records/journal.js';
-import { Housekeeping } from '../../src/roles/scheduler/housekeeping.js';
+import { Housekeeping } from '../../src/roles/scheduler/housekeeping/housekeeping.js';
 import { defaultRetention } from '../../src/config.js';
 import type { Store } from '../../src/store/store.js';
 import { schemaAdvance, UNVERSIONED_SCHEMA } from '../../src/store/store-schema.js';

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { FailureObserver } from '../../src/roles/scheduler/failure-observer.js';
+import { FailureObserver } from '../../src/roles/scheduler/notifications/failure-observer.js';
 import type { ClusterSnapshot } from '../../src/roles/scheduler/cluster-snapshot.js';
 import { StoreUnavailableError, type WatchEvent } from '../../src/store/store.js';
 import { machineKey, unitStatusKey } from '../../src/store/keys.js';

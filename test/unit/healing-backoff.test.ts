@@ -1,5 +1,5 @@
 import t from 'tap';
-import { conditionsOf, decideHeal, endedEpisodes, openEpisode, type BackoffLimits } from '../../src/roles/scheduler/healing-backoff.js';
+import { conditionsOf, decideHeal, endedEpisodes, openEpisode, type BackoffLimits } from '../../src/roles/scheduler/healing/healing-backoff.js';
 import type { Machine } from '../../src/schemas/cluster.js';
 import type { Deployment } from '../../src/schemas/release.js';
 

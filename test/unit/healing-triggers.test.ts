@@ -14,7 +14,7 @@ import type { Deployment, Release } from '../../src/schemas/release.js';
 import type { Service, ServiceConfig } from '../../src/schemas/service.js';
 import { slotOf } from '../../src/units.js';
 import { Scheduler } from '../../src/roles/scheduler/scheduler.js';
-import { migrateStoreSchema } from '../../src/roles/scheduler/schema-migration.js';
+import { migrateStoreSchema } from '../../src/roles/scheduler/housekeeping/schema-migration.js';
 import { sampleAssignment } from '../harness/assignment.js';
 import { waitFor } from '../harness/wait.js';
 

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { planHealing, type HealingInput } from '../../src/roles/scheduler/healing.js';
+import { planHealing, type HealingInput } from '../../src/roles/scheduler/healing/healing.js';
 import type { Assignment, Machine } from '../../src/schemas/cluster.js';
 import { engineLostAt, machinesAway } from '../../src/roles/scheduler/cluster-snapshot.js';
 import type { Deployment } from '../../src/schemas/release.js';

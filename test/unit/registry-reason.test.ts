@@ -1,5 +1,5 @@
 import t from 'tap';
-import { errorReason } from '../../src/roles/scheduler/registry-client.js';
+import { errorReason } from '../../src/roles/scheduler/deploys/registry-client.js';
 
 // What a deploy quotes of a registry's refusal: the messages of its JSON errors, printable and
 // bounded, and nothing of a body that is not such JSON.

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { expiredDeployments, expiredJournalKeys, expiredReleases } from '../../src/roles/scheduler/retention.js';
+import { expiredDeployments, expiredJournalKeys, expiredReleases } from '../../src/roles/scheduler/housekeeping/retention.js';
 import type { Deployment, Release } from '../../src/schemas/release.js';
 
 // What the leading scheduler deletes of the history beyond its retention limits.

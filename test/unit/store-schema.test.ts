@@ -11,7 +11,7 @@ import { journalKey, journalPrefix, serviceKey, sessionKeyKey, storeSchemaKey, t
 import { STORE_SCHEMA_VERSION } from '../../src/store/schema-version.js';
 import { readStoreSchema, refuseNewerSchema, StoreSchemaError } from '../../src/store/store-schema.js';
 import { migrationPath, schemaMigrations } from '../../src/store/schema-migrations.js';
-import { migrateStoreSchema } from '../../src/roles/scheduler/schema-migration.js';
+import { migrateStoreSchema } from '../../src/roles/scheduler/housekeeping/schema-migration.js';
 import { decodeBackup } from '../../src/backup/backup-file.js';
 import { platformBin } from '../harness/platform.js';
 import { freePort } from '../harness/free-port.js';

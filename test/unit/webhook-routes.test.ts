@@ -14,7 +14,7 @@ import { EmbeddedStore } from '../../src/store/embedded-store.js';
 import { serviceKey, webhookDeliveryPrefix } from '../../src/store/keys.js';
 import { readJournal } from '../../src/store/records/journal.js';
 import { registerWebhooks, type WebhookOptions } from '../../src/roles/scheduler/webhooks/routes.js';
-import type { DeployTrigger } from '../../src/roles/scheduler/deploy.js';
+import type { DeployTrigger } from '../../src/roles/scheduler/deploys/deploy.js';
 import type { DeployReply } from '../../src/schemas/release.js';
 import type { WebhookSecrets } from '../../src/config.js';
 import { waitFor } from '../harness/wait.js';

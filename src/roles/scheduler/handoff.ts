@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Store, Watch } from '../../store/store.js';
 import { schedulerReplyKey, schedulerRequestKey, schedulerRequestPrefix, lastSegment } from '../../store/keys.js';
 import { HttpError, unavailable } from '../../http/errors.js';
-import type { DeployTrigger } from './deploy.js';
+import type { DeployTrigger } from './deploys/deploy.js';
 import { timeOrderedId } from '../../store/ids.js';
 
 // A follower scheduler hands the work it is asked for to the leader through the store: it writes

@@ -19,7 +19,7 @@ import { getRelease, listReleases } from '../../store/records/releases.js';
 import { getDeployment, listDeployments } from '../../store/records/deployments.js';
 import { readService } from '../../store/records/services.js';
 import type { Service } from '../../schemas/service.js';
-import { triggerTime } from './deploy.js';
+import { triggerTime } from './deploys/deploy.js';
 import { readJournal } from '../../store/records/journal.js';
 import { withConfigFor } from '../../auth/env-redaction.js';
 import { callerToken } from '../../auth/guard.js';

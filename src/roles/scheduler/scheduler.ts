@@ -5,33 +5,29 @@ import { FencedStore, FencedWriteError } from '../../store/fenced-store.js';
 import { HttpError } from '../../http/errors.js';
 import { HandOff, type LeaderReply, type LeaderRequest } from './handoff.js';
 import { Leadership, NotLeaderError } from './leadership.js';
-import { currentTarget, type Deployment, type DeployReply } from '../../schemas/release.js';
-import { keepsUnitsWithVolumes } from '../../schemas/service.js';
-import { RegistryClient, type RegistryClientOptions } from './registry-client.js';
-import { acceptDeploy, acceptRollback, type DeployTrigger } from './deploy.js';
-import { listDeployments } from '../../store/records/deployments.js';
+import type { DeployReply } from '../../schemas/release.js';
+import { RegistryClient, type RegistryClientOptions } from './deploys/registry-client.js';
+import type { DeployTrigger } from './deploys/deploy.js';
 import { idTime, sortAfter } from '../../store/ids.js';
-import { getRelease } from '../../store/records/releases.js';
 import { ClusterWatch, type ClusterSnapshot, type MachineAwayUntil } from './cluster-snapshot.js';
 import type { Machine, MachineAway } from '../../schemas/cluster.js';
-import { DeploymentRunner } from './runner.js';
-import { planHealing, type Reschedule } from './healing.js';
-import { conditionsOf, decideHeal, endedEpisodes, openEpisode } from './healing-backoff.js';
-import { endEpisode } from '../../store/records/deployments.js';
-import { Housekeeping } from './housekeeping.js';
+import { DeploymentRunner } from './deploys/runner.js';
+import { Healer } from './healing/healer.js';
+import { Housekeeping } from './housekeeping/housekeeping.js';
 import { defaultEngineGraceSeconds, defaultMachineGraceMs, defaultRetention, type BackupSchedule, type RetentionLimits } from '../../config.js';
-import { ScheduledBackups, type BackupReadiness } from './scheduled-backups.js';
-import { Notifier } from './notifier.js';
+import { ScheduledBackups, type BackupReadiness } from './housekeeping/scheduled-backups.js';
+import { Notifier } from './notifications/notifier.js';
 import { onStorePing } from '../../store/store-heartbeat.js';
 import { RENEWAL_GRACE_TTLS } from '../../store/leased-keys.js';
-import { migrateStoreSchema } from './schema-migration.js';
+import { migrateStoreSchema } from './housekeeping/schema-migration.js';
 import { defaultRetryPolicy, type RetryPolicy } from '../../notifications/retry-schedule.js';
 import { WorkQueue } from '../../work-queue.js';
 
 // The scheduler role's lifecycle: leadership (one leader at a time, every write fenced on it), the
-// watched cluster snapshot, and the wiring of what the leader does: deployments (runner.ts),
-// self-healing (healing.ts, a pure plan applied here) and housekeeping (housekeeping.ts).
-// A follower hands deploys, rollbacks and stops to the leader (handoff.ts).
+// watched cluster snapshot, and the wiring of what the leader does: deployments (deploys/),
+// self-healing (healing/: its pass runs on the leader's work queue, with the renewal grace kept
+// here), housekeeping (housekeeping/) and notifications (notifications/). A follower hands
+// deploys, rollbacks and stops to the leader (handoff.ts).
 
 export interface SchedulerOptions {
   store: Store;
@@ -96,6 +92,8 @@ export class Scheduler {
   private readonly backups: ScheduledBackups | undefined;
   private cluster?: ClusterWatch;
   private runner?: DeploymentRunner;
+  /** The leader's heal pass (healing/healer.ts); its triggers and the renewal grace it asks about are here. */
+  private healer?: Healer;
   private notifier?: Notifier;
   private healTimer?: NodeJS.Timeout;
   private pruneTimer?: NodeJS.Timeout;
@@ -121,12 +119,8 @@ export class Scheduler {
   private stopHearingStore?: () => void;
   private renewalGraceTimer?: NodeJS.Timeout;
   private schemaRetryTimer?: NodeJS.Timeout;
-  /** When the last completed heal pass took its snapshot (ms), for /readyz: a test waits for one after the renewal grace. */
-  private healedAt = 0;
   /** Heals due when a grace period ends: a machine's engine's (by outage start) or an away machine's. */
   private readonly graceTimers = new Map<string, NodeJS.Timeout>();
-  /** Per service: what could make its reschedule succeed, as its last attempt saw it (healing-backoff.ts conditionsOf). */
-  private readonly conditionsAtAttempt = new Map<string, string>();
 
   constructor(private readonly options: SchedulerOptions) {
     this.log = options.log;
@@ -161,7 +155,8 @@ export class Scheduler {
   async start(): Promise<void> {
     const cluster = await ClusterWatch.start(this.store, this.engineGraceSeconds, this.options.machineGraceMs);
     this.cluster = cluster;
-    this.runner = new DeploymentRunner({ store: this.store, log: this.log, cluster, isLeader: () => this.isLeader(), stopTimeoutSeconds: this.stopTimeoutSeconds });
+    this.runner = new DeploymentRunner({ store: this.store, log: this.log, cluster, registry: this.registry, isLeader: () => this.isLeader(), stopTimeoutSeconds: this.stopTimeoutSeconds });
+    this.healer = new Healer({ store: this.store, cluster, runner: this.runner, renewing: (snapshot) => this.renewing(snapshot), renewalGraceUntil: () => this.renewalGraceUntil });
     this.notifier = await Notifier.start({
       store: this.options.store,
       leaderStore: this.store,
@@ -235,7 +230,7 @@ export class Scheduler {
   /** For /readyz: the renewal grace of the current leadership, the last heal pass, and the machines away and expected back. */
   healingState(): { renewalGraceUntil?: string; healedAt?: string; machinesAway: MachineAwayUntil[] } {
     const at = (ms: number) => (ms ? new Date(ms).toISOString() : undefined);
-    return { renewalGraceUntil: at(this.renewalGraceUntil), healedAt: at(this.healedAt), machinesAway: this.cluster?.machinesAway() ?? [] };
+    return { renewalGraceUntil: at(this.renewalGraceUntil), healedAt: at(this.healer?.healedAt ?? 0), machinesAway: this.cluster?.machinesAway() ?? [] };
   }
 
   /** For /readyz: the scheduled backups, with a warning when the newest verified one is stale. */
@@ -264,12 +259,12 @@ export class Scheduler {
   /** Deploys, here when this scheduler leads, else through the leader. */
   async deploy(trigger: DeployTrigger): Promise<DeployReply> {
     if (!this.isLeader()) return (await this.handOff.send({ kind: 'deploy', trigger }, HANDOFF_TIMEOUT_MS)) as DeployReply;
-    return this.leading().accept(trigger.serviceName, () => acceptDeploy(this.store, this.registry, trigger));
+    return this.leading().deploy(trigger);
   }
 
   async rollback(service: string, version: number): Promise<DeployReply> {
     if (!this.isLeader()) return (await this.handOff.send({ kind: 'rollback', service, version }, HANDOFF_TIMEOUT_MS)) as DeployReply;
-    return this.leading().accept(service, () => acceptRollback(this.store, service, version));
+    return this.leading().rollback(service, version);
   }
 
   /** Removes the service's assignments and waits for its units to stop; returns those still running. */
@@ -293,7 +288,7 @@ export class Scheduler {
       }
       if (!(await this.migrateSchema())) return;
       this.startRenewalGrace();
-      this.conditionsAtAttempt.clear();
+      this.healer?.forgetAttempts();
       void this.backups?.lead();
       await this.handOff.serve((request) => this.execute(request), () => this.isLeader());
       // Deliveries the last leader left pending go out from here.
@@ -383,59 +378,11 @@ export class Scheduler {
     return this.leaderWork.add('heal');
   }
 
-  /** Applies the self-healing plan: a `reschedule` deployment of the current release per service that lost units. */
+  /** The heal pass (healing/healer.ts), while this scheduler leads. */
   private async healPass(): Promise<void> {
-    const { cluster, runner } = this;
-    if (!this.isLeader() || !cluster || !runner) return;
-    await quietWhenDeposed(async () => {
-      const planned = Date.now();
-      const snapshot = cluster.snapshot();
-      const deployments = await listDeployments(this.store);
-      const declared = new Set(snapshot.services.map((service) => service.name));
-      const instances = new Map<string, number>();
-      const staying = new Set<string>();
-      for (const service of declared) {
-        const target = currentTarget(deployments.filter((d) => d.service === service));
-        const release = target?.state === 'succeeded' && !runner.busy(service) ? await getRelease(this.store, service, target.release) : undefined;
-        if (release) instances.set(`${service}/${release.version}`, release.config.numInstances);
-        if (release && keepsUnitsWithVolumes(release.config)) staying.add(`${service}/${release.version}`);
-      }
-      const plan = planHealing({
-        ...snapshot,
-        deployments,
-        declared,
-        busy: (service) => runner.busy(service),
-        instancesOf: (service, release) => instances.get(`${service}/${release}`),
-        keepsVolumes: (service, release) => staying.has(`${service}/${release}`),
-        renewing: this.renewing(snapshot),
-        away: new Set((snapshot.away ?? []).map((away) => away.machine)),
-      });
-      await this.rescheduleWithBackoff(plan, deployments, snapshot, runner);
-      this.healedAt = planned;
-    });
-  }
-
-  /**
-   * Ends the failure episodes that are over, and reschedules each planned service whose backoff
-   * lets it (healing-backoff.ts): at once unless its last reschedule failed, then after the wait,
-   * or sooner when its machines or its declaration changed.
-   */
-  private async rescheduleWithBackoff(plan: Reschedule[], deployments: Deployment[], snapshot: ClusterSnapshot, runner: DeploymentRunner): Promise<void> {
-    const planned = new Set(plan.map((item) => item.service));
-    // Not while machines that have not registered again count as in place: their episodes go on.
-    const ended = Date.now() < this.renewalGraceUntil ? [] : endedEpisodes(deployments, (service) => planned.has(service));
-    for (const { episode, why } of ended) await endEpisode(this.store, episode, why);
-    for (const { service, release, why } of plan) {
-      const conditions = conditionsOf(snapshot, this.cluster?.declaration(service)?.modRevision);
-      const seen = this.conditionsAtAttempt.get(service);
-      const episode = openEpisode(deployments.filter((d) => d.service === service), release);
-      const decision = decideHeal(episode, Date.now(), seen !== undefined && seen !== conditions);
-      // A new leader has not seen the conditions of the last attempt: from now on it compares with these.
-      if (decision.attempt || seen === undefined) this.conditionsAtAttempt.set(service, conditions);
-      if (!decision.attempt) continue;
-      const found = await getRelease(this.store, service, release);
-      if (found) await runner.reschedule(found, why, decision);
-    }
+    const { healer } = this;
+    if (!this.isLeader() || !healer) return;
+    await quietWhenDeposed(() => healer.pass());
   }
 }
 

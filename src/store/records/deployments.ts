@@ -43,7 +43,7 @@ export async function startDeployment(store: Store, release: Release, trigger: s
 
 /**
  * The writes that record a pending deployment of `release`, for a transaction of the caller's:
- * a new release's deployment is written with the release (src/roles/scheduler/deploy.ts).
+ * a new release's deployment is written with the release (src/roles/scheduler/deploys/deploy.ts).
  */
 export function deploymentStart(release: Release, trigger: string, options: { id?: string; why?: string } = {}): { deployment: Deployment; operations: Operation[] } {
   const now = new Date().toISOString();
@@ -90,7 +90,7 @@ export const recordPhase = async (store: Store, deployment: Deployment, state: '
 export const recordProgress = async (store: Store, deployment: Deployment, units: UnitProgress[]): Promise<void> => void (await updateDeployment(store, deployment.id, withChange({ units })));
 
 /**
- * Healing tries a failed reschedule again (src/roles/scheduler/healing-backoff.ts): the same
+ * Healing tries a failed reschedule again (src/roles/scheduler/healing/healing-backoff.ts): the same
  * record goes back to pending with one more attempt, so a failure episode stays one entry in the
  * history. Journaled; not notified: the episode was when it began, and is again if it succeeds.
  */

@@ -5,7 +5,7 @@ import { listRecords } from '../../../store/json-records.js';
 import type { Service } from '../../../schemas/service.js';
 import type { DeployReply } from '../../../schemas/release.js';
 import type { WebhookPushOutcome, WebhookReply, WebhookServiceOutcome } from '../../../schemas/webhooks.js';
-import { staleReason, triggerTime, type DeployTrigger } from '../deploy.js';
+import { staleReason, triggerTime, type DeployTrigger } from '../deploys/deploy.js';
 import { listReleases } from '../../../store/records/releases.js';
 import { appendJournal } from '../../../store/records/journal.js';
 import { describeImage, matchPush, type Match, type Push } from './matching.js';

@@ -1,13 +1,13 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { Compare, Operation, Store } from '../../store/store.js';
-import { assignmentDelete, assignmentKeyOf as keyOf, assignmentPut } from '../../store/records/assignments.js';
-import { notDrained } from '../../store/records/machine-drains.js';
-import type { Assignment } from '../../schemas/cluster.js';
-import { checkPlan } from '../../placement/plan-check.js';
-import type { ServiceRules } from '../../placement/planner.js';
-import { KeyedQueue } from '../../keyed-queue.js';
-import { trace } from '../../trace.js';
-import { placedUnit, plannerMachine, serviceRules, type ClusterWatch } from './cluster-snapshot.js';
+import type { Compare, Operation, Store } from '../../../store/store.js';
+import { assignmentDelete, assignmentKeyOf as keyOf, assignmentPut } from '../../../store/records/assignments.js';
+import { notDrained } from '../../../store/records/machine-drains.js';
+import type { Assignment } from '../../../schemas/cluster.js';
+import { checkPlan } from '../../../placement/plan-check.js';
+import type { ServiceRules } from '../../../placement/planner.js';
+import { KeyedQueue } from '../../../keyed-queue.js';
+import { trace } from '../../../trace.js';
+import { placedUnit, plannerMachine, serviceRules, type ClusterWatch } from '../cluster-snapshot.js';
 
 // The leader's one writer of unit placements, after Nomad's plan applier. Every rollout step
 // (a deploy, a reschedule that heals a lost machine, a drain) is a plan made from a snapshot; plans

@@ -1,12 +1,12 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { Compare, KeyValue, Operation, Store } from '../../store/store.js';
-import { journalPrefix, ROOT, servicePrefix } from '../../store/keys.js';
-import { STORE_SCHEMA_VERSION } from '../../store/schema-version.js';
-import { readStoreSchema, schemaAdvance, type StoreSchema } from '../../store/store-schema.js';
-import { migrationPath } from '../../store/schema-migrations.js';
-import { backupToDirectory } from '../../backup/backup-directory.js';
-import { platformVersion } from '../../platform-version.js';
-import { journalWrite } from '../../store/records/journal.js';
+import type { Compare, KeyValue, Operation, Store } from '../../../store/store.js';
+import { journalPrefix, ROOT, servicePrefix } from '../../../store/keys.js';
+import { STORE_SCHEMA_VERSION } from '../../../store/schema-version.js';
+import { readStoreSchema, schemaAdvance, type StoreSchema } from '../../../store/store-schema.js';
+import { migrationPath } from '../../../store/schema-migrations.js';
+import { backupToDirectory } from '../../../backup/backup-directory.js';
+import { platformVersion } from '../../../platform-version.js';
+import { journalWrite } from '../../../store/records/journal.js';
 
 // The scheduler leader moves the store's layout forward to this program's schema, once: a verified
 // backup of the store as it was first (the way back, docs/upgrades.md; one that does not verify

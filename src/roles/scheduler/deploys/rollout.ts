@@ -1,12 +1,12 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { Store } from '../../store/store.js';
-import type { Assignment, UnitStatus } from '../../schemas/cluster.js';
-import type { Deployment, Release, UnitProgress } from '../../schemas/release.js';
-import { rolloutSettings, type RolloutSettings } from '../../schemas/service.js';
-import { planRolloutStep, type RolloutUnit } from '../../placement/rollout-step.js';
-import { isRunning, slotOf, specHash, unitName } from '../../units.js';
-import { evictedMachines, placedUnit, plannerMachine, serviceRules, type ClusterSnapshot, type ClusterWatch } from './cluster-snapshot.js';
-import { rolloutRecorder, type RolloutRecorder } from '../../store/records/deployments.js';
+import type { Store } from '../../../store/store.js';
+import type { Assignment, UnitStatus } from '../../../schemas/cluster.js';
+import type { Deployment, Release, UnitProgress } from '../../../schemas/release.js';
+import { rolloutSettings, type RolloutSettings } from '../../../schemas/service.js';
+import { planRolloutStep, type RolloutUnit } from '../../../placement/rollout-step.js';
+import { isRunning, slotOf, specHash, unitName } from '../../../units.js';
+import { evictedMachines, placedUnit, plannerMachine, serviceRules, type ClusterSnapshot, type ClusterWatch } from '../cluster-snapshot.js';
+import { rolloutRecorder, type RolloutRecorder } from '../../../store/records/deployments.js';
 import type { Plan, PlanApplier } from './plan-applier.js';
 
 // Runs one deployment: takes a snapshot of the watched cluster, asks the pure rollout step what to

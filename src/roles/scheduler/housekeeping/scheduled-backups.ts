@@ -1,11 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { Gauge } from 'prom-client';
-import type { Store } from '../../store/store.js';
-import { roleRegistry } from '../../http/metrics.js';
-import { backupToDirectory, newestBackup, rotateBackups } from '../../backup/backup-directory.js';
-import { formatBytes } from '../../backup/backup-file.js';
-import type { BackupSchedule } from '../../config.js';
-import { appendJournal } from '../../store/records/journal.js';
+import type { Store } from '../../../store/store.js';
+import { roleRegistry } from '../../../http/metrics.js';
+import { backupToDirectory, newestBackup, rotateBackups } from '../../../backup/backup-directory.js';
+import { formatBytes } from '../../../backup/backup-file.js';
+import type { BackupSchedule } from '../../../config.js';
+import { appendJournal } from '../../../store/records/journal.js';
 
 // The leader's scheduled backups (--backup-dir, --backup-interval, --backup-keep; docs/operations.md
 // "Scheduled backups"): every interval a backup is taken, verified, written to the directory, and

@@ -1,13 +1,13 @@
-import type { Store } from '../../store/store.js';
-import { readService } from '../../store/records/services.js';
-import { badRequest, notFound } from '../../http/errors.js';
-import { formatImageReference, parseImageReference, repositoryName } from '../../image-reference.js';
-import type { Service, ServiceConfig } from '../../schemas/service.js';
-import { currentTarget, type Deployment, type DeployReply, type Release } from '../../schemas/release.js';
+import type { Store } from '../../../store/store.js';
+import { readService } from '../../../store/records/services.js';
+import { badRequest, notFound } from '../../../http/errors.js';
+import { formatImageReference, parseImageReference, repositoryName } from '../../../image-reference.js';
+import type { Service, ServiceConfig } from '../../../schemas/service.js';
+import { currentTarget, type Deployment, type DeployReply, type Release } from '../../../schemas/release.js';
 import type { RegistryClient } from './registry-client.js';
-import { claimReleases, createRelease, getRelease } from '../../store/records/releases.js';
-import { deploymentStart, listDeployments, newDeploymentId } from '../../store/records/deployments.js';
-import { appendJournal } from '../../store/records/journal.js';
+import { claimReleases, createRelease, getRelease } from '../../../store/records/releases.js';
+import { deploymentStart, listDeployments, newDeploymentId } from '../../../store/records/deployments.js';
+import { appendJournal } from '../../../store/records/journal.js';
 
 // Accepting a trigger: validate it, drop it when stale, pin the image to its digest, and record a
 // release and its pending deployment. The runner then rolls it out.

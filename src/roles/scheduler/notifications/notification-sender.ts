@@ -1,9 +1,9 @@
 import { request } from 'undici';
-import type { NotifyDelivery } from '../../schemas/notification.js';
-import type { AttemptResult } from '../../notifications/outbox.js';
-import { SIGNATURE_HEADER, signBody } from '../../notifications/signature.js';
-import { RegistryAllowList, refusalIn } from '../../http/registry-policy.js';
-import { DestinationPolicy } from '../../http/destination-policy.js';
+import type { NotifyDelivery } from '../../../schemas/notification.js';
+import type { AttemptResult } from '../../../notifications/outbox.js';
+import { SIGNATURE_HEADER, signBody } from '../../../notifications/signature.js';
+import { RegistryAllowList, refusalIn } from '../../../http/registry-policy.js';
+import { DestinationPolicy } from '../../../http/destination-policy.js';
 
 // One delivery attempt: a signed POST of the event, bounded by a timeout. Redirects are never
 // followed (undici's request does not; a 3xx is a failed attempt naming where it pointed), so an

@@ -1,17 +1,17 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { Store } from '../../store/store.js';
-import { notifyDeliveryPrefix, notifyEndpointPrefix, notifyOutboxPrefix } from '../../store/keys.js';
-import { PrefixCache, decodeCached } from '../../store/prefix-cache.js';
-import { FencedWriteError } from '../../store/fenced-store.js';
-import type { NotificationEvent, NotifyDelivery, NotifyEndpointRecord } from '../../schemas/notification.js';
-import { fanOut, giveUp, pruneDeliveries, recordAttempt, recordObservedEvent, type RecordedDelivery } from '../../notifications/outbox.js';
-import { endpointOrigin } from '../../notifications/endpoints.js';
-import type { RetryPolicy } from '../../notifications/retry-schedule.js';
+import type { Store } from '../../../store/store.js';
+import { notifyDeliveryPrefix, notifyEndpointPrefix, notifyOutboxPrefix } from '../../../store/keys.js';
+import { PrefixCache, decodeCached } from '../../../store/prefix-cache.js';
+import { FencedWriteError } from '../../../store/fenced-store.js';
+import type { NotificationEvent, NotifyDelivery, NotifyEndpointRecord } from '../../../schemas/notification.js';
+import { fanOut, giveUp, pruneDeliveries, recordAttempt, recordObservedEvent, type RecordedDelivery } from '../../../notifications/outbox.js';
+import { endpointOrigin } from '../../../notifications/endpoints.js';
+import type { RetryPolicy } from '../../../notifications/retry-schedule.js';
 import { NotificationSender } from './notification-sender.js';
 import { FailureObserver } from './failure-observer.js';
-import { NotLeaderError } from './leadership.js';
-import type { ClusterWatch } from './cluster-snapshot.js';
-import { WorkQueue } from '../../work-queue.js';
+import { NotLeaderError } from '../leadership.js';
+import type { ClusterWatch } from '../cluster-snapshot.js';
+import { WorkQueue } from '../../../work-queue.js';
 
 // Outbound notifications on the scheduler (docs/notifications.md). Every scheduler records the
 // unit failures and lost machines it sees (failure-observer.ts) in the outbox; only the leader

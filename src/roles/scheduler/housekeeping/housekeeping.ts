@@ -1,21 +1,21 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { Store } from '../../store/store.js';
-import { journalPrefix, releasesRoot, servicePrefix } from '../../store/keys.js';
-import { deleteAssignments } from '../../store/records/assignments.js';
-import { deleteReleases, deleteUndeclaredReleases } from '../../store/records/releases.js';
-import { readService } from '../../store/records/services.js';
-import { deleteKeys, listRecords } from '../../store/json-records.js';
-import type { Assignment } from '../../schemas/cluster.js';
-import type { Release } from '../../schemas/release.js';
-import type { Service } from '../../schemas/service.js';
-import type { RetentionLimits } from '../../config.js';
-import { FencedWriteError } from '../../store/fenced-store.js';
-import { NotLeaderError } from './leadership.js';
-import { deleteDeployments, listDeployments } from '../../store/records/deployments.js';
+import type { Store } from '../../../store/store.js';
+import { journalPrefix, releasesRoot, servicePrefix } from '../../../store/keys.js';
+import { deleteAssignments } from '../../../store/records/assignments.js';
+import { deleteReleases, deleteUndeclaredReleases } from '../../../store/records/releases.js';
+import { readService } from '../../../store/records/services.js';
+import { deleteKeys, listRecords } from '../../../store/json-records.js';
+import type { Assignment } from '../../../schemas/cluster.js';
+import type { Release } from '../../../schemas/release.js';
+import type { Service } from '../../../schemas/service.js';
+import type { RetentionLimits } from '../../../config.js';
+import { FencedWriteError } from '../../../store/fenced-store.js';
+import { NotLeaderError } from '../leadership.js';
+import { deleteDeployments, listDeployments } from '../../../store/records/deployments.js';
 import { expiredDeployments, expiredJournalKeys, expiredReleases } from './retention.js';
-import { hostCertificateStates, leftByDeletedServices, removeLeftBehind } from '../../certificates/certificate-records.js';
-import type { ClusterSnapshot } from './cluster-snapshot.js';
-import { WorkQueue } from '../../work-queue.js';
+import { hostCertificateStates, leftByDeletedServices, removeLeftBehind } from '../../../certificates/certificate-records.js';
+import type { ClusterSnapshot } from '../cluster-snapshot.js';
+import { WorkQueue } from '../../../work-queue.js';
 
 // What the leader cleans up, apart from deploying: assignments of services no longer declared
 // (their units stop), the releases of deleted services (a service declared again under the name

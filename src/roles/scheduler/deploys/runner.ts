@@ -1,24 +1,25 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { StoreUnavailableError, type Store } from '../../store/store.js';
-import { assignmentDelete } from '../../store/records/assignments.js';
-import { FencedWriteError } from '../../store/fenced-store.js';
-import { currentTarget, type Deployment, type DeployReply, type Release } from '../../schemas/release.js';
-import { rolloutSettings } from '../../schemas/service.js';
-import { NotLeaderError } from './leadership.js';
-import type { AcceptedDeploy } from './deploy.js';
-import { getRelease } from '../../store/records/releases.js';
-import { isInFlight, listDeployments, recordOutcome, recordPhase, recordStop, retryReschedule, startDeployment } from '../../store/records/deployments.js';
-import { defaultBackoff } from './healing-backoff.js';
+import { StoreUnavailableError, type Store } from '../../../store/store.js';
+import { assignmentDelete } from '../../../store/records/assignments.js';
+import { FencedWriteError } from '../../../store/fenced-store.js';
+import { currentTarget, type Deployment, type DeployReply, type Release } from '../../../schemas/release.js';
+import { rolloutSettings } from '../../../schemas/service.js';
+import { NotLeaderError } from '../leadership.js';
+import { acceptDeploy, acceptRollback, type AcceptedDeploy, type DeployTrigger } from './deploy.js';
+import type { RegistryClient } from './registry-client.js';
+import { getRelease } from '../../../store/records/releases.js';
+import { isInFlight, listDeployments, recordOutcome, recordPhase, recordStop, retryReschedule, startDeployment } from '../../../store/records/deployments.js';
+import { defaultBackoff } from '../healing/healing-backoff.js';
 import { rollOut, type RolloutOutcome } from './rollout.js';
 import { PlanApplier } from './plan-applier.js';
-import type { ClusterWatch } from './cluster-snapshot.js';
-import { KeyedQueue } from '../../keyed-queue.js';
+import type { ClusterWatch } from '../cluster-snapshot.js';
+import { KeyedQueue } from '../../../keyed-queue.js';
 
 // The leader's deployment work, per service: accepting triggers one at a time, running the
 // accepted deployments (and stops) one after another, and the rules between them. The newest
 // accepted work of a service supersedes anything older still queued or rolling out; a failed
 // deployment reverts to the last good release; deployments a previous leader left in flight are
-// resumed. The records of it all are written through deployment-records.ts.
+// resumed. The records of it all are written through src/store/records/deployments.ts.
 
 /** How long a rollout waits before it starts again after a store error. */
 const STORE_RETRY_MS = 500;
@@ -28,6 +29,8 @@ export interface RunnerOptions {
   store: Store;
   log: FastifyBaseLogger;
   cluster: ClusterWatch;
+  /** Pins a trigger's tag to its digest. */
+  registry: RegistryClient;
   isLeader: () => boolean;
   /** How long stopping a service's units may take before the stop reports what still runs. */
   stopTimeoutSeconds: number;
@@ -54,8 +57,18 @@ export class DeploymentRunner {
     this.applier = new PlanApplier(options.store, options.cluster, options.log);
   }
 
+  /** Accepts a deploy trigger (deploy.ts) and rolls out the release it records. */
+  deploy(trigger: DeployTrigger): Promise<DeployReply> {
+    return this.accept(trigger.serviceName, () => acceptDeploy(this.options.store, this.options.registry, trigger));
+  }
+
+  /** Accepts a rollback to an earlier release (deploy.ts) and rolls out the release it records. */
+  rollback(service: string, version: number): Promise<DeployReply> {
+    return this.accept(service, () => acceptRollback(this.options.store, service, version));
+  }
+
   /** Accepts a trigger with `decide` (one at a time per service) and schedules what it created. */
-  async accept(service: string, decide: () => Promise<AcceptedDeploy>): Promise<DeployReply> {
+  private async accept(service: string, decide: () => Promise<AcceptedDeploy>): Promise<DeployReply> {
     const accepted = await this.accepting.run(service, async () => {
       const result = await decide();
       if (result.deployment) this.supersedeWith(service, result.deployment.id);

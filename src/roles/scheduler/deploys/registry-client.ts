@@ -1,9 +1,9 @@
 import { request, type Dispatcher } from 'undici';
-import { HttpError, badGateway, badRequest } from '../../http/errors.js';
-import { DOCKER_HUB, type ImageReference } from '../../image-reference.js';
-import type { CredentialLookup, RegistryCredential } from '../../auth/registry-credentials.js';
-import { RegistryAllowList, refusalIn } from '../../http/registry-policy.js';
-import { DestinationPolicy } from '../../http/destination-policy.js';
+import { HttpError, badGateway, badRequest } from '../../../http/errors.js';
+import { DOCKER_HUB, type ImageReference } from '../../../image-reference.js';
+import type { CredentialLookup, RegistryCredential } from '../../../auth/registry-credentials.js';
+import { RegistryAllowList, refusalIn } from '../../../http/registry-policy.js';
+import { DestinationPolicy } from '../../../http/destination-policy.js';
 
 // Resolves a tag to its manifest digest through the Registry HTTP API v2, so that a release pins
 // exactly what was pushed, even if the tag moves later. Every host it contacts (the registry, the

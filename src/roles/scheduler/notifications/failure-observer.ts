@@ -1,11 +1,11 @@
-import type { WatchEvent } from '../../store/store.js';
-import { lastSegment } from '../../store/keys.js';
-import { unitStatusKeyOf } from '../../store/records/unit-statuses.js';
-import type { UnitStatus } from '../../schemas/cluster.js';
-import type { NotificationEvent } from '../../schemas/notification.js';
-import { isRunning } from '../../units.js';
-import { failureEpisode, machineLostEvent, unitFailedEvent } from '../../notifications/events.js';
-import type { ClusterWatch } from './cluster-snapshot.js';
+import type { WatchEvent } from '../../../store/store.js';
+import { lastSegment } from '../../../store/keys.js';
+import { unitStatusKeyOf } from '../../../store/records/unit-statuses.js';
+import type { UnitStatus } from '../../../schemas/cluster.js';
+import type { NotificationEvent } from '../../../schemas/notification.js';
+import { isRunning } from '../../../units.js';
+import { failureEpisode, machineLostEvent, unitFailedEvent } from '../../../notifications/events.js';
+import type { ClusterWatch } from '../cluster-snapshot.js';
 
 // Notices, in the watched cluster, the two events no scheduler writes itself: a unit turning
 // failed (its agent's status) and a machine going (its lease ended). Every scheduler runs one, not

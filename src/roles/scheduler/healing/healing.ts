@@ -1,5 +1,5 @@
-import type { Assignment, Machine } from '../../schemas/cluster.js';
-import { currentTarget, type Deployment } from '../../schemas/release.js';
+import type { Assignment, Machine } from '../../../schemas/cluster.js';
+import { currentTarget, type Deployment } from '../../../schemas/release.js';
 
 // Self-healing, planned purely: which services need their current release deployed again because
 // their units are no longer all in place (a machine died with some, an instance lost its

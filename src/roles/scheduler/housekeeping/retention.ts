@@ -1,6 +1,6 @@
-import { currentTarget, type Deployment, type Release } from '../../schemas/release.js';
-import { isFinished } from '../../schemas/states.js';
-import { isInFlight } from '../../store/records/deployments.js';
+import { currentTarget, type Deployment, type Release } from '../../../schemas/release.js';
+import { isFinished } from '../../../schemas/states.js';
+import { isInFlight } from '../../../store/records/deployments.js';
 
 // How much history the scheduler keeps. Deployment records and journal entries are written on
 // every deploy, reschedule and stop, and nothing else removes them; left alone they would grow

@@ -1,5 +1,5 @@
-import type { Deployment } from '../../schemas/release.js';
-import type { ClusterSnapshot } from './cluster-snapshot.js';
+import type { Deployment } from '../../../schemas/release.js';
+import type { ClusterSnapshot } from '../cluster-snapshot.js';
 
 // Backoff of self-healing, planned purely (the leader applies it in scheduler.ts). A service whose
 // units cannot be placed (its only machine lost its Docker engine, say) would otherwise fail a

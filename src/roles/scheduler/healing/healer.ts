@@ -1,0 +1,99 @@
+import type { Store } from '../../../store/store.js';
+import { endEpisode, listDeployments } from '../../../store/records/deployments.js';
+import { getRelease } from '../../../store/records/releases.js';
+import { currentTarget, type Deployment, type Release } from '../../../schemas/release.js';
+import { keepsUnitsWithVolumes } from '../../../schemas/service.js';
+import type { ClusterSnapshot, ClusterWatch } from '../cluster-snapshot.js';
+import { planHealing, type Reschedule } from './healing.js';
+import { conditionsOf, decideHeal, endedEpisodes, openEpisode } from './healing-backoff.js';
+
+// The leader's heal pass: the pure plan (healing.ts) from the snapshot and the deployments, each
+// planned service rescheduled when its backoff lets it (healing-backoff.ts). The scheduler runs it
+// on its work queue and keeps what depends on its leadership and the store's health: which
+// missing machines are still renewing.
+
+/** What healing asks of the deployment runner (deploys/runner.ts). */
+export interface Rescheduler {
+  /** Work for the service is queued or running: it converges on its target already. */
+  busy(service: string): boolean;
+  /** A reschedule of the release: a new one, or again the failed one of an episode. */
+  reschedule(release: Release, why: string, retry: { episode?: Deployment; retryDelayMs: number }): Promise<void>;
+}
+
+export interface HealerOptions {
+  /** The leader-fenced store. */
+  store: Store;
+  cluster: ClusterWatch;
+  runner: Rescheduler;
+  /** Machines holding assignments that are not registered and not lost yet (the renewal grace). */
+  renewing: (snapshot: ClusterSnapshot) => Set<string>;
+  /** Until then (ms) machines that have not registered again count as in place: failure episodes go on. */
+  renewalGraceUntil: () => number;
+}
+
+export class Healer {
+  /** When the last completed pass took its snapshot (ms), for /readyz. */
+  healedAt = 0;
+  /** Per service: what could make its reschedule succeed, as its last attempt saw it (healing-backoff.ts conditionsOf). */
+  private readonly conditionsAtAttempt = new Map<string, string>();
+
+  constructor(private readonly options: HealerOptions) {}
+
+  /** A new leadership: the conditions of the last leader's attempts are not known. */
+  forgetAttempts(): void {
+    this.conditionsAtAttempt.clear();
+  }
+
+  /** Applies the self-healing plan: a `reschedule` deployment of the current release per service that lost units. */
+  async pass(): Promise<void> {
+    const { store, cluster, runner } = this.options;
+    const planned = Date.now();
+    const snapshot = cluster.snapshot();
+    const deployments = await listDeployments(store);
+    const declared = new Set(snapshot.services.map((service) => service.name));
+    const instances = new Map<string, number>();
+    const staying = new Set<string>();
+    for (const service of declared) {
+      const target = currentTarget(deployments.filter((d) => d.service === service));
+      const release = target?.state === 'succeeded' && !runner.busy(service) ? await getRelease(store, service, target.release) : undefined;
+      if (release) instances.set(`${service}/${release.version}`, release.config.numInstances);
+      if (release && keepsUnitsWithVolumes(release.config)) staying.add(`${service}/${release.version}`);
+    }
+    const plan = planHealing({
+      ...snapshot,
+      deployments,
+      declared,
+      busy: (service) => runner.busy(service),
+      instancesOf: (service, release) => instances.get(`${service}/${release}`),
+      keepsVolumes: (service, release) => staying.has(`${service}/${release}`),
+      renewing: this.options.renewing(snapshot),
+      away: new Set((snapshot.away ?? []).map((away) => away.machine)),
+    });
+    await this.rescheduleWithBackoff(plan, deployments, snapshot);
+    this.healedAt = planned;
+  }
+
+  /**
+   * Ends the failure episodes that are over, and reschedules each planned service whose backoff
+   * lets it (healing-backoff.ts): at once unless its last reschedule failed, then after the wait,
+   * or sooner when its machines or its declaration changed.
+   */
+  private async rescheduleWithBackoff(plan: Reschedule[], deployments: Deployment[], snapshot: ClusterSnapshot): Promise<void> {
+    const { store, cluster, runner } = this.options;
+    const planned = new Set(plan.map((item) => item.service));
+    // Not while machines that have not registered again count as in place: their episodes go on.
+    const ended = Date.now() < this.options.renewalGraceUntil() ? [] : endedEpisodes(deployments, (service) => planned.has(service));
+    for (const { episode, why } of ended) await endEpisode(store, episode, why);
+    for (const { service, release, why } of plan) {
+      const conditions = conditionsOf(snapshot, cluster.declaration(service)?.modRevision);
+      const seen = this.conditionsAtAttempt.get(service);
+      const episode = openEpisode(deployments.filter((d) => d.service === service), release);
+      const decision = decideHeal(episode, Date.now(), seen !== undefined && seen !== conditions);
+      // A new leader has not seen the conditions of the last attempt: from now on it compares with these.
+      if (decision.attempt || seen === undefined) this.conditionsAtAttempt.set(service, conditions);
+      if (!decision.attempt) continue;
+      const found = await getRelease(store, service, release);
+      if (found) await runner.reschedule(found, why, decision);
+    }
+  }
+}
