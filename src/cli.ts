@@ -7,7 +7,7 @@ import { FAILED_PROBES_TO_WITHDRAW } from './announce-sidekick.js';
 import { addClientCommands } from './client/commands.js';
 import { addUnitsCommands } from './systemd/units-command.js';
 import { bootstrapIntoFile } from './auth/first-token.js';
-import { createLogger } from './logger.js';
+import { createLogger, logProcessWarnings } from './logger.js';
 import { addBackupCommands } from './backup/backup-command.js';
 
 // The one `platform` binary: serve roles, run everything (`up`), announce, render systemd units, and the API client.
@@ -108,6 +108,7 @@ type Launched = Awaited<ReturnType<typeof launchRoles>>;
 async function serve(flags: RawFlags, banner: boolean): Promise<void> {
   const config = resolveConfig(flags);
   const log = createLogger(config);
+  logProcessWarnings(log);
   // Installed before the roles start (their start may take long: a store to reach, an HAProxy to
   // adopt): a signal meanwhile stops the platform once it has started, rather than killing it
   // half-started. SIGTERM is a restart (systemd's RestartKillSignal, a supervisor, an upgrade): the
