@@ -24,6 +24,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Docker from 'dockerode';
+import { alive } from './default-ports.js';
 import { nodeBinary } from './rootfs.js';
 import { ensureCommand } from './system-packages.js';
 import { assertTools, freePrefix, installExitHook, makeBridge, removeLink } from './test-hosts.js';
@@ -105,18 +106,50 @@ export function machineBase(): MachineBase {
   const path = join(CACHE_DIR, `machine-base-${baseKey(mirror)}`);
   if (existsSync(path)) return { path, builtSeconds: undefined };
   mkdirSync(CACHE_DIR, { recursive: true });
-  const started = Date.now();
-  const building = mkdtempSync(join(CACHE_DIR, 'building-'));
-  try {
-    const root = join(building, 'rootfs');
-    run('debootstrap', ['--variant=minbase', `--include=${BASE_PACKAGES.join(',')}`, SUITE, root, mirror]);
-    prepareBase(root);
-    // Complete, so it may be used: another run that finished first keeps its own.
-    if (!existsSync(path)) renameSync(root, path);
-  } finally {
-    rmSync(building, { recursive: true, force: true });
+  // One build at a time (tap runs two test files at once): the second waits and finds it built.
+  return whileHoldingBuildLock(() => {
+    if (existsSync(path)) return { path, builtSeconds: undefined };
+    const started = Date.now();
+    const building = mkdtempSync(join(CACHE_DIR, 'building-'));
+    try {
+      const root = join(building, 'rootfs');
+      run('debootstrap', ['--variant=minbase', `--include=${BASE_PACKAGES.join(',')}`, SUITE, root, mirror]);
+      prepareBase(root);
+      // Complete, so it may be used.
+      renameSync(root, path);
+    } finally {
+      rmSync(building, { recursive: true, force: true });
+    }
+    return { path, builtSeconds: (Date.now() - started) / 1000 };
+  });
+}
+
+/** Runs `build` holding /var/cache/platform-test/build.lock (the holder's pid; a dead holder's lock is taken over). */
+function whileHoldingBuildLock<T>(build: () => T): T {
+  const lock = join(CACHE_DIR, 'build.lock');
+  for (;;) {
+    try {
+      writeFileSync(lock, String(process.pid), { flag: 'wx' });
+      break;
+    } catch {
+      const holder = ((): number | undefined => {
+        try {
+          return Number(readFileSync(lock, 'utf8'));
+        } catch {
+          return undefined; // released meanwhile
+        }
+      })();
+      if (holder === undefined) continue;
+      // An empty file is a lock being written: only a holder known dead loses it.
+      if (holder > 0 && !alive(holder)) rmSync(lock, { force: true });
+      else sleepSync(1000);
+    }
   }
-  return { path, builtSeconds: (Date.now() - started) / 1000 };
+  try {
+    return build();
+  } finally {
+    rmSync(lock, { force: true });
+  }
 }
 
 // ---- cgroups -------------------------------------------------------------------------------
