@@ -3,6 +3,7 @@ import { ConfigError, resolveEtcd, type EtcdFlags } from './config.js';
 import { openStore } from './store/open-store.js';
 import { components, type Component } from './store/keys.js';
 import { AnnounceSidekick } from './announce-sidekick.js';
+import { logProcessWarnings } from './logger.js';
 
 export type AnnounceFlags = EtcdFlags & { role: string; address: string; announceTtl?: string; checkInterval?: string };
 
@@ -15,6 +16,7 @@ export async function runAnnounce(flags: AnnounceFlags, env: NodeJS.ProcessEnv =
   const { etcd, etcdSecurity } = resolveEtcd(flags, env);
   if (!etcd) throw new ConfigError('announce needs --etcd (or PLATFORM_ETCD): a sidekick shares the store with the component');
   const log = pino({ level: env.PLATFORM_LOG_LEVEL ?? 'info' });
+  logProcessWarnings(log);
   const store = await openStore({ etcd, etcdSecurity, dataDir: '', warn: (message) => log.warn(message) });
   const sidekick = new AnnounceSidekick(store, { ...options, log });
   await sidekick.start();

@@ -29,3 +29,28 @@ export function createLogger(config: Pick<PlatformConfig, 'logLevel' | 'logForma
     }),
   );
 }
+
+/**
+ * Node's DEP0123, "Setting the TLS ServerName to an IP address is not permitted by RFC 6066": the
+ * etcd client's gRPC library (@grpc/grpc-js 1.14) sets the TLS server name to the host of each
+ * member URL, an IP address in the README's install, and offers no option to leave it out for
+ * addresses (grpc/grpc-node#1919). Node ignores such a name for SNI and still checks the
+ * certificate against the address; nothing for an operator to do, so it is logged at debug level.
+ */
+const IP_SERVERNAME_DEPRECATION = 'DEP0123';
+
+/**
+ * Process warnings (Node's deprecations, the store's `process.emitWarning`s) as entries of `log`
+ * instead of the plain-text lines Node prints to stderr by default, which broke the JSON of a
+ * role's journal (issue 30, defect 5). Every warning is still logged, at warn level, except the
+ * known DEP0123 of TLS to etcd at IP addresses, at debug.
+ */
+export function logProcessWarnings(log: Logger): void {
+  // Node's own printer is a 'warning' listener installed at startup (unless --no-warnings).
+  process.removeAllListeners('warning');
+  process.on('warning', (warning: Error & { code?: string }) => {
+    const entry = { warning: { name: warning.name, ...(warning.code ? { code: warning.code } : {}) } };
+    if (warning.code === IP_SERVERNAME_DEPRECATION) log.debug(entry, warning.message);
+    else log.warn(entry, warning.message);
+  });
+}

@@ -2,7 +2,7 @@ import { resolveConfig, type PlatformConfig, type RawFlags } from './config.js';
 import { launchRoles } from './roles/launch.js';
 import type { StopReason } from './roles/role.js';
 import { bootstrapIntoFile } from './auth/first-token.js';
-import { createLogger } from './logger.js';
+import { createLogger, logProcessWarnings } from './logger.js';
 import { singleMachineSettings, type SingleMachineSettings } from './single-machine.js';
 
 // `platform serve` and `platform up`: the roles in this process. The CLI loads this module only for
@@ -14,6 +14,7 @@ export async function serve(flags: RawFlags, up: boolean): Promise<void> {
   const resolved = resolveConfig(flags);
   const { config, notices } = up ? await settleSingleMachine(resolved, flags) : { config: resolved, notices: [] };
   const log = createLogger(config);
+  logProcessWarnings(log);
   // Installed before the roles start (their start may take long: a store to reach, an HAProxy to
   // adopt): a signal meanwhile stops the platform once it has started, rather than killing it
   // half-started. SIGTERM is a restart (systemd's RestartKillSignal, a supervisor, an upgrade): the

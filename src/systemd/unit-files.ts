@@ -76,8 +76,16 @@ const HEADER = '# Rendered by `platform systemd render` (docs/install.md); rende
 /**
  * What each role tolerates of systemd's sandboxing. Not MemoryDenyWriteExecute (V8 compiles code
  * at run time) nor PrivateUsers (it would unmap the docker group and the bind capability).
+ *
+ * A role (`serve`) may use netlink, read-only as its user is unprivileged: listening on every
+ * address (the gateway always, any role with PLATFORM_HOST=0.0.0.0), it reads the machine's
+ * addresses with os.networkInterfaces(), which asks the kernel over an AF_NETLINK socket. The Host
+ * rule against DNS rebinding needs them (src/http/host-rule.ts: a machine's own addresses are
+ * names it answers), and so does Fastify to log where it listens; without netlink the call fails
+ * with EAFNOSUPPORT and the role exits at start, again and again (issue 30, defects 1 and 2).
+ * A sidekick (`announce`) only connects out: no netlink.
  */
-function hardening(role: Role): string[] {
+function hardening(role: Role, program: 'serve' | 'announce'): string[] {
   return [
     'User=platform',
     'Group=platform',
@@ -96,7 +104,7 @@ function hardening(role: Role): string[] {
     'ProtectControlGroups=yes',
     'ProtectClock=yes',
     'ProtectHostname=yes',
-    'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6',
+    `RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6${program === 'serve' ? ' AF_NETLINK' : ''}`,
     'RestrictNamespaces=yes',
     'RestrictRealtime=yes',
     'RestrictSUIDSGID=yes',
@@ -117,7 +125,7 @@ function hardening(role: Role): string[] {
  */
 const gatewayStop = ['KillMode=process', 'KillSignal=SIGINT', 'RestartKillSignal=SIGTERM'];
 
-function serviceSection(execStart: string, role: Role, stateDirectory?: string): string[] {
+function serviceSection(execStart: string, role: Role, program: 'serve' | 'announce', stateDirectory?: string): string[] {
   return [
     '[Service]',
     'Type=exec',
@@ -130,7 +138,7 @@ function serviceSection(execStart: string, role: Role, stateDirectory?: string):
     // The scheduler's directory holds backups, and backups hold secrets.
     ...(stateDirectory && role === 'scheduler' ? ['StateDirectoryMode=0700'] : []),
     ...(role === 'gateway' ? gatewayStop : []),
-    ...hardening(role),
+    ...hardening(role, program),
   ];
 }
 
@@ -157,10 +165,13 @@ function mainUnit(role: Role, settings: MachineSettings): string {
     // Keep restarting while etcd or Docker is away, instead of giving up after five tries.
     'StartLimitIntervalSec=0',
     '',
-    ...serviceSection(`${settings.bin} serve ${flags.join(' ')}`, role, stateDirectories[role]),
+    ...serviceSection(`${settings.bin} serve ${flags.join(' ')}`, role, 'serve', stateDirectories[role]),
     '',
     '[Install]',
     'WantedBy=multi-user.target',
+    // `systemctl enable <role>` enables its sidekick too, which then shows as enabled, not disabled
+    // (issue 30, defect 5: Wants= started it, but nothing enabled it), and `disable` disables both.
+    ...(hasSidekick ? [`Also=${sidekickName(role)}`] : []),
   ]);
 }
 
@@ -174,7 +185,7 @@ function sidekickUnit(role: Role, settings: MachineSettings): string {
     `After=${unitName(role)}`,
     'StartLimitIntervalSec=0',
     '',
-    ...serviceSection(`${settings.bin} announce --role ${component} --address \${PLATFORM_ADVERTISE}:${portOf(role)}`, role),
+    ...serviceSection(`${settings.bin} announce --role ${component} --address \${PLATFORM_ADVERTISE}:${portOf(role)}`, role, 'announce'),
     '',
     '[Install]',
     `WantedBy=${unitName(role)}`,

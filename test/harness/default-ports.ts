@@ -10,7 +10,8 @@ import { join } from 'node:path';
 const LOCK = join(tmpdir(), 'platform-test-default-ports.lock');
 const POLL_MS = 250;
 
-const alive = (pid: number): boolean => {
+/** Whether a process of that pid exists (a lock holder that died leaves its pid behind). */
+export const alive = (pid: number): boolean => {
   try {
     process.kill(pid, 0);
     return true;

@@ -94,12 +94,13 @@ function removeNamespace(name: string, killInside: boolean): void {
   namespaces.delete(name);
 }
 
-function removeLink(name: string): void {
+export function removeLink(name: string): void {
   spawnSync('ip', ['link', 'del', name], { stdio: 'ignore' });
   links.delete(name);
 }
 
-function installExitHook(): void {
+/** Removes the namespaces and links made here when the process exits (also on a signal). */
+export function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
   // Runs before the engines' and platform processes' own exit hooks (registered later), which
@@ -112,7 +113,7 @@ function installExitHook(): void {
 }
 
 /** A /24 of 10.213.0.0/16 that no interface here uses yet. */
-function freePrefix(): string {
+export function freePrefix(): string {
   const used = spawnSync('ip', ['-4', '-o', 'addr'], { encoding: 'utf8' }).stdout ?? '';
   for (let attempt = 0; attempt < 50; attempt++) {
     const x = 1 + (randomBytes(1)[0]! % 254);
@@ -121,7 +122,7 @@ function freePrefix(): string {
   throw new Error('no free /24 in 10.213.0.0/16 for test hosts');
 }
 
-function assertTools(): void {
+export function assertTools(): void {
   if (process.getuid?.() !== 0) throw new Error('test hosts need root: they make network namespaces, links and Docker engines');
   for (const tool of ['ip', 'nsenter']) {
     if (spawnSync(tool, ['-V'], { stdio: 'ignore' }).error) throw new Error(`test hosts need ${tool} (Debian packages iproute2 and util-linux)`);
@@ -129,7 +130,7 @@ function assertTools(): void {
 }
 
 /** The bridge, named after the run's /24, with its own address. */
-function makeBridge(prefix: string, run: string): string {
+export function makeBridge(prefix: string, run: string): string {
   const bridge = `pt${run}br`;
   links.add(bridge);
   ip(['link', 'add', bridge, 'type', 'bridge']);

@@ -74,3 +74,22 @@ export function makeServerCertificate(dir: string, name: string, names: string[]
   const server = signed(dir, name, ca, `${subjectAltName}\nextendedKeyUsage=serverAuth\n`);
   return { cert: server.cert, key: server.key, ca: ca.cert };
 }
+
+export interface EtcdMemberCertificates {
+  ca: string;
+  /** For serving clients and peers: its SAN is the member's address, for server and client use (peers connect both ways). */
+  memberCert: string;
+  memberKey: string;
+  /** The platform's client certificate (README "Securing etcd"). */
+  clientCert: string;
+  clientKey: string;
+}
+
+/** A CA, a member certificate for `address` and a client certificate, as README "Securing etcd" makes them (into `dir`). */
+export function makeEtcdMemberCertificates(dir: string, address: string): EtcdMemberCertificates {
+  ensureCommand('openssl', 'openssl');
+  const ca = selfSignedCa(dir, 'etcd-ca');
+  const member = signed(dir, 'member', ca, `subjectAltName=IP:${address}\nextendedKeyUsage=serverAuth,clientAuth\n`);
+  const client = signed(dir, 'client', ca, 'extendedKeyUsage=clientAuth\n');
+  return { ca: ca.cert, memberCert: member.cert, memberKey: member.key, clientCert: client.cert, clientKey: client.key };
+}

@@ -8,8 +8,9 @@ import { platformBin } from '../harness/platform.js';
 
 // The units `platform systemd render` writes pass `systemd-analyze verify` (Debian's systemd), as
 // they would on a machine where the platform is installed as docs/install.md says: ExecStart names
-// an executable that exists (here the repository's bin/platform, through --bin; no systemd runs
-// as PID 1 in a test). `systemd-analyze security --offline` checks the sandboxing kept its level.
+// an executable that exists (here the repository's bin/platform, through --bin). `systemd-analyze
+// security --offline` checks the sandboxing kept its level. The units running under a real systemd:
+// systemd-units-on-machines.test.ts (docs/test-machines.md).
 
 ensureCommand('systemd-analyze', 'systemd');
 

@@ -46,6 +46,19 @@ t.test('a role with a sidekick runs with --no-announce; the sidekick is bound to
   t.match(sidekick, /^BindsTo=scheduler\.service$/m);
   t.match(sidekick, /^After=scheduler\.service$/m);
   t.match(sidekick, /^ExecStart=\/usr\/local\/bin\/platform announce --role scheduler --address \$\{PLATFORM_ADVERTISE\}:9002$/m);
+  // Issue 30, defect 5: `systemctl enable scheduler` (the README's) enables the sidekick too, so it shows as enabled.
+  t.match(scheduler, /^\[Install\]\nWantedBy=multi-user\.target\nAlso=scheduler-announce\.service$/m);
+  t.match(sidekick, /^\[Install\]\nWantedBy=scheduler\.service$/m);
+  t.notMatch(files.get('agent.service')!, /^Also=/m, 'no sidekick, nothing else to enable');
+});
+
+t.test('roles may read the machine\'s interfaces over netlink (listening on every address needs them); sidekicks may not', async (t) => {
+  // Issue 30, defects 1 and 2: without AF_NETLINK, os.networkInterfaces() fails and a role on 0.0.0.0 exits at start.
+  for (const [name, content] of renderUnitFiles(defaultSettings)) {
+    if (!name.endsWith('.service')) continue;
+    const families = name.endsWith('-announce.service') ? 'AF_UNIX AF_INET AF_INET6' : 'AF_UNIX AF_INET AF_INET6 AF_NETLINK';
+    t.match(content, new RegExp(`^RestrictAddressFamilies=${families}$`, 'm'), name);
+  }
 });
 
 t.test('the agent may use the Docker socket and the gateway port 80; nothing else gets either', async (t) => {
