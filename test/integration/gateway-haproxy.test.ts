@@ -281,3 +281,28 @@ t.test('a gateway restarted under load (SIGTERM, then SIGKILL) leaves HAProxy se
   const refused = await fetch(`http://127.0.0.1:${port}/`).then(() => false, () => true);
   t.ok(refused, 'nothing listens on the gateway port any more');
 });
+
+t.test('Ctrl-C on a terminal (SIGINT to the whole process group) stops the gateway and its HAProxy quietly: HAProxy is stopped by the gateway, and prints no warning', async (t) => {
+  const port = await freePort();
+  const dataDir = mkdtempSync(join(tmpdir(), 'platform-gateway-ctrl-c-'));
+  const configFile = join(dataDir, `gateway-${port}`, 'haproxy.cfg');
+  // Info level: the gateway's own lines are shown, as on `npm start`.
+  const role = await serveRole('gateway', port, ['--etcd', etcd.url, '--announce-ttl', '3', '--data-plane', 'haproxy', '--data-dir', dataDir], { PLATFORM_LOG_LEVEL: 'info', PLATFORM_LOG_FORMAT: 'json' });
+  const master = Number(readFileSync(join(dataDir, `gateway-${port}`, 'haproxy.pid'), 'utf8'));
+  t.teardown(async () => {
+    await role.stop('SIGKILL');
+    if (master > 0 && runsConfig(master, configFile)) process.kill(master, 'SIGKILL');
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  const printed: string[] = [];
+  const collect = (chunk: Buffer) => printed.push(...chunk.toString().split('\n').filter(Boolean));
+  role.child.stdout!.on('data', collect);
+  role.child.stderr!.on('data', collect);
+  const exited = new Promise<void>((resolve) => role.child.once('exit', () => resolve()));
+  // The harness starts each platform process as the leader of its own group, as a shell starts a job.
+  process.kill(-role.child.pid!, 'SIGINT');
+  await exited;
+  t.notOk(runsConfig(master, configFile), 'HAProxy is stopped');
+  const haproxyWarnings = printed.filter((line) => /haproxy/i.test(line) && /"level":(40|50)|WARN|ALERT/.test(line));
+  t.same(haproxyWarnings, [], 'no HAProxy warning printed on the way out');
+});

@@ -85,12 +85,20 @@ export class HaproxyProcess {
     this.options.prepare();
     const { bin, configFile, masterSocket, log } = this.options;
     const args = ['-W', '-S', `${masterSocket},mode,600`, '-f', configFile, '-db'];
-    const child = spawn(bin, args, { stdio });
+    // A process group of its own: a terminal's Ctrl-C (SIGINT to the foreground group) reaches the
+    // gateway, which stops HAProxy softly; HAProxy taking the signal itself stopped hard and printed
+    // a warning for every proxy (issue 31).
+    const child = spawn(bin, args, { stdio, detached: true });
     let errors = '';
     child.stderr!.setEncoding('utf8');
     child.stderr!.on('data', (chunk: string) => {
       errors = (errors + chunk).slice(-4_000);
-      for (const line of chunk.split('\n')) if (/ALERT|WARNING/.test(line)) log.warn({ haproxy: line.trim() }, 'haproxy');
+      for (const line of chunk.split('\n')) {
+        if (!/ALERT|WARNING/.test(line)) continue;
+        // Once the gateway stops it, HAProxy tells of each proxy it stops: expected, so not a warning.
+        if (this.stopping && !/ALERT/.test(line)) log.debug({ haproxy: line.trim() }, 'haproxy');
+        else log.warn({ haproxy: line.trim() }, 'haproxy');
+      }
     });
     // HAProxy ignores SIGPIPE: once the stream is released, what it writes after this process has gone is lost, not fatal.
     child.stderr!.on('error', () => undefined);
