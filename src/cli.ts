@@ -27,6 +27,7 @@ function addServeFlags(command: Command): Command {
   return addEtcdFlags(command)
     .option('--host <host>', 'address to listen on (env PLATFORM_HOST; default 127.0.0.1)')
     .option('--port <port>', 'port to listen on (a single role only; defaults: orchestrator 9000, directory 9001, scheduler 9002, agent 9003, gateway 8080, web 9004)')
+    .option('--ports <role=port,...>', 'roles moved off their default ports, comma-separated, e.g. orchestrator=9100,gateway=8088 (env PLATFORM_PORTS); the gateway\'s internal listener follows it (its port + 1) unless --internal-port')
     .option('--advertise <host[:port]>', 'address other roles reach this one at (env PLATFORM_ADVERTISE; default: --host)')
     .option('--data-dir <dir>', 'embedded store directory (env PLATFORM_DATA_DIR)', undefined)
     .option('--domain <domain>', 'domain services are reached under (env PLATFORM_DOMAIN)', undefined)

@@ -44,8 +44,10 @@ function logFormat(text: string | undefined): LogFormat {
 export interface PlatformConfig {
   roles: Role[];
   host: string;
-  /** Only with a single role; otherwise each role listens on its default port. */
+  /** Only with a single role; otherwise each role listens on its `ports` entry, else its default port. */
   port?: number;
+  /** --ports role=port,… (env PLATFORM_PORTS): roles moved off their default ports, for `platform up` and several roles. */
+  ports: Partial<Record<Role, number>>;
   /** host[:port] other roles reach this process at. */
   advertiseHost: string;
   advertisePort?: number;
@@ -270,6 +272,7 @@ export interface RawFlags {
   role?: string;
   host?: string;
   port?: string;
+  ports?: string;
   advertise?: string;
   etcd?: string;
   etcdCa?: string;
@@ -429,6 +432,28 @@ function integer(flag: string, text: string | undefined, min: number, max: numbe
   return value;
 }
 
+/** --ports: `role=port` pairs, comma-separated, each a role this process runs, no two on one port. */
+function rolePorts(text: string | undefined, chosen: readonly Role[]): Partial<Record<Role, number>> {
+  const ports: Partial<Record<Role, number>> = {};
+  if (text === undefined) return ports;
+  for (const pair of text.split(',').map((part) => part.trim()).filter(Boolean)) {
+    const match = /^([a-z]+)=(.*)$/.exec(pair);
+    if (!match) throw new ConfigError(`--ports takes role=port pairs, comma-separated (e.g. orchestrator=9100,gateway=8088), got ${pair}`);
+    const role = match[1] as Role;
+    if (!(roles as readonly string[]).includes(role)) throw new ConfigError(`--ports: unknown role ${role} (roles: ${roles.join(', ')})`);
+    if (!chosen.includes(role)) throw new ConfigError(`--ports names ${role}, which this process does not run (it runs ${chosen.join(', ')})`);
+    ports[role] = integer(`--ports ${role}`, match[2], 1, 65535)!;
+  }
+  const taken = new Map<number, Role>();
+  for (const role of chosen) {
+    const rolePort = ports[role] ?? defaultPorts[role];
+    const other = taken.get(rolePort);
+    if (other) throw new ConfigError(`--ports: ${other} and ${role} would both listen on port ${rolePort}`);
+    taken.set(rolePort, role);
+  }
+  return ports;
+}
+
 export function defaultMachineId(): string {
   try {
     const id = readFileSync('/etc/machine-id', 'utf8').trim();
@@ -452,7 +477,8 @@ function parseLabels(labels: string[] | undefined): Record<string, string> {
 export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.env): PlatformConfig {
   const chosenRoles = flags.role ? parseRoles(flags.role) : [...upRoles];
   const port = integer('--port', flags.port, 1, 65535);
-  if (port !== undefined && chosenRoles.length > 1) throw new ConfigError('--port needs a single --role; several roles listen on their default ports');
+  if (port !== undefined && chosenRoles.length > 1) throw new ConfigError('--port needs a single --role; to move several roles, name each: --ports orchestrator=9100,gateway=8088');
+  const ports = rolePorts(flags.ports ?? (env.PLATFORM_PORTS || undefined), chosenRoles);
   const host = flags.host ?? (env.PLATFORM_HOST || undefined) ?? '127.0.0.1';
   const [advertiseHost, advertisePortText] = (flags.advertise ?? env.PLATFORM_ADVERTISE ?? '').split(/:(?=\d+$)/);
   const network = flags.network ?? 'bridge';
@@ -464,6 +490,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
     roles: chosenRoles,
     host,
     ...(port === undefined ? {} : { port }),
+    ports,
     advertiseHost: advertiseHost || (host === '0.0.0.0' || host === '::' ? hostname() : host),
     ...(advertisePortText ? { advertisePort: integer('--advertise port', advertisePortText, 1, 65535) } : {}),
     ...resolveEtcd(flags, env),
@@ -725,7 +752,7 @@ function resolveWebhookSecrets(flags: RawFlags, env: NodeJS.ProcessEnv): Webhook
   return { ...(registryToken ? { registryToken } : {}), ...(dockerHubToken ? { dockerHubToken } : {}), ...(gitHubSecret ? { gitHubSecret } : {}) };
 }
 
-export const portOf = (config: PlatformConfig, role: Role): number => config.port ?? defaultPorts[role];
+export const portOf = (config: Pick<PlatformConfig, 'port' | 'ports'>, role: Role): number => config.port ?? config.ports[role] ?? defaultPorts[role];
 
 function hostNetworkUser(text: string): string {
   if (!/^[0-9]{1,10}(:[0-9]{1,10})?$/.test(text)) throw new ConfigError(`--host-network-user must be a numeric uid or uid:gid (e.g. 65534:65534), got ${text}`);

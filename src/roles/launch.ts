@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { createLogger } from '../logger.js';
 import type { FastifyBaseLogger } from 'fastify';
-import { announcedAs, portOf, type PlatformConfig, type Role } from '../config.js';
+import { announcedAs, ConfigError, portOf, type PlatformConfig, type Role } from '../config.js';
 import { openStore } from '../store/open-store.js';
 import { LeasedKeys } from '../store/leased-keys.js';
 import { announcementEntry } from '../store/records/announcements.js';
@@ -95,7 +95,9 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
       const advertised = `${config.advertiseHost}:${config.advertisePort ?? port}`;
       const started = await starters[role]({ config, store, log: log.child({ role }) as unknown as FastifyBaseLogger, advertised, access, storeSpace, writeBudget });
       closers.unshift((reason) => started.close(reason));
-      await started.listen(config.host, port);
+      await started.listen(config.host, port).catch((error: unknown) => {
+        throw (error as NodeJS.ErrnoException).code === 'EADDRINUSE' ? portInUse(config, role, (error as { port?: number }).port ?? port) : error;
+      });
       await started.start?.();
       const component = announcedAs[role];
       if (component && config.announce && !started.selfAnnounced) {
@@ -128,6 +130,17 @@ async function checkStoreSchema(store: Store, log: Logger): Promise<void> {
   const { version } = await readStoreSchema(store);
   refuseNewerSchema(version, store.description, platformVersion);
   if (version < STORE_SCHEMA_VERSION) log.info({ storeSchema: version, programSchema: STORE_SCHEMA_VERSION }, 'the store schema is older than this program\'s: the scheduler leader migrates it');
+}
+
+/** What to do when a role's port is taken: the role, the port, and the flag that moves it. */
+function portInUse(config: PlatformConfig, role: Role, port: number): ConfigError {
+  const address = `${config.host}:${port}`;
+  const flag =
+    role === 'gateway' && port === config.gateway.tls.httpsPort ? '--https-port <port> (or off)'
+    : role === 'gateway' && port !== portOf(config, 'gateway') ? '--internal-port <port>'
+    : config.roles.length > 1 ? `--ports ${role}=<port>`
+    : '--port <port>';
+  return new ConfigError(`the ${role} cannot listen on ${address}: another process listens there (another platform?). Stop it, or move the ${role} with ${flag}`);
 }
 
 async function closeAll(closers: Closer[], reason: StopReason): Promise<void> {

@@ -9,6 +9,7 @@ import { buildTestImage } from '../harness/test-image.js';
 import { http, runPlatform, waitHealthy } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
 import { holdDefaultPorts } from '../harness/default-ports.js';
+import { freePort } from '../harness/free-port.js';
 
 // `platform up` is the single-machine mode (issue 31): with no flag, a registry on this machine is
 // allowed and an engine without a bridge network (this harness's dockerd, `--bridge=none`) runs
@@ -58,4 +59,23 @@ t.test('a service on a registry on this machine deploys and its unit answers on 
   const [container] = await engine.docker.listContainers({ filters: { label: [`platform.service=${service}`] } });
   t.equal(container?.HostConfig.NetworkMode, 'host');
   t.equal((await http('DELETE', `http://127.0.0.1:9000/services/${service}`)).status, 204);
+});
+
+t.test('a second platform up on ports in use says which role cannot listen and the flag that moves it; with --ports it starts beside the first', async (t) => {
+  const second = (ports: string[]) =>
+    runPlatform(['up', '--data-dir', mkdtempSync(join(tmpdir(), 'platform-up-second-')), '--machine-id', `up-${randomBytes(2).toString('hex')}`, ...ports], { DOCKER_HOST: engine.dockerHost });
+  const refused = second([]);
+  const code = await new Promise<number | null>((resolve) => refused.child.once('exit', (exitCode) => resolve(exitCode)));
+  t.equal(code, 2, 'exit 2, as for a bad flag');
+  t.match(refused.output(), /the directory cannot listen on 127\.0\.0\.1:9001: another process listens there \(another platform\?\)\. Stop it, or move the directory with --ports directory=<port>/);
+
+  const [directory, scheduler, orchestrator, agent, gateway, web, internal, https] = await Promise.all(Array.from({ length: 8 }, () => freePort()));
+  const moved = second([
+    '--ports', `directory=${directory},scheduler=${scheduler},orchestrator=${orchestrator},agent=${agent},gateway=${gateway},web=${web}`,
+    '--internal-port', String(internal), '--https-port', String(https),
+  ]);
+  t.teardown(() => moved.stop());
+  await Promise.all([directory, scheduler, orchestrator, agent, web].map((port) => waitHealthy(`http://127.0.0.1:${port}`, moved)));
+  await waitFor(() => /dashboard: /.test(moved.output()), 20_000, { what: 'the end of the second banner' });
+  t.match(moved.output(), new RegExp(`orchestrator +http://127\\.0\\.0\\.1:${orchestrator} `), 'the banner shows the moved ports');
 });
