@@ -12,3 +12,4 @@ await import('./auth.js');
 await import('./backup.js');
 await import('./restore-drill.js');
 await import('./store-outage.js');
+await import('./cli-startup.js');
