@@ -37,6 +37,8 @@ if ! [[ "$version" =~ ^[0-9][A-Za-z0-9.+~-]*$ ]]; then
 fi
 out="$(mkdir -p "$out" && cd "$out" && pwd)"
 
+# The packaged Node runs without the caller's Node options (a test runner's loaders, say).
+unset NODE_OPTIONS
 started=$SECONDS
 cd "$repo"
 if [ "$build" = yes ]; then npm run build; fi

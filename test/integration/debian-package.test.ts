@@ -20,6 +20,11 @@ ensureCommand('lintian', 'lintian');
 ensureCommand('strip', 'binutils');
 ensureCommand('chroot', 'coreutils');
 const chroot = execFileSync('sh', ['-c', 'command -v chroot'], { encoding: 'utf8' }).trim();
+/**
+ * `args` run in the chroot `root`, with an environment of PATH alone: tap adds its loaders (files of
+ * this checkout) to every child's NODE_OPTIONS, and `env -i` drops them.
+ */
+const inChroot = (root: string, args: string[]): [string, string[]] => ['env', ['-i', 'PATH=/usr/bin:/bin', chroot, root, ...args]];
 
 const repo = fileURLToPath(new URL('../../../', import.meta.url));
 const version = (JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as { version: string }).version;
@@ -30,12 +35,9 @@ interface Run {
   stderr: string;
 }
 
-// tap's NODE_OPTIONS (its loaders, from this checkout) must not reach the packaged Node.
-const environment = { ...process.env, NODE_OPTIONS: undefined };
-
-const run = (command: string, args: string[], timeout = 600_000, env: NodeJS.ProcessEnv = environment): Promise<Run> =>
+const run = (command: string, args: string[], timeout = 600_000): Promise<Run> =>
   new Promise((resolve) => {
-    execFile(command, args, { timeout, maxBuffer: 64 * 1024 * 1024, env }, (error, stdout, stderr) => {
+    execFile(command, args, { timeout, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
       resolve({ code: error ? Number((error as { code?: unknown }).code ?? 1) : 0, stdout, stderr });
     });
   });
@@ -161,8 +163,7 @@ t.test('the program runs from the package alone: its runtime, every module and d
   buildRootfs(root, { applets: ['sh'] });
   t.equal((await run('dpkg-deb', ['--extract', deb, root])).code, 0);
   copyLinkedLibraries(root, join(root, 'usr/lib/platform/node/bin/node'));
-  const rootEnvironment = { PATH: '/usr/bin:/bin' };
-  const inRoot = (args: string[]) => run(chroot, [root, ...args], 60_000, rootEnvironment);
+  const inRoot = (args: string[]) => run(...inChroot(root, args), 60_000);
 
   const node = await inRoot(['/usr/lib/platform/node/bin/node', '--version']);
   t.equal(node.code, 0, node.stderr);
@@ -196,7 +197,7 @@ t.test('the program runs from the package alone: its runtime, every module and d
 
   // A role serves: the service directory on the embedded store, its API and OpenAPI document.
   const port = await freePort();
-  const directory = spawn(chroot, [root, '/usr/bin/platform', 'serve', '--role', 'directory', '--host', '127.0.0.1', '--port', String(port), '--data-dir', '/tmp/store', '--auth', 'none'], { stdio: ['ignore', 'pipe', 'pipe'], env: rootEnvironment });
+  const directory = spawn(...inChroot(root, ['/usr/bin/platform', 'serve', '--role', 'directory', '--host', '127.0.0.1', '--port', String(port), '--data-dir', '/tmp/store', '--auth', 'none']), { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   directory.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   directory.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -224,6 +225,8 @@ t.test("an upgrade's postinst restarts the platform's active units one at a time
   buildRootfs(root, { applets: ['sh', 'cat'] });
   t.equal((await run('dpkg-deb', ['--control', deb, join(root, 'control')])).code, 0);
   mkdirSync(join(root, 'run/systemd/system'), { recursive: true });
+  mkdirSync(join(root, 'dev'));
+  execFileSync('mknod', ['-m', '666', join(root, 'dev/null'), 'c', '1', '3']);
   mkdirSync(join(root, 'state'));
   const fake = (name: string, body: string) => writeFileSync(join(root, 'usr/bin', name), `#!/bin/sh\necho "${name} $*" >>/calls\n${body}\n`, { mode: 0o755 });
   mkdirSync(join(root, 'usr/bin'), { recursive: true });
@@ -239,7 +242,7 @@ t.test("an upgrade's postinst restarts the platform's active units one at a time
   fake('sleep', 'exit 0');
   const postinst = (args: string[]) => {
     writeFileSync(join(root, 'calls'), '');
-    return run(chroot, [root, '/control/postinst', ...args], 60_000, { PATH: '/usr/bin:/bin' });
+    return run(...inChroot(root, ['/control/postinst', ...args]), 60_000);
   };
   const calls = () => readFileSync(join(root, 'calls'), 'utf8').trim().split('\n');
   for (const unit of ['scheduler.service', 'agent.service', 'gateway.service']) writeFileSync(join(root, 'state', unit), 'active\n');
