@@ -14,7 +14,7 @@ set -euo pipefail
 
 # The Node runtime: the official Linux x64 build, from the npm registry (so from npm's cache after
 # the first build), checked against the integrity recorded here. Node 22 is the LTS line the suite's
-# unit tests pass on; two production dependencies ask for Node 22 (issue 31).
+# unit tests pass on.
 readonly NODE_RUNTIME_VERSION=22.23.5
 readonly NODE_RUNTIME_INTEGRITY=sha512-3jhC+wcoWxKZxcRqF2sUSl0c9HEXFnur/nuIPx6O6CWKV0jOUWQm7Htw5SuXqqlMCEhi0cJqybFPEb5hhcBiMw==
 
