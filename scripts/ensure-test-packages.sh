@@ -2,7 +2,7 @@
 # Installs the real components the test suite runs (etcd, Docker Engine, the Distribution registry,
 # a static busybox for test images, Chromium for browser tests, openssl for etcd's test certificates,
 # Prometheus' promtool to check every role's /metrics, systemd-analyze to verify the unit files,
-# docker-compose to check compose.yaml, ip and nsenter for the test hosts, pebble and pebble-challtestsrv as the ACME server of the HTTPS tests, HAProxy for the gateway's HAProxy data plane, lintian and strip to build and check the Debian package) when they are missing.
+# docker-compose to check compose.yaml, ip and nsenter for the test hosts, pebble and pebble-challtestsrv as the ACME server of the HTTPS tests, HAProxy for the gateway's HAProxy data plane) when they are missing.
 set -euo pipefail
 declare -A packages=(
   [etcd]=etcd-server
@@ -10,6 +10,10 @@ declare -A packages=(
   [docker-registry]=docker-registry
   [chromium]=chromium
   [openssl]=openssl
+  # To build the Debian package and check it (test/integration/debian-package.test.ts).
+  [dpkg-deb]=dpkg
+  [lintian]=lintian
+  [strip]=binutils
   [promtool]=prometheus
   [systemd-analyze]=systemd
   [docker-compose]=docker-compose
@@ -18,9 +22,6 @@ declare -A packages=(
   [pebble]=pebble
   [pebble-challtestsrv]=pebble
   [haproxy]=haproxy
-  [dpkg-deb]=dpkg
-  [lintian]=lintian
-  [strip]=binutils
 )
 missing=()
 for command in "${!packages[@]}"; do
