@@ -10,6 +10,10 @@ declare -A packages=(
   [docker-registry]=docker-registry
   [chromium]=chromium
   [openssl]=openssl
+  # To build the Debian package and check it (test/integration/debian-package.test.ts).
+  [dpkg-deb]=dpkg
+  [lintian]=lintian
+  [strip]=binutils
   [promtool]=prometheus
   [systemd-analyze]=systemd
   [docker-compose]=docker-compose

@@ -35,7 +35,7 @@ export function addUnitsCommands(program: Command): void {
     .option('--etcd <urls>', `every etcd member's client URL, comma-separated (default ${defaultSettings.etcd.join(',')})`)
     .option('--advertise <host>', `the address other machines reach this one at (default ${defaultSettings.advertise})`)
     .option('--listen <host>', 'where the roles listen (default: --advertise; the gateway listens on every address)')
-    .option('--bin <path>', `the platform executable (default ${defaultSettings.bin})`)
+    .option('--bin <path>', `the platform executable (env PLATFORM_BIN, which the Debian package's /usr/bin/platform sets to itself; default ${defaultSettings.bin})`)
     .option('--etcd-ca <file>', 'PEM CA that signed etcd\'s certificate, as it will be on the machine')
     .option('--etcd-cert <file>', 'PEM client certificate for etcd')
     .option('--etcd-key <file>', 'its private key')
@@ -56,8 +56,13 @@ export function addUnitsCommands(program: Command): void {
     });
 }
 
-/** Render flags → settings, checked so a typo stops here rather than in a unit at boot. */
-export function machineSettings(flags: RenderFlags): MachineSettings {
+/**
+ * Render flags → settings, checked so a typo stops here rather than in a unit at boot. The
+ * executable is `--bin`, else `PLATFORM_BIN`: the Debian package's /usr/bin/platform names itself
+ * there, so units rendered on a machine that installed the package run it (docs/debian-package.md).
+ */
+export function machineSettings(flags: RenderFlags, env: NodeJS.ProcessEnv = process.env): MachineSettings {
+  const bin = flags.bin ?? (env.PLATFORM_BIN || undefined);
   const etcd = flags.etcd === undefined ? defaultSettings.etcd : flags.etcd.split(',').map((url) => url.trim()).filter(Boolean);
   for (const url of etcd) {
     if (!/^https?:\/\/[^\s/]+\/?$/.test(url)) throw new ConfigError(`--etcd takes URLs such as https://10.0.0.1:2379, got ${url}`);
@@ -68,7 +73,7 @@ export function machineSettings(flags: RenderFlags): MachineSettings {
   if (!hostPattern.test(advertise)) throw new ConfigError(`--advertise takes a host name or address without a port (each role adds its own), got ${advertise}`);
   const listen = flags.listen ?? advertise;
   if (!hostPattern.test(listen) && !/^[0-9a-fA-F:]+$/.test(listen)) throw new ConfigError(`--listen takes an address, got ${listen}`);
-  for (const [flag, path] of [['--bin', flags.bin], ['--etcd-ca', flags.etcdCa], ['--etcd-cert', flags.etcdCert], ['--etcd-key', flags.etcdKey], ['--etcd-password-file', flags.etcdPasswordFile]] as const) {
+  for (const [flag, path] of [[flags.bin === undefined ? 'PLATFORM_BIN' : '--bin', bin], ['--etcd-ca', flags.etcdCa], ['--etcd-cert', flags.etcdCert], ['--etcd-key', flags.etcdKey], ['--etcd-password-file', flags.etcdPasswordFile]] as const) {
     if (path !== undefined && (!isAbsolute(path) || /\s/.test(path))) throw new ConfigError(`${flag} takes an absolute path without spaces, got ${path}`);
   }
   if (Boolean(flags.etcdCert) !== Boolean(flags.etcdKey)) throw new ConfigError('--etcd-cert and --etcd-key go together');
@@ -79,7 +84,7 @@ export function machineSettings(flags: RenderFlags): MachineSettings {
   if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/.test(domain)) throw new ConfigError(`--domain must be a DNS name, got ${domain}`);
   return {
     roles: flags.roles === undefined ? defaultSettings.roles : machineRoles(flags.roles),
-    bin: flags.bin ?? defaultSettings.bin,
+    bin: bin ?? defaultSettings.bin,
     etcd,
     advertise,
     listen,

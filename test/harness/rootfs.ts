@@ -76,11 +76,14 @@ function addNpm(rootfs: string): void {
   writeFileSync(join(rootfs, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\n');
 }
 
-function buildRootfsTar(options: RootfsOptions): { tarPath: string; cleanup: () => void } {
+/** Copies the shared libraries `binary` loads into `rootfs`, at the same paths. */
+export function copyLinkedLibraries(rootfs: string, binary: string): void {
+  for (const library of linkedLibraries(binary)) copyInto(rootfs, library);
+}
+
+/** Makes the root file system in the directory `rootfs`. */
+export function buildRootfs(rootfs: string, options: RootfsOptions): void {
   ensureCommand('busybox', 'busybox-static');
-  ensureCommand('tar', 'tar');
-  const dir = mkdtempSync(join(tmpdir(), 'platform-image-'));
-  const rootfs = join(dir, 'rootfs');
   mkdirSync(join(rootfs, 'bin'), { recursive: true });
   mkdirSync(join(rootfs, 'tmp'));
   chmodSync(join(rootfs, 'tmp'), 0o1777);
@@ -94,13 +97,20 @@ function buildRootfsTar(options: RootfsOptions): { tarPath: string; cleanup: () 
   for (const applet of options.applets) symlinkSync('busybox', join(rootfs, 'bin', applet));
   if (options.node || options.npm) {
     copyInto(rootfs, nodeBinary);
-    for (const library of linkedLibraries(nodeBinary)) copyInto(rootfs, library);
+    copyLinkedLibraries(rootfs, nodeBinary);
   }
   if (options.npm) addNpm(rootfs);
   if (options.caCertificates) {
     mkdirSync(join(rootfs, dirname(caBundle)), { recursive: true });
     copyFileSync(caBundle, join(rootfs, caBundle));
   }
+}
+
+function buildRootfsTar(options: RootfsOptions): { tarPath: string; cleanup: () => void } {
+  ensureCommand('tar', 'tar');
+  const dir = mkdtempSync(join(tmpdir(), 'platform-image-'));
+  const rootfs = join(dir, 'rootfs');
+  buildRootfs(rootfs, options);
   const tarPath = join(dir, 'rootfs.tar');
   execFileSync('tar', ['-C', rootfs, '-cf', tarPath, '.']);
   return { tarPath, cleanup: () => rmSync(dir, { recursive: true, force: true }) };

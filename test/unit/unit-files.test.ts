@@ -123,6 +123,16 @@ t.test('the environment file carries the machine\'s settings', async (t) => {
   t.match(all, /^#PLATFORM_ACME_EMAIL=/m);
 });
 
+t.test("units run the executable --bin names, else PLATFORM_BIN (the Debian package's /usr/bin/platform sets it), else /usr/local/bin/platform", async (t) => {
+  const execStarts = (settings: ReturnType<typeof machineSettings>) =>
+    [...renderUnitFiles(settings).values()].flatMap((content) => content.match(/^ExecStart=\S+/gm) ?? []);
+  t.same(new Set(execStarts(machineSettings({}, { PLATFORM_BIN: '/usr/bin/platform' }))), new Set(['ExecStart=/usr/bin/platform']));
+  t.equal(machineSettings({ bin: '/opt/platform/bin/platform' }, { PLATFORM_BIN: '/usr/bin/platform' }).bin, '/opt/platform/bin/platform', 'the flag wins');
+  t.equal(machineSettings({}, {}).bin, '/usr/local/bin/platform');
+  t.equal(machineSettings({}, { PLATFORM_BIN: '' }).bin, '/usr/local/bin/platform', 'an empty value counts as unset');
+  t.throws(() => machineSettings({}, { PLATFORM_BIN: 'platform' }), new ConfigError('PLATFORM_BIN takes an absolute path without spaces, got platform'));
+});
+
 t.test('bad render settings are refused naming the flag', async (t) => {
   t.throws(() => machineSettings({ advertise: '10.0.0.2:9000' }), new ConfigError('--advertise takes a host name or address without a port (each role adds its own), got 10.0.0.2:9000'));
   t.throws(() => machineSettings({ etcd: 'http://10.0.0.1:2379', etcdCa: '/ca.pem' }), /--etcd-ca and --etcd-cert need https:\/\/ etcd URLs/);
