@@ -5,7 +5,8 @@ import type { Assignment, UnitSlot } from '../../schemas/cluster.js';
 import { isRunning, slotOf } from '../../units.js';
 import { RestartBackoff } from './backoff.js';
 import { containerCreateOptions, type NetworkMode } from './container-spec.js';
-import { createAndStart, ensureImage, hostPortOf, inspectExit, startContainer, stopAndRemove, type UnitContainer } from './containers.js';
+import { createAndStart, ensureImage, hostPortOf, inspectExit, runningPid, startContainer, stopAndRemove, type UnitContainer } from './containers.js';
+import { listenerOf } from './listening-socket.js';
 import { dockerErrorMessage } from './docker-client.js';
 import { chooseUnitPorts } from './ports.js';
 import { UnitRefusal, unitMounts } from './unit-volumes.js';
@@ -21,6 +22,11 @@ import type { ObservedStatus, UnitFailure, UnitStatusReporter } from './status-r
 // to repeat; the next pass continues where this one stopped. While a container on the other
 // network mode stands in for the slot (replacement-plan.ts), it is what the slot's status
 // reports, until the replacement passes its probe.
+//
+// A probe that something answers on the unit's port is not enough: the unit is running only once a
+// process of its own container listens there (listening-socket.ts). On host networking a port held
+// by another process (a platform role, a leftover server) answers the probe while the unit
+// crash-loops on `bind: Address already in use`; that unit is never reported running.
 
 export interface UnitReconcilerOptions {
   docker: Docker;
@@ -59,6 +65,8 @@ interface SlotMemory {
   quietUntil?: number;
   /** A stand-in serves the slot: only this slot's container passing its probe is reported. */
   replacing?: boolean;
+  /** The container last logged for a port that answers while another process, not it, listens there. */
+  foreignListenerLogged?: string;
 }
 
 /** What this machine's containers hold, which a new container must not take. */
@@ -95,6 +103,8 @@ export class UnitReconciler {
   private readonly memory = new Map<string, SlotMemory>();
   /** The containers standing in for slots while their replacements start, by slot. */
   private readonly standIns = new Map<string, SlotMemory>();
+  /** Whether the agent said once that /proc does not show it its containers' sockets. */
+  private unseenLogged = false;
   /** Containers being drained and stopped, by container id, with their slot. */
   private readonly stopping = new Map<string, { slot: string; done: Promise<void> }>();
   /** Image checks under way or passed in the last seconds, by image reference. */
@@ -277,7 +287,7 @@ export class UnitReconciler {
     // A unit serving within QUIET_START_MS goes straight to running; passes meanwhile leave it be.
     if (listening !== undefined) {
       memory.quietUntil = Date.now() + QUIET_START_MS;
-      this.probeUntilReady(assignment, memory, containerId, listening, true);
+      this.probeUntilReady(assignment, memory, containerId, { host: listening, unit: listening }, true);
     } else await this.report(assignment, memory, { active: 'activating', sub: 'start-pre', containerId });
     this.options.wakeIn(0);
   }
@@ -291,7 +301,7 @@ export class UnitReconciler {
     }
     const address = `${this.options.unitHost}:${hostPort}`;
     if (memory.readyContainer !== container.id) {
-      this.probeUntilReady(assignment, memory, container.id, hostPort);
+      this.probeUntilReady(assignment, memory, container.id, { host: hostPort, unit: container.port });
       if (memory.probing === container.id && Date.now() < (memory.quietUntil ?? 0)) return;
       return this.reportProbing(assignment, memory, container.id, address);
     }
@@ -314,14 +324,15 @@ export class UnitReconciler {
    * `probing`), and with it the report: the check and the report are in one tick, so a pass's
    * later report of that slot always comes after this one. With `unreported` (a container just
    * created) the container is reported as probing once a probe fails after its quiet start.
+   * `ports`: where it is probed (`host`) and its `PORT` in its own network (`unit`).
    */
-  private probeUntilReady(assignment: Assignment, memory: SlotMemory, containerId: string, port: number, unreported = false): void {
+  private probeUntilReady(assignment: Assignment, memory: SlotMemory, containerId: string, ports: { host: number; unit: number }, unreported = false): void {
     if (memory.probing === containerId) return;
     memory.probing = containerId;
-    const address = `${this.options.unitHost}:${port}`;
+    const address = `${this.options.unitHost}:${ports.host}`;
     void (async () => {
       for (let attempt = 0; memory.probing === containerId; attempt++) {
-        if (await passesProbe(this.options.unitHost, port, assignment.healthCheck)) {
+        if ((await passesProbe(this.options.unitHost, ports.host, assignment.healthCheck)) && (await this.listensItself(assignment, memory, containerId, ports.unit))) {
           if (memory.probing !== containerId) return;
           trace('agent.ready', assignment.unit);
           memory.probing = undefined;
@@ -340,6 +351,28 @@ export class UnitReconciler {
         await new Promise((resolve) => setTimeout(resolve, probeDelayMs(attempt)));
       }
     })().catch((error) => this.options.log.warn({ unit: assignment.unit, reason: dockerErrorMessage(error) }, 'could not report unit ready'));
+  }
+
+  /**
+   * Whether the container runs and one of its processes listens on `port`. An agent that cannot see
+   * its containers' processes in /proc (it runs in a PID namespace of its own, or not as root)
+   * trusts the probe, as before, and says so once: the gateway still never routes to a platform
+   * port (route-plan.ts), but a port held by another process would pass.
+   */
+  private async listensItself(assignment: Assignment, memory: SlotMemory, containerId: string, port: number): Promise<boolean> {
+    const pid = await runningPid(this.options.docker, containerId).catch(() => undefined);
+    if (pid === undefined) return false;
+    const listener = await listenerOf(pid, containerId, port);
+    if (listener === 'unseen') {
+      if (!this.unseenLogged) this.options.log.warn({ unit: assignment.unit, pid }, "cannot see unit containers' sockets in /proc (run the agent as root in the host's PID namespace): a unit counts as running once its probe passes");
+      this.unseenLogged = true;
+      return true;
+    }
+    if (listener === 'other' && memory.foreignListenerLogged !== containerId) {
+      memory.foreignListenerLogged = containerId;
+      this.options.log.warn({ unit: assignment.unit, container: containerId, port }, "another process answers on the unit's port, not the unit's container: the unit is not running");
+    }
+    return listener === 'own';
   }
 
   private async restartStopped(assignment: Assignment, memory: SlotMemory, container: UnitContainer): Promise<void> {
