@@ -65,8 +65,8 @@ interface SlotMemory {
   quietUntil?: number;
   /** A stand-in serves the slot: only this slot's container passing its probe is reported. */
   replacing?: boolean;
-  /** The container last logged for a port that answers while another process, not it, listens there. */
-  foreignListenerLogged?: string;
+  /** The container last seen probed on a port where another process, not it, listens (logged once, then reported while probing). */
+  foreignListener?: string;
 }
 
 /** What this machine's containers hold, which a new container must not take. */
@@ -310,9 +310,12 @@ export class UnitReconciler {
 
   /** A started container that has not passed its probe yet. */
   private reportProbing(assignment: Assignment, memory: SlotMemory, containerId: string, address: string): Promise<void> {
-    const waiting: UnitFailure | undefined = assignment.healthCheck
-      ? { error: `waiting for GET ${assignment.healthCheck.path} to answer 2xx`, errorKind: 'health-check' }
-      : undefined;
+    const waiting: UnitFailure | undefined =
+      memory.foreignListener === containerId
+        ? { error: `another process answers at ${address}: waiting for the unit's own container to listen there`, errorKind: 'health-check' }
+        : assignment.healthCheck
+          ? { error: `waiting for GET ${assignment.healthCheck.path} to answer 2xx`, errorKind: 'health-check' }
+          : undefined;
     return this.report(assignment, memory, { active: 'activating', sub: 'start-pre', address, containerId }, waiting);
   }
 
@@ -368,8 +371,8 @@ export class UnitReconciler {
       this.unseenLogged = true;
       return true;
     }
-    if (listener === 'other' && memory.foreignListenerLogged !== containerId) {
-      memory.foreignListenerLogged = containerId;
+    if (listener === 'other' && memory.foreignListener !== containerId) {
+      memory.foreignListener = containerId;
       this.options.log.warn({ unit: assignment.unit, container: containerId, port }, "another process answers on the unit's port, not the unit's container: the unit is not running");
     }
     return listener === 'own';
