@@ -67,6 +67,8 @@ interface SlotMemory {
   replacing?: boolean;
   /** The container last seen probed on a port where another process, not it, listens (logged once, then reported while probing). */
   foreignListener?: string;
+  /** The container found running when this agent started (it served then): its probe alone says it serves. */
+  adopted?: string;
 }
 
 /** What this machine's containers hold, which a new container must not take. */
@@ -122,7 +124,10 @@ export class UnitReconciler {
     const adopting = !this.memory.has(slot) && container?.state === 'running';
     const memory = this.memoryOf(slot);
     // A running container found (after a restart) served before: it is reported running once probed, not starting first.
-    if (adopting) memory.quietUntil = Date.now() + QUIET_START_MS;
+    if (adopting) {
+      memory.quietUntil = Date.now() + QUIET_START_MS;
+      memory.adopted = container.id;
+    }
     memory.replacing = standIn !== undefined;
     if (standIn) await this.observeStandIn(assignment, slot, standIn);
     else this.dropStandIn(slot);
@@ -188,7 +193,7 @@ export class UnitReconciler {
   private async observeStandIn(assignment: Assignment, slot: string, standIn: UnitContainer): Promise<void> {
     let memory = this.standIns.get(slot);
     if (!memory) {
-      memory = { backoff: new RestartBackoff(), restarts: 0, quietUntil: Date.now() + QUIET_START_MS };
+      memory = { backoff: new RestartBackoff(), restarts: 0, quietUntil: Date.now() + QUIET_START_MS, adopted: standIn.id };
       this.standIns.set(slot, memory);
     }
     if (standIn.state === 'running') await this.observeRunning(assignment, memory, standIn);
@@ -357,12 +362,18 @@ export class UnitReconciler {
   }
 
   /**
-   * Whether the container runs and one of its processes listens on `port`. An agent that cannot see
+   * Whether the container runs and one of its processes listens on `port`. A container found running
+   * when the agent started listened before, and is taken on its probe alone: the check reads the
+   * kernel's socket tables, tens of milliseconds on a busy machine (far more under load, with
+   * thousands of connections in them), and its units must be reported running again within
+   * QUIET_START_MS or they leave the routes (restarts.test: 503s through HAProxy across `platform up`
+   * restarts). The gateway still never routes one to a platform port. An agent that cannot see
    * its containers' processes in /proc (it runs in a PID namespace of its own, or not as root)
    * trusts the probe, as before, and says so once: the gateway still never routes to a platform
    * port (route-plan.ts), but a port held by another process would pass.
    */
   private async listensItself(assignment: Assignment, memory: SlotMemory, containerId: string, port: number): Promise<boolean> {
+    if (memory.adopted === containerId) return true;
     const pid = await runningPid(this.options.docker, containerId).catch(() => undefined);
     if (pid === undefined) return false;
     const listener = await listenerOf(pid, containerId, port);
@@ -381,6 +392,8 @@ export class UnitReconciler {
   private async restartStopped(assignment: Assignment, memory: SlotMemory, container: UnitContainer): Promise<void> {
     memory.readyContainer = undefined;
     memory.probing = undefined;
+    // Started again by this agent: what listens on its port is checked like a new container's.
+    memory.adopted = undefined;
     const exit = await inspectExit(this.options.docker, container.id);
     memory.backoff.recordFailure(exit.failure, Date.now(), exit.ranForMs);
     if (await this.waitingForRetry(assignment, memory, container.id)) return;
