@@ -9,8 +9,12 @@ import { readFile, readdir, readlink } from 'node:fs/promises';
 // (/proc/<p>/fd). Reading another process's fd table takes root (or CAP_SYS_PTRACE), as the agent
 // runs; an agent that cannot see the container's processes says so (`unseen`) and its caller decides.
 
-/** `own`: a process of the container listens on the port; `other`: none does; `unseen`: /proc does not show the container. */
-export type Listener = 'own' | 'other' | 'unseen';
+/**
+ * `own`: a process of the container listens on the port; `other`: none does; `unseen`: /proc does
+ * not show the container; `gone`: /proc has no such process (it exited, or this agent's PID
+ * namespace is not the container's: the caller asks Docker which).
+ */
+export type Listener = 'own' | 'other' | 'unseen' | 'gone';
 
 const LISTEN = '0A';
 
@@ -33,8 +37,9 @@ async function socketInodes(pid: number): Promise<string[] | undefined> {
   try {
     fds = await readdir(`/proc/${pid}/fd`);
   } catch (error) {
-    // Gone since it was listed: it holds nothing. Not readable: we cannot tell.
-    return (error as NodeJS.ErrnoException).code === 'ENOENT' ? [] : undefined;
+    // Gone since it was listed, or exiting (a dying process's fd table reads as refused, even to
+    // root): it holds nothing. Refused to an agent that is not root: we cannot tell.
+    return (error as NodeJS.ErrnoException).code === 'ENOENT' || process.getuid?.() === 0 ? [] : undefined;
   }
   const targets = await Promise.all(fds.map((fd) => readlink(`/proc/${pid}/fd/${fd}`).catch(() => '')));
   return targets.flatMap((target) => /^socket:\[(\d+)\]$/.exec(target)?.[1] ?? []);
@@ -76,7 +81,12 @@ async function holdsAny(pids: readonly number[], inodes: ReadonlySet<string>): P
  * its fd tables cannot be read (the agent is not root).
  */
 export async function listenerOf(pid: number, containerId: string, port: number): Promise<Listener> {
-  const cgroup = await readOr(`/proc/${pid}/cgroup`, '');
+  let cgroup: string;
+  try {
+    cgroup = await readFile(`/proc/${pid}/cgroup`, 'utf8');
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'gone' : 'unseen';
+  }
   if (!cgroup.includes(containerId)) return 'unseen';
   const tables = (await Promise.all([readOr(`/proc/${pid}/net/tcp`, ''), readOr(`/proc/${pid}/net/tcp6`, '')])).join('\n');
   const inodes = listeningInodes(tables, port);

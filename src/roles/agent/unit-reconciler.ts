@@ -376,7 +376,9 @@ export class UnitReconciler {
     if (memory.adopted === containerId) return true;
     const pid = await runningPid(this.options.docker, containerId).catch(() => undefined);
     if (pid === undefined) return false;
-    const listener = await listenerOf(pid, containerId, port);
+    let listener = await listenerOf(pid, containerId, port);
+    // A crash right after the inspect: not listening. Still running with that process: /proc here is not the host's.
+    if (listener === 'gone') listener = (await runningPid(this.options.docker, containerId).catch(() => undefined)) === pid ? 'unseen' : 'other';
     if (listener === 'unseen') {
       if (!this.unseenLogged) this.options.log.warn({ unit: assignment.unit, pid }, "cannot see unit containers' sockets in /proc (run the agent as root in the host's PID namespace): a unit counts as running once its probe passes");
       this.unseenLogged = true;
