@@ -1,7 +1,9 @@
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import type Docker from 'dockerode';
-import { startGatewayCluster } from '../harness/gateway-cluster.js';
+import { request } from 'undici';
+import { gatewayRoutes, startGatewayCluster } from '../harness/gateway-cluster.js';
+import { PLATFORM_PORTS } from '../../src/schemas/service.js';
 import { startLoad, type LoadResult } from '../harness/http-load.js';
 import { http } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
@@ -71,12 +73,18 @@ async function restartAgent(t: { comment(message: string): void }, flags: string
   t.comment(`agent stopped in ${starting - stopping} ms, started in ${Date.now() - starting} ms`);
 }
 
-t.test('an agent restarted with another --network replaces its units one at a time, each ready before its old container stops, failing no request', async (t) => {
-  const service = `net-${randomBytes(2).toString('hex')}`;
-  const instances = 3;
-  await declare(service, { numInstances: instances, env: { GREETING: 'net' } });
+/** Declares and deploys a service of `instances` units (its GREETING the prefix) and waits until every gateway routes them. */
+async function deployedService(prefix: string, instances: number, fields: Record<string, unknown> = {}): Promise<string> {
+  const service = `${prefix}-${randomBytes(2).toString('hex')}`;
+  await declare(service, { numInstances: instances, env: { GREETING: prefix }, ...fields });
   await deployed(await deploy(service, 'v1'));
   await routable(service, instances);
+  return service;
+}
+
+t.test('an agent restarted with another --network replaces its units one at a time, each ready before its old container stops, failing no request', async (t) => {
+  const instances = 3;
+  const service = await deployedService('net', instances);
   const before = await runningContainers(service);
   t.same([...new Set(before.map((c) => c.network))], ['host'], 'the units run on host networking first');
   const oldIds = new Set(before.map((c) => c.id));
@@ -145,10 +153,7 @@ t.test('an agent restarted with another --network replaces its units one at a ti
 });
 
 t.test('an agent restarted with other unit defaults adopts every container: same ids and start times', async (t) => {
-  const service = `same-${randomBytes(2).toString('hex')}`;
-  await declare(service, { numInstances: 2, env: { GREETING: 'same' } });
-  await deployed(await deploy(service, 'v1'));
-  await routable(service, 2);
+  const service = await deployedService('same', 2);
   const before = await started(service);
   const stoppedAt = Date.now();
   // Still bridge (the test before), with every unit default changed: they apply to new containers only.
@@ -196,10 +201,7 @@ function createdBy7d144ed(today: Docker.ContainerInspectInfo, extraLabels: Recor
 }
 
 t.test("containers made by 7d144ed's agent (old volume names) or labelled with an older platform version are adopted, not recreated", async (t) => {
-  const service = `old-${randomBytes(2).toString('hex')}`;
-  await declare(service, { numInstances: 2, env: { GREETING: 'old' }, volumes: [{ name: 'data', path: '/data' }] });
-  await deployed(await deploy(service, 'v1'));
-  await routable(service, 2);
+  const service = await deployedService('old', 2, { volumes: [{ name: 'data', path: '/data' }] });
 
   await cluster.stopAgent();
   const stoppedAt = Date.now();
@@ -223,5 +225,55 @@ t.test("containers made by 7d144ed's agent (old volume names) or labelled with a
   await routable(service, 2);
   t.same(await started(service), remade, 'the same containers, started once');
   t.same(await volumes(), [`${service}-1-data`, `${service}-2-data`], 'still on the old-named volumes');
+  t.same(await deploymentStates(service), ['succeeded'], 'no deployment but the first');
+});
+
+// Issue 31 item 3, as an outside tester met it: an agent restarted with `--network host` over
+// bridge containers, whose `PORT` label is the bridge default 8080 (the gateway's own port). The
+// units move to host networking through the rolling step, and at no moment does a status or a
+// gateway name an address where the platform listens: no gateway ever routes to itself.
+t.test('an agent restarted from bridge to host networking replaces its bridge units, and no gateway ever routes a unit to a platform port or to itself', async (t) => {
+  const service = await deployedService('tohost', 2);
+  const before = await runningContainers(service);
+  t.same([...new Set(before.map((c) => c.network))], ['bridge'], 'the units run on bridge networking first');
+  const labelPorts = (await docker.listContainers({ filters: { label: [`platform.service=${service}`] } })).map((c) => c.Labels['platform.port']);
+  t.same(labelPorts, ['8080', '8080'], "their PORT is the bridge default 8080, a gateway's port");
+
+  const forbidden = new Set([...PLATFORM_PORTS, ...gateways.map((gateway) => gateway.port)]);
+  const routedThere: string[] = [];
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      for (const gateway of gateways) {
+        const routes = await gatewayRoutes(gateway).catch(() => []);
+        for (const upstream of routes.find((route) => route.name === service)?.upstreams ?? []) {
+          if (forbidden.has(Number(upstream.address.split(':').at(-1)))) routedThere.push(`${gateway.plane}: ${upstream.unit}@${upstream.address}`);
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  })();
+  t.teardown(async () => {
+    sampling = false;
+    await sampler;
+  });
+
+  await restartAgent(t, ['--network', 'host']);
+  let last: Seen[] = [];
+  await waitFor(async () => {
+    last = await runningContainers(service);
+    return last.length === 2 && last.every((c) => c.network === 'host');
+  }, 150_000, { what: '2 host containers replacing the bridge ones' }).catch((error: Error) => {
+    throw new Error(`${error.message}; running: ${JSON.stringify(last)}; agent: ${cluster.agent.output()}`);
+  });
+  const routes = await routable(service, 2);
+  t.same(routes.map((r) => r.address).sort(), last.map((c) => c.address).sort(), 'the gateways route to the host-network replacements');
+  sampling = false;
+  await sampler;
+  t.same(routedThere, [], 'no gateway routed the service to a platform port at any moment');
+  for (const gateway of gateways) {
+    const reply = await request(`http://127.0.0.1:${gateway.port}/`, { headers: { host: `${service}.platform.internal` }, headersTimeout: 5_000, bodyTimeout: 5_000 });
+    t.match(await reply.body.text(), /tohost/, `${gateway.plane}: the service answers through the gateway`);
+  }
   t.same(await deploymentStates(service), ['succeeded'], 'no deployment but the first');
 });

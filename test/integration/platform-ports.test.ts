@@ -2,13 +2,16 @@ import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { request } from 'undici';
 import { startEtcd } from '../harness/etcd.js';
 import { startDockerd } from '../harness/docker.js';
 import { startRegistry } from '../harness/registry.js';
 import { buildTestImage } from '../harness/test-image.js';
 import { freePort } from '../harness/free-port.js';
 import { http, serveRole } from '../harness/platform.js';
-import { startGateway } from '../harness/gateway-cluster.js';
+import { gatewayRoutes, startGateway } from '../harness/gateway-cluster.js';
 import { waitFor } from '../harness/wait.js';
 import { clusterUnits } from '../harness/cluster-units.js';
 import { sampleAssignment } from '../harness/assignment.js';
@@ -123,4 +126,67 @@ t.test('a gateway on a port of its own: a deploy asking for it as a host port fa
   const refused = await assignDirectly({ unit: 'squatter-9.service', service: 'squatter', instance: 9, ports });
   t.equal(refused.error, `assignment refused: host port ${gateway.port} is one the platform listens on`);
   t.same(await engine.docker.listContainers({ all: true, filters: { label: ['platform.service=squatter'] } }), [], 'no container made');
+});
+
+// Issue 31 item 3 (no self-loops). Status records written as whoever can write the store could:
+// an agent fooled (or an old one) reports a unit at an address where the platform itself listens.
+t.test('a gateway leaves out of its routes a unit address on this machine where the gateway or another role listens, on either data plane', async (t) => {
+  t.equal((await http('POST', orch('/services'), { name: 'loop', containerRepository: `${registry.host}/${repository}` })).status, 201);
+  const nodePlane = await startGateway('node', [...flags, '--no-announce']);
+  t.teardown(() => nodePlane.stop());
+  // A real upstream beside them, so the statuses demonstrably reach the gateways.
+  const upstream = createServer((_req, res) => res.end('the real unit'));
+  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => upstream.close(() => resolve())));
+  const upstreamPort = (upstream.address() as AddressInfo).port;
+  // The HAProxy gateway's own port, the Node one's, a platform port, an announced role's (the orchestrator's).
+  const orchestratorPort = new URL(orchestrator.url).port;
+  // Written last, the real unit: once a gateway routes it, it has seen the others (a watch delivers in order).
+  const addresses = [`127.0.0.1:${gateway.port}`, `127.0.0.1:9003`, `127.0.0.1:${orchestratorPort}`, `localhost:${nodePlane.port}`, `127.0.0.1:${upstreamPort}`];
+  for (const [i, address] of addresses.entries()) {
+    const slot = { unit: `loop-${i + 1}.service`, service: 'loop', instance: i + 1, machine: 'elsewhere', release: 1, spec: 'loopspec' };
+    const status = { ...slot, image: image.reference, active: 'active', sub: 'running', address, restarts: 0, updatedAt: new Date().toISOString() };
+    await store.put(unitStatusKey('elsewhere', slotOf(slot)), JSON.stringify(status));
+  }
+  // The Node gateway is not announced (--no-announce): to the HAProxy one it is an address like any
+  // other, routed, where the Node gateway answers by routing to the real unit alone.
+  const expected = { haproxy: [`127.0.0.1:${upstreamPort}`, `localhost:${nodePlane.port}`], node: [`127.0.0.1:${upstreamPort}`] };
+  for (const plane of [gateway, nodePlane]) {
+    const routes = await waitFor(async () => {
+      const found = (await gatewayRoutes(plane)).find((route) => route.name === 'loop');
+      const routed = new Set(found?.upstreams.map((upstream) => upstream.address));
+      return expected[plane.plane].every((address) => routed.has(address)) ? found : undefined;
+    }, 20_000, { what: `the ${plane.plane} gateway's route for loop` });
+    t.same(routes.upstreams.map((upstream) => upstream.address).sort(), expected[plane.plane].sort(), `${plane.plane}: no address where it or another role listens is routed`);
+    for (let i = 0; i < 4; i++) {
+      const reply = await request(`http://127.0.0.1:${plane.port}/`, { headers: { host: 'loop.platform.internal' }, headersTimeout: 5_000, bodyTimeout: 5_000 });
+      t.equal(await reply.body.text(), 'the real unit', `${plane.plane}: request ${i + 1} reaches the real unit`);
+    }
+  }
+});
+
+t.test('a unit whose host port another process holds never becomes running, and no gateway routes to that process', async (t) => {
+  const impostor = createServer((_req, res) => res.end('an impostor'));
+  await new Promise<void>((resolve) => impostor.listen(0, '0.0.0.0', resolve));
+  t.teardown(() => new Promise<void>((resolve) => impostor.close(() => resolve())));
+  const held = (impostor.address() as AddressInfo).port;
+  const declared = await http('POST', orch('/services'), { name: 'held', containerRepository: `${registry.host}/${repository}`, ports: [{ container: held, host: held }] });
+  t.equal(declared.status, 201);
+  let seenRunning = false;
+  let watching = true;
+  const watcher = (async () => {
+    while (watching) {
+      const units = (await http('GET', orch('/services/held/units'))).body as { active: string; sub: string }[];
+      if (units.some((unit) => unit.active === 'active' && unit.sub === 'running')) seenRunning = true;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  })();
+  const deployed = await http('POST', orch('/services/held/deploy'), { containerRepository: image.reference });
+  const outcome = await finished(deployed.body.deployment);
+  watching = false;
+  await watcher;
+  t.equal(outcome.state, 'failed', `the deployment fails (${outcome.reason})`);
+  t.notOk(seenRunning, 'the unit was never reported running');
+  const route = (await gatewayRoutes(gateway)).find((entry) => entry.name === 'held');
+  t.same(route?.upstreams ?? [], [], 'the gateway routes nothing to the impostor');
 });

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { hostName, isServiceHost } from '../../src/http/host-name.js';
-import { planRoutes, type RoutedUnit } from '../../src/roles/gateway/route-plan.js';
+import { isPlatformEndpoint, planRoutes, selfLoops, type RoutedUnit } from '../../src/roles/gateway/route-plan.js';
 import { chooseUpstream, type Candidate } from '../../src/roles/gateway/upstream-choice.js';
 import { clientAddress, clientResponseHeaders, schemeOf, upstreamRequestHeaders } from '../../src/roles/gateway/forwarded-headers.js';
 
@@ -164,4 +164,26 @@ t.test('response hop-by-hop headers are dropped, repeated headers kept', async (
   const headers = clientResponseHeaders(['Content-Type', 'text/plain', 'Connection', 'close, X-Internal', 'X-Internal', '1', 'Set-Cookie', 'a=1', 'Set-Cookie', 'b=2', 'Transfer-Encoding', 'chunked'].map((v) => Buffer.from(v, 'latin1')));
   t.same(headers, ['content-type', 'text/plain', 'set-cookie', 'a=1', 'set-cookie', 'b=2']);
   t.equal(clientAddress('::ffff:10.1.2.3'), '10.1.2.3');
+});
+
+t.test('a unit announced where the platform listens on this machine is left out of its route; the same port elsewhere is routed', async (t) => {
+  const platform = { hosts: new Set(['10.0.0.5', '[fd00::5]', 'node-a']), ports: new Set([8080, 9000, 41234]) };
+  const at = (instance: number, address: string) => unit('web', instance, 'active', 'running', address);
+  const units = [
+    at(1, '127.0.0.1:8080'),
+    at(2, '127.0.0.2:9000'),
+    at(3, 'localhost:41234'),
+    at(4, '[::1]:8080'),
+    at(5, '10.0.0.5:8080'),
+    at(6, '[FD00::5]:9000'),
+    at(7, 'node-a:41234'),
+    at(8, '0.0.0.0:8080'),
+    at(9, '10.0.0.6:8080'),
+    at(10, '127.0.0.1:8081'),
+  ];
+  const [web] = planRoutes([{ name: 'web', loadBalanced: true, publicFacing: false }], units, [], domains, platform);
+  t.same(web!.targets.map((target) => target.address), ['10.0.0.6:8080', '127.0.0.1:8081'], 'another machine on a platform port, this one on a unit port');
+  t.same(selfLoops(units, platform).map((u) => u.unit), units.slice(0, 8).map((u) => u.unit), 'the left-out ones, for the log');
+  t.notOk(isPlatformEndpoint('127.0.0.1:8080', { hosts: new Set(), ports: new Set() }), 'nothing known, nothing left out');
+  t.same(selfLoops([unit('web', 1, 'activating', 'start-pre', '127.0.0.1:8080')], platform), [], 'a unit not routed is no self-loop');
 });

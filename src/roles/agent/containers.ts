@@ -194,6 +194,12 @@ export async function stopAndRemove(docker: Docker, id: string, graceSeconds: nu
   }
 }
 
+/** The container's first process, while it runs (not restarting, not paused): what listens for it is asked of /proc. */
+export async function runningPid(docker: Docker, id: string): Promise<number | undefined> {
+  const { State: state } = await docker.getContainer(id).inspect();
+  return state.Running && !state.Restarting && !state.Paused && state.Pid > 0 ? state.Pid : undefined;
+}
+
 export async function inspectExit(docker: Docker, id: string): Promise<ContainerExit> {
   const { State: state, HostConfig: hostConfig } = await docker.getContainer(id).inspect();
   const started = Date.parse(state.StartedAt);

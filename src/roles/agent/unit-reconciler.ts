@@ -5,7 +5,8 @@ import type { Assignment, UnitSlot } from '../../schemas/cluster.js';
 import { isRunning, slotOf } from '../../units.js';
 import { RestartBackoff } from './backoff.js';
 import { containerCreateOptions, type NetworkMode } from './container-spec.js';
-import { createAndStart, ensureImage, hostPortOf, inspectExit, startContainer, stopAndRemove, type UnitContainer } from './containers.js';
+import { createAndStart, ensureImage, hostPortOf, inspectExit, runningPid, startContainer, stopAndRemove, type UnitContainer } from './containers.js';
+import { listenerOf } from './listening-socket.js';
 import { dockerErrorMessage } from './docker-client.js';
 import { chooseUnitPorts } from './ports.js';
 import { UnitRefusal, unitMounts } from './unit-volumes.js';
@@ -21,6 +22,11 @@ import type { ObservedStatus, UnitFailure, UnitStatusReporter } from './status-r
 // to repeat; the next pass continues where this one stopped. While a container on the other
 // network mode stands in for the slot (replacement-plan.ts), it is what the slot's status
 // reports, until the replacement passes its probe.
+//
+// A probe that something answers on the unit's port is not enough: the unit is running only once a
+// process of its own container listens there (listening-socket.ts). On host networking a port held
+// by another process (a platform role, a leftover server) answers the probe while the unit
+// crash-loops on `bind: Address already in use`; that unit is never reported running.
 
 export interface UnitReconcilerOptions {
   docker: Docker;
@@ -59,6 +65,10 @@ interface SlotMemory {
   quietUntil?: number;
   /** A stand-in serves the slot: only this slot's container passing its probe is reported. */
   replacing?: boolean;
+  /** The container last seen probed on a port where another process, not it, listens (logged once, then reported while probing). */
+  foreignListener?: string;
+  /** The container found running when this agent started (it served then): its probe alone says it serves. */
+  adopted?: string;
 }
 
 /** What this machine's containers hold, which a new container must not take. */
@@ -95,6 +105,8 @@ export class UnitReconciler {
   private readonly memory = new Map<string, SlotMemory>();
   /** The containers standing in for slots while their replacements start, by slot. */
   private readonly standIns = new Map<string, SlotMemory>();
+  /** Whether the agent said once that /proc does not show it its containers' sockets. */
+  private unseenLogged = false;
   /** Containers being drained and stopped, by container id, with their slot. */
   private readonly stopping = new Map<string, { slot: string; done: Promise<void> }>();
   /** Image checks under way or passed in the last seconds, by image reference. */
@@ -112,7 +124,10 @@ export class UnitReconciler {
     const adopting = !this.memory.has(slot) && container?.state === 'running';
     const memory = this.memoryOf(slot);
     // A running container found (after a restart) served before: it is reported running once probed, not starting first.
-    if (adopting) memory.quietUntil = Date.now() + QUIET_START_MS;
+    if (adopting) {
+      memory.quietUntil = Date.now() + QUIET_START_MS;
+      memory.adopted = container.id;
+    }
     memory.replacing = standIn !== undefined;
     if (standIn) await this.observeStandIn(assignment, slot, standIn);
     else this.dropStandIn(slot);
@@ -178,7 +193,7 @@ export class UnitReconciler {
   private async observeStandIn(assignment: Assignment, slot: string, standIn: UnitContainer): Promise<void> {
     let memory = this.standIns.get(slot);
     if (!memory) {
-      memory = { backoff: new RestartBackoff(), restarts: 0, quietUntil: Date.now() + QUIET_START_MS };
+      memory = { backoff: new RestartBackoff(), restarts: 0, quietUntil: Date.now() + QUIET_START_MS, adopted: standIn.id };
       this.standIns.set(slot, memory);
     }
     if (standIn.state === 'running') await this.observeRunning(assignment, memory, standIn);
@@ -277,7 +292,7 @@ export class UnitReconciler {
     // A unit serving within QUIET_START_MS goes straight to running; passes meanwhile leave it be.
     if (listening !== undefined) {
       memory.quietUntil = Date.now() + QUIET_START_MS;
-      this.probeUntilReady(assignment, memory, containerId, listening, true);
+      this.probeUntilReady(assignment, memory, containerId, { host: listening, unit: listening }, true);
     } else await this.report(assignment, memory, { active: 'activating', sub: 'start-pre', containerId });
     this.options.wakeIn(0);
   }
@@ -292,7 +307,7 @@ export class UnitReconciler {
     }
     const address = `${this.options.unitHost}:${hostPort}`;
     if (memory.readyContainer !== container.id) {
-      this.probeUntilReady(assignment, memory, container.id, hostPort);
+      this.probeUntilReady(assignment, memory, container.id, { host: hostPort, unit: container.port });
       if (memory.probing === container.id && Date.now() < (memory.quietUntil ?? 0)) return;
       return this.reportProbing(assignment, memory, container.id, address);
     }
@@ -301,9 +316,12 @@ export class UnitReconciler {
 
   /** A started container that has not passed its probe yet. */
   private reportProbing(assignment: Assignment, memory: SlotMemory, containerId: string, address: string): Promise<void> {
-    const waiting: UnitFailure | undefined = assignment.healthCheck
-      ? { error: `waiting for GET ${assignment.healthCheck.path} to answer 2xx`, errorKind: 'health-check' }
-      : undefined;
+    const waiting: UnitFailure | undefined =
+      memory.foreignListener === containerId
+        ? { error: `another process answers at ${address}: waiting for the unit's own container to listen there`, errorKind: 'health-check' }
+        : assignment.healthCheck
+          ? { error: `waiting for GET ${assignment.healthCheck.path} to answer 2xx`, errorKind: 'health-check' }
+          : undefined;
     return this.report(assignment, memory, { active: 'activating', sub: 'start-pre', address, containerId }, waiting);
   }
 
@@ -315,14 +333,15 @@ export class UnitReconciler {
    * `probing`), and with it the report: the check and the report are in one tick, so a pass's
    * later report of that slot always comes after this one. With `unreported` (a container just
    * created) the container is reported as probing once a probe fails after its quiet start.
+   * `ports`: where it is probed (`host`) and its `PORT` in its own network (`unit`).
    */
-  private probeUntilReady(assignment: Assignment, memory: SlotMemory, containerId: string, port: number, unreported = false): void {
+  private probeUntilReady(assignment: Assignment, memory: SlotMemory, containerId: string, ports: { host: number; unit: number }, unreported = false): void {
     if (memory.probing === containerId) return;
     memory.probing = containerId;
-    const address = `${this.options.unitHost}:${port}`;
+    const address = `${this.options.unitHost}:${ports.host}`;
     void (async () => {
       for (let attempt = 0; memory.probing === containerId; attempt++) {
-        if (await passesProbe(this.options.unitHost, port, assignment.healthCheck)) {
+        if ((await passesProbe(this.options.unitHost, ports.host, assignment.healthCheck)) && (await this.listensItself(assignment, memory, containerId, ports.unit))) {
           if (memory.probing !== containerId) return;
           trace('agent.ready', assignment.unit);
           memory.probing = undefined;
@@ -343,9 +362,41 @@ export class UnitReconciler {
     })().catch((error) => this.options.log.warn({ unit: assignment.unit, reason: dockerErrorMessage(error) }, 'could not report unit ready'));
   }
 
+  /**
+   * Whether the container runs and one of its processes listens on `port`. A container found running
+   * when the agent started listened before, and is taken on its probe alone: the check reads the
+   * kernel's socket tables, tens of milliseconds on a busy machine (far more under load, with
+   * thousands of connections in them), and its units must be reported running again within
+   * QUIET_START_MS or they leave the routes (restarts.test: 503s through HAProxy across `platform up`
+   * restarts). The gateway still never routes one to a platform port. An agent that cannot see
+   * its containers' processes in /proc (it runs in a PID namespace of its own, or not as root)
+   * trusts the probe, as before, and says so once: the gateway still never routes to a platform
+   * port (route-plan.ts), but a port held by another process would pass.
+   */
+  private async listensItself(assignment: Assignment, memory: SlotMemory, containerId: string, port: number): Promise<boolean> {
+    if (memory.adopted === containerId) return true;
+    const pid = await runningPid(this.options.docker, containerId).catch(() => undefined);
+    if (pid === undefined) return false;
+    let listener = await listenerOf(pid, containerId, port);
+    // A crash right after the inspect: not listening. Still running with that process: /proc here is not the host's.
+    if (listener === 'gone') listener = (await runningPid(this.options.docker, containerId).catch(() => undefined)) === pid ? 'unseen' : 'other';
+    if (listener === 'unseen') {
+      if (!this.unseenLogged) this.options.log.warn({ unit: assignment.unit, pid }, "cannot see unit containers' sockets in /proc (run the agent as root in the host's PID namespace): a unit counts as running once its probe passes");
+      this.unseenLogged = true;
+      return true;
+    }
+    if (listener === 'other' && memory.foreignListener !== containerId) {
+      memory.foreignListener = containerId;
+      this.options.log.warn({ unit: assignment.unit, container: containerId, port }, "another process answers on the unit's port, not the unit's container: the unit is not running");
+    }
+    return listener === 'own';
+  }
+
   private async restartStopped(assignment: Assignment, memory: SlotMemory, container: UnitContainer): Promise<void> {
     memory.readyContainer = undefined;
     memory.probing = undefined;
+    // Started again by this agent: what listens on its port is checked like a new container's.
+    memory.adopted = undefined;
     const exit = await inspectExit(this.options.docker, container.id);
     memory.backoff.recordFailure(exit.failure, Date.now(), exit.ranForMs);
     if (await this.waitingForRetry(assignment, memory, container.id)) return;

@@ -17,6 +17,8 @@ export interface DataPlane {
   /** Applies a new route plan (called with every plan, in order). */
   apply(plan: readonly PlannedRoute[]): void;
   listen(listeners: GatewayListeners): Promise<void>;
+  /** The ports it listens on once `listen` resolved (the Node server behind HAProxy included). */
+  listeningPorts(): number[];
   /** What /readyz reports; throws when the data plane cannot forward requests now. */
   readiness(): Record<string, unknown>;
   /** The routes as the data plane holds them, for GET /routes. */

@@ -38,6 +38,14 @@ const routableUnits = new Gauge({
   registers: [roleRegistry('gateway')],
 });
 
+const selfLoops = new Gauge({
+  name: 'platform_gateway_self_loops',
+  help: 'Unit addresses left out of the routes because the platform listens there on this machine (the gateway\'s own listeners, a platform port, an announced role\'s port).',
+  registers: [roleRegistry('gateway')],
+});
+
+export const selfLoopsLeftOut = (count: number): void => selfLoops.set(count);
+
 const secureContexts = new Counter({
   name: 'platform_gateway_tls_contexts_built_total',
   help: "TLS secure contexts the gateway built for its Node TLS listener (one per new or changed certificate); none under the HAProxy data plane, which terminates TLS itself.",

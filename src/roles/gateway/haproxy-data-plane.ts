@@ -190,6 +190,10 @@ export class HaproxyDataPlane implements DataPlane {
     return label === undefined || label === '-' ? undefined : label.slice(label.indexOf(':') + 1);
   }
 
+  listeningPorts(): number[] {
+    return [...this.listeners.map((listener) => listener.port), ...(this.tls ? [this.tlsPort] : []), ...this.node.listeningPorts()];
+  }
+
   readiness(): Record<string, unknown> {
     const process = this.process;
     if (process === undefined || !process.running) throw new Error(`the HAProxy data plane is down: ${process?.down ?? 'not started yet'}`);

@@ -1,4 +1,4 @@
-import { networkInterfaces } from 'node:os';
+import { hostname, networkInterfaces } from 'node:os';
 import { isLoopback } from '../../auth/caller.js';
 import type { GatewayConfig } from '../../config.js';
 import type { Domains } from '../../http/host-name.js';
@@ -42,14 +42,20 @@ export const answersOwn = (policy: ListenerPolicy, host: string): boolean => pol
 
 const bracketed = (address: string): string => (address.includes(':') ? `[${address}]` : address);
 
+const hostName = (name: string): string => bracketed(name.replace(/^\[|\]$/g, '')).toLowerCase();
+
+/** Every address of the machine's interfaces, as hosts are written in `host:port` (IPv6 in brackets). */
+const interfaceAddresses = (): string[] => Object.values(networkInterfaces()).flatMap((addresses) => (addresses ?? []).map(({ address }) => hostName(address)));
+
 /** The gateway's own names: its listen and advertised hosts, and every address of the machine when it listens on all. */
 export function ownHostNames(listenHost: string, advertiseHost: string): Set<string> {
-  const names = new Set([listenHost, advertiseHost].map((name) => bracketed(name.replace(/^\[|\]$/g, '')).toLowerCase()));
-  if (listenHost === '0.0.0.0' || listenHost === '::') {
-    for (const addresses of Object.values(networkInterfaces())) for (const { address } of addresses ?? []) names.add(bracketed(address).toLowerCase());
-  }
+  const names = new Set([listenHost, advertiseHost].map(hostName));
+  if (listenHost === '0.0.0.0' || listenHost === '::') for (const address of interfaceAddresses()) names.add(address);
   return names;
 }
+
+/** Every name of this machine a unit could be announced at: its advertised host, its host name and its interfaces' addresses. */
+export const machineHostNames = (advertiseHost: string): Set<string> => new Set([hostName(advertiseHost), hostName(hostname()), ...interfaceAddresses()]);
 
 export function gatewayListeners(host: string, port: number, settings: GatewayConfig, advertiseHost: string): GatewayListeners {
   if (isLoopback(host) || host === 'localhost') return { public: { host, port, policy: openPolicy } };

@@ -103,6 +103,10 @@ export class NodeDataPlane implements DataPlane {
     return typeof address === 'object' && address !== null ? address.port : 0;
   }
 
+  listeningPorts(): number[] {
+    return this.servers.map((server) => server.address()).flatMap((address) => (typeof address === 'object' && address !== null ? [address.port] : []));
+  }
+
   readiness(): Record<string, unknown> {
     return { dataPlane: this.kind, routes: this.table.view().length };
   }

@@ -2,6 +2,7 @@ import type { Component } from '../../store/keys.js';
 import { componentHosts, type Domains } from '../../http/host-name.js';
 import type { UnitActiveState, UnitSubState } from '../../schemas/cluster.js';
 import { isRunning } from '../../schemas/states.js';
+import { isLoopback } from '../../auth/caller.js';
 
 // Which host names lead where: a pure function of the declarations, the unit statuses and the
 // component announcements, so the rules can be read and tested without a store.
@@ -43,6 +44,33 @@ export interface PlannedRoute {
 }
 
 /**
+ * Where the platform listens on this machine. A unit announced there is no unit: it is the gateway
+ * (or another role) answering itself, which loops each request back in until the gateway's
+ * connections run out. That happened when an agent restarted with another --network reported an
+ * old bridge container at its label port 8080, the gateway's own.
+ */
+export interface PlatformEndpoints {
+  /** This machine's names and addresses (loopback is always one), lower case, IPv6 in brackets. */
+  hosts: ReadonlySet<string>;
+  /** The gateway's listeners, PLATFORM_PORTS and the announced roles' ports. */
+  ports: ReadonlySet<number>;
+}
+
+const unspecified = new Set(['0.0.0.0', '[::]', '::', '']);
+
+/** Whether `address` (host:port) is where the platform listens on this machine. */
+export function isPlatformEndpoint(address: string, platform: PlatformEndpoints): boolean {
+  const colon = address.lastIndexOf(':');
+  if (!platform.ports.has(Number(address.slice(colon + 1)))) return false;
+  const host = address.slice(0, colon).toLowerCase();
+  return isLoopback(host) || unspecified.has(host) || platform.hosts.has(host);
+}
+
+/** The routable units whose address is where the platform listens: left out of every route. */
+export const selfLoops = (units: readonly RoutedUnit[], platform: PlatformEndpoints): RoutedUnit[] =>
+  units.filter((unit) => isRoutable(unit) && isPlatformEndpoint(unit.address!, platform));
+
+/**
  * A unit takes new requests only while it runs and is not draining: the agent marks a unit it is
  * about to stop `deactivating/running`, which is "not routable" here.
  */
@@ -53,8 +81,9 @@ export function planRoutes(
   units: readonly RoutedUnit[],
   components: readonly AnnouncedComponent[],
   domains: Domains,
+  platform: PlatformEndpoints = { hosts: new Set(), ports: new Set() },
 ): PlannedRoute[] {
-  const targets = routableTargets(units);
+  const targets = routableTargets(units.filter((unit) => !unit.address || !isPlatformEndpoint(unit.address, platform)));
   const routes: PlannedRoute[] = [];
   for (const service of services) {
     if (!service.loadBalanced) continue;

@@ -5,7 +5,9 @@ import { PrefixCache, decodeCached, type CachedValue } from '../../store/prefix-
 import { onStorePing } from '../../store/store-heartbeat.js';
 import { RENEWAL_GRACE_TTLS } from '../../store/leased-keys.js';
 import type { Domains } from '../../http/host-name.js';
-import { planRoutes, type AnnouncedComponent, type PlannedRoute, type RoutedService, type RoutedUnit } from './route-plan.js';
+import { PLATFORM_PORTS, announcedPorts } from '../../schemas/service.js';
+import { planRoutes, selfLoops, type AnnouncedComponent, type PlannedRoute, type RoutedService, type RoutedUnit } from './route-plan.js';
+import { selfLoopsLeftOut } from './gateway-metrics.js';
 
 // The one route plan: watched in-memory copies of the declarations, the unit statuses and
 // (optionally) the component announcements, turned into a plan by the pure `planRoutes` as soon
@@ -17,6 +19,10 @@ import { planRoutes, type AnnouncedComponent, type PlannedRoute, type RoutedServ
 // it wakes) does not take its unit out of the plan: the statuses routed when the store was lost
 // are held for the agents' renewal grace (RENEWAL_GRACE_TTLS lease TTLs), until the agent writes
 // each again. A unit's status written after that is its own again: its deletion counts at once.
+//
+// A unit status whose address is where the platform listens on this machine (the gateway's own
+// listeners, a platform port, an announced role's port) is left out of the plan, and logged once:
+// routing it would send the gateway's requests back into the gateway (route-plan.ts).
 
 export interface RouteWatchOptions {
   domains: Domains;
@@ -24,12 +30,15 @@ export interface RouteWatchOptions {
   log: FastifyBaseLogger;
   /** The agents' lease TTL (--announce-ttl): statuses are held for RENEWAL_GRACE_TTLS of them after a store outage. */
   leaseTtlSeconds: number;
+  /** This machine's names and addresses besides loopback (ownHostNames): a unit announced there on a platform port is a self-loop. */
+  machineHosts: ReadonlySet<string>;
 }
 
 interface Caches {
   services: PrefixCache;
   units: PrefixCache;
-  components: PrefixCache | undefined;
+  /** The roles' announcements: their ports are never a unit's, and with --expose-components they are routed. */
+  components: PrefixCache;
 }
 
 export type PlanListener = (plan: readonly PlannedRoute[]) => void;
@@ -45,6 +54,10 @@ export class RouteWatch {
   private storeLost = false;
   private graceTimer: NodeJS.Timeout | undefined;
   private stopHearingStore: (() => void) | undefined;
+  /** The ports the gateway listens on (HTTP, internal, HTTPS, the Node server behind HAProxy). */
+  private listenerPorts: readonly number[] = [];
+  /** The self-loops left out of the last plan, as `unit@address`: each is logged when it first appears. */
+  private leftOut = new Set<string>();
 
   private constructor(
     private readonly caches: Caches,
@@ -58,8 +71,8 @@ export class RouteWatch {
       started.push(services);
       const units = await PrefixCache.start(store, unitStatusRoot);
       started.push(units);
-      const components = options.exposeComponents ? await PrefixCache.start(store, componentPrefix) : undefined;
-      if (components) started.push(components);
+      const components = await PrefixCache.start(store, componentPrefix);
+      started.push(components);
       const watch = new RouteWatch({ services, units, components }, options);
       watch.rebuild();
       for (const cache of started) cache.onChange(() => watch.queueRebuild());
@@ -84,10 +97,16 @@ export class RouteWatch {
     listener(this.current);
   }
 
+  /** The gateway listens on `ports` (besides those it listened on before): no unit address there is routed. */
+  listeningOn(ports: readonly number[]): void {
+    this.listenerPorts = [...new Set([...this.listenerPorts, ...ports.filter((port) => port > 0)])];
+    this.rebuild();
+  }
+
   async close(): Promise<void> {
     this.stopHearingStore?.();
     clearTimeout(this.graceTimer);
-    await Promise.all([this.caches.services.close(), this.caches.units.close(), this.caches.components?.close()]);
+    await Promise.all([this.caches.services.close(), this.caches.units.close(), this.caches.components.close()]);
   }
 
   // Watch events arrive in batches: one rebuild per batch, before the next request is handled.
@@ -124,16 +143,41 @@ export class RouteWatch {
     return [...current, ...[...this.held.values()].filter((entry) => !present.has(entry.key))];
   }
 
+  private platformPorts(components: readonly AnnouncedComponent[]): Set<number> {
+    return new Set([...PLATFORM_PORTS, ...this.listenerPorts, ...announcedPorts(components.map((component) => component.address))]);
+  }
+
+  /** Logs each self-loop once, when it first appears, and counts those there are now. */
+  private noteSelfLoops(units: readonly RoutedUnit[]): void {
+    const now = new Set<string>();
+    for (const unit of units) {
+      const key = `${unit.unit}@${unit.address}`;
+      now.add(key);
+      if (this.leftOut.has(key)) continue;
+      this.options.log.warn(
+        { unit: unit.unit, service: unit.service, address: unit.address },
+        'unit address left out of the route: the platform listens there on this machine (the gateway would send requests to itself)',
+      );
+    }
+    this.leftOut = now;
+    selfLoopsLeftOut(now.size);
+  }
+
   private rebuild(): void {
     try {
       const units = this.unitsToRoute();
+      const statuses = decodeEntries<RoutedUnit>(units);
+      const components = announced(this.caches.components);
+      const platform = { hosts: this.options.machineHosts, ports: this.platformPorts(components) };
       this.current = planRoutes(
         decodeAll<RoutedService>(this.caches.services),
-        decodeEntries<RoutedUnit>(units),
-        this.caches.components ? announced(this.caches.components) : [],
+        statuses,
+        this.options.exposeComponents ? components : [],
         this.options.domains,
+        platform,
       );
       this.routedUnits = units;
+      this.noteSelfLoops(selfLoops(statuses, platform));
     } catch (error) {
       // The store does not answer: keep routing with what was last known rather than nothing.
       this.options.log.warn({ reason: (error as Error).message }, 'route table not rebuilt, keeping the last one');

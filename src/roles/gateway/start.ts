@@ -6,7 +6,7 @@ import { RouteWatch } from './route-watch.js';
 import { chooseDataPlane, type DataPlane } from './data-plane.js';
 import { NodeDataPlane } from './node-data-plane.js';
 import { HaproxyDataPlane } from './haproxy-data-plane.js';
-import { gatewayListeners } from './listener-policy.js';
+import { gatewayListeners, machineHostNames } from './listener-policy.js';
 import { GatewayTls } from './tls/gateway-tls.js';
 import { NodeTlsListener } from './tls/node-tls-listener.js';
 
@@ -26,7 +26,13 @@ export async function startGateway({ config, store, log, access }: RoleContext):
   const settings = config.gateway;
   const domains = { domain: config.domain, internalDomain: settings.internalDomain };
   const kind = await chooseDataPlane(settings.dataPlane, settings.haproxyBin ?? 'haproxy');
-  const watch = await RouteWatch.start(store, { domains, exposeComponents: settings.exposeComponents, log, leaseTtlSeconds: config.announceTtlSeconds });
+  const watch = await RouteWatch.start(store, {
+    domains,
+    exposeComponents: settings.exposeComponents,
+    log,
+    leaseTtlSeconds: config.announceTtlSeconds,
+    machineHosts: machineHostNames(config.advertiseHost),
+  });
   let tls: GatewayTls | undefined;
   const own = await createRoleServer({
     role: 'gateway',
@@ -74,8 +80,17 @@ export async function startGateway({ config, store, log, access }: RoleContext):
 
   return {
     listen: async (host, port) => {
-      await plane.listen(gatewayListeners(host, port, settings, config.advertiseHost));
-      if (nodeTls) tls?.servedOn(await nodeTls.listen(host));
+      const listeners = gatewayListeners(host, port, settings, config.advertiseHost);
+      // The ports asked for before they open, those opened (port 0: the system's choice) after: no unit address there is routed.
+      watch.listeningOn([port, listeners.internal?.port ?? 0, httpsPort ?? 0]);
+      await plane.listen(listeners);
+      const opened = plane.listeningPorts();
+      if (nodeTls) {
+        const tlsPort = await nodeTls.listen(host);
+        tls?.servedOn(tlsPort);
+        opened.push(tlsPort);
+      }
+      watch.listeningOn(opened);
     },
     close: async (reason?: StopReason) => {
       await watch.close();
