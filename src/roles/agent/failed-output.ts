@@ -12,7 +12,7 @@ import { demultiplexed, lastLines } from './last-output.js';
 
 /** Reads the failed container's last output and keeps it as its unit instance's newest failure. */
 export async function keepFailedOutput(docker: Docker, store: Store, machineId: string, assignment: Assignment, containerId: string, exit: ContainerExit): Promise<void> {
-  const raw = await docker.getContainer(containerId).logs({ stdout: true, stderr: true, tail: KEPT_OUTPUT_LINES, timestamps: true, follow: false });
+  const raw = await settledOutput(docker.getContainer(containerId));
   const { lines, truncated } = lastLines(demultiplexed(raw), { maxLines: KEPT_OUTPUT_LINES, maxBytes: KEPT_OUTPUT_BYTES });
   const output: UnitOutput = {
     service: assignment.service,
@@ -31,3 +31,19 @@ export async function keepFailedOutput(docker: Docker, store: Store, machineId: 
   };
   await keepUnitOutput(store, output);
 }
+
+/** Reads until two reads agree (at most 5): the engine copies a container's last output to its log after it reports the exit. */
+async function settledOutput(container: Docker.Container): Promise<Buffer> {
+  // One line more than is kept: its presence tells that older output was cut.
+  const read = (): Promise<Buffer> => container.logs({ stdout: true, stderr: true, tail: KEPT_OUTPUT_LINES + 1, timestamps: true, follow: false });
+  let last = await read();
+  for (let attempt = 0; attempt < 4; attempt++) {
+    await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+    const again = await read();
+    if (again.equals(last)) break;
+    last = again;
+  }
+  return last;
+}
+
+const SETTLE_MS = 150;
