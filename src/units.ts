@@ -4,6 +4,12 @@ import type { PortMapping, Resources, Volume } from './schemas/service.js';
 /** `<service>-<instance>.service`, the unit's name and its container's name. */
 export const unitName = (service: string, instance: number): string => `${service}-${instance}.service`;
 
+/** The instance a unit name of `service` names; undefined when it names another service's unit. */
+export function instanceOf(service: string, unit: string): number | undefined {
+  const match = /^(.*)-([1-9][0-9]*)\.service$/.exec(unit);
+  return match?.[1] === service ? Number(match[2]) : undefined;
+}
+
 /** Green in the dashboard: the unit runs (defined beside the state words, which the dashboard loads too). */
 export { isRunning } from './schemas/states.js';
 

@@ -248,9 +248,10 @@ export function addClientCommands(program: Command): void {
     .description("A unit's container output (unit: web-1.service, or just 1).")
     .option('--tail <lines>', 'lines from the end', wholeNumber, 100)
     .option('-f, --follow', 'keep printing new output')
-    .action(async (service: string, unit: string, options: { tail: number; follow?: boolean }, command: Command) => {
+    .option('--previous', "the last output kept of the unit's newest failed container, after a line naming its deployment, release and how it ended")
+    .action(async (service: string, unit: string, options: { tail: number; follow?: boolean; previous?: boolean }, command: Command) => {
       const name = /^\d+$/.test(unit) ? `${service}-${unit}.service` : unit;
-      const body = await client(command).logs(service, name, { tail: options.tail, follow: Boolean(options.follow) });
+      const body = await client(command).logs(service, name, { tail: options.tail, follow: Boolean(options.follow), ...(options.previous ? { previous: true } : {}) });
       try {
         await pipeline(body, process.stdout, { end: false });
         // A followed log ends only when the server ends it: say so, or it reads like a quiet unit.

@@ -80,7 +80,7 @@ export class OrchestratorClient {
   release = (name: string, version: number) => this.call('GET /services/:name/config/history/:version', { params: { name, version: String(version) } });
 
   /** A unit's container output, as a text stream (`follow` keeps it open, however long the unit is quiet). */
-  logs(service: string, unit: string, options: { tail: number; follow: boolean }): Promise<Readable> {
+  logs(service: string, unit: string, options: { tail: number; follow: boolean; previous?: boolean }): Promise<Readable> {
     return this.stream(requestLine('GET /services/:name/units/:unit/logs', { name: service, unit }, options).path);
   }
 

@@ -72,11 +72,13 @@ export const orchestratorApi = {
   'POST /services/:name/rollback': { ...rollbackSchema, params: NameParams, ...deployOnName },
   'GET /services/:name/units': { summary: 'The units of a service', params: NameParams, response: { 200: Type.Array(ClusterUnit), ...errorResponses } },
   'GET /services/:name/units/:unit/logs': {
-    description: "A unit's container output as text, from the agent of its machine; `follow` streams.",
+    description:
+      "A unit's container output as text, from the agent of its machine; `follow` streams. `previous`: the last output kept of the unit's newest failed container (`platform logs NAME N --previous`), after a line naming its deployment, release and how it ended; 404 when none is kept.",
     params: Type.Object({ name: ServiceName, unit: UnitName }),
     querystring: Type.Object({
       tail: Type.Integer({ minimum: 0, maximum: 100_000, default: 100 }),
       follow: Type.Boolean({ default: false }),
+      previous: Type.Boolean({ default: false, description: "the kept output of the unit's newest failed container (at most 100 lines)" }),
     }),
     // The agent's stream, passed on as it comes (so no type to check it against).
     response: { 200: textResponse('text/plain', 'The unit\'s output, stdout and stderr interleaved.'), 429: ErrorReply, ...errorResponses },

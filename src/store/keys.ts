@@ -65,6 +65,14 @@ export const unitStatusRoot = `${ROOT}unit-status/`;
 export const unitStatusPrefix = (machineId: string): string => `${unitStatusRoot}${machineId}/`;
 export const unitStatusKey = (machineId: string, slot: string): string => `${unitStatusPrefix(machineId)}${slot}`;
 
+/**
+ * The last output of each unit instance's newest failed container, kept after the container is
+ * gone; written by the unit's agent, deleted with the service (src/store/records/unit-outputs.ts).
+ */
+export const unitOutputRoot = `${ROOT}unit-output/`;
+export const unitOutputPrefix = (service: string): string => `${unitOutputRoot}${service}/`;
+export const unitOutputKey = (service: string, instance: number): string => `${unitOutputPrefix(service)}${instance}`;
+
 /** Scheduler leadership: held by the leading scheduler under its lease; its create revision fences every write. */
 export const schedulerLeaderKey = `${ROOT}scheduler/leader`;
 

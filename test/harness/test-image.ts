@@ -13,13 +13,13 @@ import { followProgress, importRootfs, nodeBinary } from './rootfs.js';
 export interface TestImageOptions {
   /**
    * `ok` serves HTTP on $PORT (busybox httpd); `keep-alive` the same with Node (and GET /connections); `crash` exits 1 at once,
-   * `slow-crash` after 4 s;
+   * `slow-crash` after 4 s; `failing` prints 120 numbered lines (`failing line N`), `<unit> halfway` on stderr after the 60th, then exits 3;
    * `chatty` serves too, and once /tmp/chatter exists (a test creates it with exec) writes $LOG_BYTES bytes of output in
    * numbered lines of 100 bytes (`chatter 000000001 000…`), then `chatter done` and a `tick N` line every 200 ms;
    * `memory-hog` grows a shell string without end (until the kernel kills it); `volume` serves its page with the release
    * and GREETING that first wrote /data/first (a unit's volume): a later release, or a restart, shows the data survived.
    */
-  variant?: 'ok' | 'keep-alive' | 'crash' | 'slow-crash' | 'chatty' | 'memory-hog' | 'volume';
+  variant?: 'ok' | 'keep-alive' | 'crash' | 'slow-crash' | 'failing' | 'chatty' | 'memory-hog' | 'volume';
   /** Baked into the image (ENV IMAGE_LABEL) and appended to the page, so tags differ in digest. */
   label?: string;
   /** The registry's login, for a registry that requires one. */
@@ -54,6 +54,11 @@ const chattyScript =
 const crashScript = 'echo "$PLATFORM_UNIT crashing" >&2; exit 1';
 // Runs a while before it fails: a crash loop that lasts long enough for a test to act while it goes on.
 const slowCrashScript = 'echo "$PLATFORM_UNIT crashing in 4 s" >&2; sleep 4; exit 1';
+// 120 numbered lines with one on stderr halfway (the kept output is the last 100), then exit 3. The
+// pauses around the stderr line order it: the engine copies the two streams apart.
+const failingScript =
+  'i=1; while [ $i -le 120 ]; do echo "failing line $i"; ' +
+  'if [ $i -eq 60 ]; then sleep 0.2; echo "$PLATFORM_UNIT halfway" >&2; sleep 0.2; fi; i=$((i+1)); done; exit 3';
 // Doubling a string makes the shell allocate without any allocator applet: 2^26 bytes is 64 MB.
 const memoryHogScript = 'echo "$PLATFORM_UNIT allocating"; s=x; while :; do s="$s$s"; done';
 const volumeScript =
@@ -74,7 +79,7 @@ const keepAliveScript = [
   "process.on('SIGTERM', () => process.exit(0));",
 ].join('\n');
 
-const shellScripts = { ok: serveScript, crash: crashScript, 'slow-crash': slowCrashScript, chatty: chattyScript, 'memory-hog': memoryHogScript, volume: volumeScript } as const;
+const shellScripts = { ok: serveScript, crash: crashScript, 'slow-crash': slowCrashScript, failing: failingScript, chatty: chattyScript, 'memory-hog': memoryHogScript, volume: volumeScript } as const;
 
 /** Builds the test image, pushes it to `registryHost` and returns its reference and digest. */
 export async function buildTestImage(

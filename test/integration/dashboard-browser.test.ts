@@ -200,6 +200,11 @@ t.test('changing an env var and deploying again makes release v2, and the units 
 t.test('the log tail of a unit shows what it prints', async (t) => {
   await page.getByRole('button', { name: `Logs of ${service}-1.service` }).click();
   await page.locator('pre.log').getByText(`serving ${service}-1.service on port`).waitFor();
+  // No container of it has failed: the previous view says so, and Live goes back to the tail.
+  await page.getByRole('button', { name: 'Previous (failed)' }).click();
+  await page.getByRole('status').getByText(`no failed run of ${service}-1.service is kept`).waitFor();
+  await page.getByRole('button', { name: 'Live' }).click();
+  await page.locator('pre.log').getByText(`serving ${service}-1.service on port`).waitFor();
   await page.getByRole('button', { name: 'Close logs' }).click();
   t.pass('the log tail showed the unit output');
 });

@@ -29,6 +29,11 @@ const etcd = await startEtcd();
 const engine = await startDockerd();
 const registry = await startRegistry();
 const image = await buildTestImage(engine.docker, registry.host, `logs/chatty-${randomBytes(3).toString('hex')}`, 'v1', { variant: 'chatty' });
+const shakyRepository = `logs/shaky-${randomBytes(3).toString('hex')}`;
+const [steady, failing] = await Promise.all([
+  buildTestImage(engine.docker, registry.host, shakyRepository, 'steady'),
+  buildTestImage(engine.docker, registry.host, shakyRepository, 'failing', { variant: 'failing' }),
+]);
 const flags = ['--etcd', etcd.url, '--announce-ttl', '3'];
 const roles = await Promise.all([
   serveRole('directory', await freePort(), flags),
@@ -163,4 +168,34 @@ t.test("a follower that stops delivering is replaced: the log goes on from its n
     [],
     `each tick once and in order across the asks: ${ticks.join(' ')}`,
   );
+});
+
+t.test('a failed unit\'s last 100 lines outlive its container: platform logs NAME N --previous after the deploy reverts', async (t) => {
+  t.match(await platform('create', 'shaky', '--image', `${registry.host}/${shakyRepository}`), { code: 0 });
+  t.teardown(() => platform('delete', 'shaky'));
+  t.equal((await platform('logs', 'shaky', '1', '--previous')).code, 1, 'nothing kept before any failure');
+  t.match(await platform('deploy', 'shaky', '--image', steady.reference), { code: 0 });
+
+  const failed = await platform('deploy', 'shaky', '--image', failing.reference);
+  t.not(failed.code, 0, `the deploy of the failing image fails: ${failed.stderr}`);
+  await waitFor(
+    async () => (await engine.docker.listContainers({ all: true, filters: { label: ['platform.service=shaky'] } })).every((c) => c.Labels['platform.release'] === '1'),
+    60_000,
+    { what: 'the failed containers to be removed by the revert' },
+  );
+
+  const previous = await platform('logs', 'shaky', '1', '--previous');
+  t.equal(previous.code, 0, previous.stderr);
+  const [header, ...lines] = previous.stdout.trimEnd().split('\n');
+  t.match(header, /^-- previous run of shaky-1\.service: exited with code 3 at \S+; deployment \S+, release v2, machine \S+, container [0-9a-f]{12}; its last 100 lines \(older output cut\) --$/);
+  t.equal(lines.length, 100, 'the last 100 lines');
+  t.match(lines[0], /failing line 22$/, 'from the 22nd of 121');
+  t.match(lines[38], /failing line 60$/);
+  t.match(lines[39], /shaky-1\.service halfway$/, 'stderr too, in order');
+  t.match(lines.at(-1), /failing line 120$/);
+
+  const tail = await platform('logs', 'shaky', '1', '--previous', '--tail', '2');
+  t.match(tail.stdout, /its last 2 lines.*\n.*failing line 119\n.*failing line 120\n$/);
+  t.match(await platform('logs', 'shaky', '1', '--previous', '-f'), { code: 1, stderr: /previous and follow cannot be combined/ });
+  t.match(await platform('logs', 'shaky', '2', '--previous'), { code: 1, stderr: /404: no failed run of shaky-2\.service is kept/ });
 });

@@ -22,6 +22,7 @@ import { defaultMaxUnits, defaultReserve } from '../../config.js';
 import { MachineRegistration, unitCapacity, type EngineResources, type ResourceSettings } from './machine-registration.js';
 import { registerAgentRoutes } from './routes.js';
 import { UnitStatusReporter, type UnitFailure } from './status-reporter.js';
+import { keepFailedOutput } from './failed-output.js';
 import { UnitReconciler, observedStatus } from './unit-reconciler.js';
 
 // The agent makes its machine run what the scheduler assigned to it, like fleet's agent or a
@@ -150,6 +151,7 @@ class MachineAgent implements Agent {
       reporter: this.reporter,
       credentials: (registry) => credentialFor(options.store, registry),
       wakeIn: (ms) => this.wakeIn(ms),
+      keepFailedOutput: (assignment, containerId, exit) => keepFailedOutput(this.docker, options.store, options.machineId, assignment, containerId, exit),
       log: options.log,
     });
     this.assignmentCheck = new AssignmentCheck(options.log, () => this.platformPorts());

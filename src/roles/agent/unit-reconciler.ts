@@ -5,7 +5,7 @@ import type { Assignment, UnitSlot } from '../../schemas/cluster.js';
 import { isRunning, slotOf } from '../../units.js';
 import { RestartBackoff } from './backoff.js';
 import { containerCreateOptions, type NetworkMode } from './container-spec.js';
-import { createAndStart, ensureImage, hostPortOf, inspectExit, runningPid, startContainer, stopAndRemove, type UnitContainer } from './containers.js';
+import { createAndStart, ensureImage, hostPortOf, inspectExit, runningPid, startContainer, stopAndRemove, type ContainerExit, type UnitContainer } from './containers.js';
 import { listenerOf } from './listening-socket.js';
 import { dockerErrorMessage } from './docker-client.js';
 import { chooseUnitPorts } from './ports.js';
@@ -50,6 +50,8 @@ export interface UnitReconcilerOptions {
   credentials?: CredentialLookup;
   /** Asks for another pass in `ms` (a backoff ending, a port to probe again). */
   wakeIn: (ms: number) => void;
+  /** Keeps a failed container's last output before it is restarted (failed-output.ts). */
+  keepFailedOutput?: (assignment: Assignment, containerId: string, exit: ContainerExit) => Promise<void>;
   log: FastifyBaseLogger;
 }
 
@@ -399,6 +401,10 @@ export class UnitReconciler {
     memory.adopted = undefined;
     const exit = await inspectExit(this.options.docker, container.id);
     memory.backoff.recordFailure(exit.failure, Date.now(), exit.ranForMs);
+    // Before the restart: its output would run on into the next run's, and a revert removes the container.
+    await this.options.keepFailedOutput?.(assignment, container.id, exit).catch((error: unknown) =>
+      this.options.log.warn({ unit: assignment.unit, reason: dockerErrorMessage(error) }, "could not keep the failed unit's output"),
+    );
     if (await this.waitingForRetry(assignment, memory, container.id)) return;
     memory.backoff.retrying();
     memory.restarts += 1;

@@ -8,6 +8,7 @@ import type { Deployment, DeployReply, JournalEntry } from '../../schemas/releas
 import { apiRoute } from '../../schemas/api.js';
 import { queryString } from '../../schemas/route-key.js';
 import { listClusterUnits } from './cluster-view.js';
+import { previousOutputText } from './previous-output.js';
 import { passedOnAuthorization } from '../../auth/caller.js';
 import { MAX_LOG_TAILS, StreamLimit } from '../../http/stream-limit.js';
 import { followedWhileCredentialsLast } from '../../auth/credential-lifetime.js';
@@ -41,12 +42,16 @@ export function schedulerViewRoutes(server: RoleServer, store: Store, scheduler:
     ...apiRoute('GET /services/:name/units/:unit/logs'),
     handler: async (request, reply) => {
       const { name, unit } = request.params;
+      if (request.query.previous) {
+        const text = await previousOutputText(store, name, unit, request.query.tail, request.query.follow);
+        return reply.type('text/plain; charset=utf-8').send(text);
+      }
       if (request.query.follow) tails.admit(reply);
       const found = (await listClusterUnits(store)).find((u) => u.service === name && u.unit === unit);
       if (!found) throw notFound(`service ${name} has no unit ${unit}`);
       const machine = await readMachine(store, found.machine);
       if (!machine) throw unavailable(`machine ${found.machine} of ${unit} is not registered (its agent is down)`);
-      const url = `http://${machine.record.address}/units/${unit}/logs${queryString(request.query)}`;
+      const url = `http://${machine.record.address}/units/${unit}/logs${queryString({ tail: request.query.tail, follow: request.query.follow })}`;
       let response;
       try {
         // The agent checks the caller's token or session as every role does: pass it on.

@@ -4,6 +4,7 @@ import { journalPrefix, releasesRoot, servicePrefix } from '../../../store/keys.
 import { deleteAssignments } from '../../../store/records/assignments.js';
 import { deleteReleases, deleteUndeclaredReleases } from '../../../store/records/releases.js';
 import { readService } from '../../../store/records/services.js';
+import { deleteUndeclaredUnitOutputs, servicesWithUnitOutput } from '../../../store/records/unit-outputs.js';
 import { deleteKeys, listRecords } from '../../../store/json-records.js';
 import type { Assignment } from '../../../schemas/cluster.js';
 import type { Release } from '../../../schemas/release.js';
@@ -21,7 +22,7 @@ import { WorkQueue } from '../../../work-queue.js';
 // (their units stop), the releases of deleted services (a service declared again under the name
 // starts a history of its own), the ACME certificates and order state of their public hosts (a
 // service declared again is ordered a certificate of its own; the gateways stop serving the old
-// one), and history beyond the retention limits. Level-triggered: each
+// one), the output kept of their failed units, and history beyond the retention limits. Level-triggered: each
 // pass compares the whole store with the declarations, so a missed event costs nothing.
 
 export class Housekeeping {
@@ -71,7 +72,15 @@ export class Housekeeping {
     const doomed = [...expired, ...journalKeys];
     const releasesDeleted = await this.pruneReleases(releases, declared, deployments);
     await this.pruneCertificates(new Set(declared.keys()));
+    await this.pruneUnitOutputs(new Set(declared.keys()));
     if (doomed.length + releasesDeleted > 0) this.log.info({ deleted: doomed.length + releasesDeleted }, 'deleted history beyond the retention limits and of deleted services');
+  }
+
+  /** The failed units' output kept for deleted services (only while each is still undeclared). */
+  private async pruneUnitOutputs(declared: ReadonlySet<string>): Promise<void> {
+    for (const name of await servicesWithUnitOutput(this.store)) {
+      if (!declared.has(name)) await deleteUndeclaredUnitOutputs(this.store, name);
+    }
   }
 
   /** What deleted services left of HTTPS; certificate-records.ts decides what that is and removes it. */
