@@ -1,0 +1,178 @@
+import t from 'tap';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { documentedBlock } from '../harness/documented-blocks.js';
+import { debianPackage } from '../harness/debian-package.js';
+import { startRegistry } from '../harness/registry.js';
+import { startMachineNetwork, type SystemdMachine } from '../harness/systemd-machines.js';
+import { buildTestImage } from '../harness/test-image.js';
+import { makeEtcdClusterCertificates } from '../harness/tls-certificates.js';
+import { waitFor } from '../harness/wait.js';
+
+// Issue 30 item 3: docs/install.md's machine install is a test. Three Debian 12 machines booted
+// with systemd (docs/test-machines.md), bare of the platform: the Debian package installed with
+// apt, then the doc's steps as printed (its etcd settings and its render command run with the
+// example addresses 10.0.0.<i> swapped for the machines'), a three-member TLS etcd, every role
+// enabled on every machine, the gateway included; then the specification's flow through them.
+
+const network = await startMachineNetwork();
+t.teardown(() => network.stop());
+const registry = await startRegistry({ address: network.bridgeAddress });
+t.teardown(() => registry.stop());
+const deb = await debianPackage();
+if (deb.builtSeconds !== undefined) t.comment(`the package built in ${deb.builtSeconds.toFixed(0)} s (cached for the next run)`);
+
+const bareAt = Date.now();
+const machines: SystemdMachine[] = [];
+for (let i = 0; i < 3; i++) machines.push(await network.boot({ platform: 'none' }));
+t.comment(`three bare machines booted in ${((Date.now() - bareAt) / 1000).toFixed(1)} s`);
+const [m1] = machines as [SystemdMachine, ...SystemdMachine[]];
+const seconds = (since: number): string => `${((Date.now() - since) / 1000).toFixed(1)} s`;
+
+/** The doc's example addresses, 10.0.0.<i>, as the machines' own. */
+const onTheseMachines = (text: string): string => text.replace(/\b10\.0\.0\.([1-3])\b/g, (_, i: string) => machines[Number(i) - 1]!.address);
+/** A block the doc prints for m1 (10.0.0.1), as machine `i` (0-based) runs it: its own name and address, the cluster's list kept whole. */
+function asMachine(i: number, block: string, clusterWide: (line: string) => boolean): string {
+  return onTheseMachines(
+    block
+      .split('\n')
+      .map((line) => (clusterWide(line) ? line : line.replaceAll('10.0.0.1', `10.0.0.${i + 1}`).replace(/=m1$/, `=m${i + 1}`)))
+      .join('\n'),
+  );
+}
+
+const certificateDir = mkdtempSync(join(tmpdir(), 'machine-install-certs-'));
+t.teardown(() => rmSync(certificateDir, { recursive: true, force: true }));
+
+const token = { secret: '' };
+const api = async (method: string, url: string, body?: unknown): Promise<{ status: number; body: unknown }> => {
+  const response = await fetch(url, {
+    method,
+    headers: { authorization: `Bearer ${token.secret}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    signal: AbortSignal.timeout(30_000),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : undefined };
+};
+
+t.test('step 1: apt install ./platform_<version>_amd64.deb on each bare machine, nothing fetched', async (t) => {
+  const block = documentedBlock('apt install -y ./platform_');
+  t.comment(`the packages of ${block.file}; the base has Docker, etcd and HAProxy, so the machines need no mirror`);
+  const script = block.text
+    .split('\n')
+    .filter((line) => !line.startsWith('apt-get install'))
+    .join('\n')
+    .replace(/\.\/platform_\S+_amd64\.deb/, `./${basename(deb.path)}`);
+  for (const machine of machines) {
+    copyFileSync(deb.path, join(machine.root, 'root', basename(deb.path)));
+    const installed = await machine.run(['sh', '-ec', `cd /root\n${script}`], { timeoutMs: 180_000 });
+    t.equal(installed.status, 0, `${machine.name}: ${script}\n${installed.stdout.slice(-1500)}${installed.stderr.slice(-1500)}`);
+    t.notMatch(installed.stdout, /^(Get|Need to get)\b/m, `${machine.name}: nothing fetched`);
+    t.match(await machine.sh('platform version --client'), new RegExp(`^platform ${deb.version.replaceAll('.', '\\.')}\\b`), `${machine.name}: /usr/bin/platform runs`);
+    t.match(await machine.sh('id platform'), /\(platform\)/, `${machine.name}: the platform user`);
+  }
+});
+
+t.test('steps 2 and 3: certificates, and the three-member TLS etcd of the doc\'s /etc/default/etcd', async (t) => {
+  const certificates = makeEtcdClusterCertificates(
+    certificateDir,
+    machines.map((machine) => machine.address),
+  );
+  const block = documentedBlock('ETCD_NAME=');
+  t.comment(`the etcd settings of ${block.file}`);
+  machines.forEach((machine, i) => {
+    const copy = (from: string, to: string): void => machine.writeFile(to, readFileSync(from, 'utf8'));
+    copy(certificates.ca, '/etc/etcd/ca.pem');
+    copy(certificates.members[i]!.cert, '/etc/etcd/member.pem');
+    copy(certificates.members[i]!.key, '/etc/etcd/member-key.pem');
+    copy(certificates.ca, '/etc/platform/etcd-ca.pem');
+    copy(certificates.clientCert, '/etc/platform/etcd-client.pem');
+    copy(certificates.clientKey, '/etc/platform/etcd-client-key.pem');
+    machine.writeFile('/etc/default/etcd', asMachine(i, block.text, (line) => line.startsWith('ETCD_INITIAL_CLUSTER=')));
+  });
+  await Promise.all(
+    machines.map((machine) =>
+      machine.sh(
+        'chown etcd:etcd /etc/etcd/*.pem && chmod 600 /etc/etcd/member-key.pem && chown root:platform /etc/platform/etcd-*.pem && chmod 640 /etc/platform/etcd-*.pem && systemctl start etcd',
+        { timeoutMs: 120_000 },
+      ),
+    ),
+  );
+  for (const machine of machines) {
+    const health = await machine.sh(`curl -sS --cacert /etc/platform/etcd-ca.pem --cert /etc/platform/etcd-client.pem --key /etc/platform/etcd-client-key.pem https://${machine.address}:2379/health`);
+    t.match(JSON.parse(health), { health: 'true' }, `${machine.name}'s member answers over TLS`);
+  }
+});
+
+const service = `shop-${randomBytes(2).toString('hex')}`;
+const repository = `team/${service}`;
+
+t.test('step 4: the units rendered as the doc says, the test registry allowed (step 6), every role enabled', async (t) => {
+  const block = documentedBlock('platform systemd render --roles');
+  t.comment(`the render and enable commands of ${block.file}`);
+  // Step 6's settings for a registry without TLS, written before the units start rather than with a restart after.
+  const registrySettings = `PLATFORM_ALLOWED_REGISTRIES=${registry.host}\nPLATFORM_SCHEDULER_FLAGS="--insecure-registry ${registry.host}"\n`;
+  for (const [i, machine] of machines.entries()) {
+    const script = asMachine(i, block.text, (line) => line.includes('--etcd '));
+    const rendered = await machine.run(['sh', '-ec', script.replace(/\nsystemctl daemon-reload[\s\S]*$/, '')], { timeoutMs: 60_000 });
+    t.equal(rendered.status, 0, `${machine.name}: platform systemd render\n${rendered.stdout}${rendered.stderr}`);
+    const settings = readFileSync(join(machine.root, 'etc/platform/platform.env'), 'utf8');
+    t.match(settings, new RegExp(`^PLATFORM_ADVERTISE=${machine.address.replaceAll('.', '\\.')}$`, 'm'), `${machine.name}: platform.env has its address\n${rendered.stdout}`);
+    machine.writeFile('/etc/platform/platform.env', settings + registrySettings, 0o600);
+  }
+  await Promise.all(
+    machines.map((machine, i) => machine.sh(asMachine(i, block.text, () => true).replace(/^[\s\S]*\n(systemctl daemon-reload)/, '$1'), { timeoutMs: 180_000 })),
+  );
+});
+
+t.test('step 5 and the specification\'s flow: the first token, POST /services 201, POST /hooks/deploy 200, units spread, every gateway serving them', async (t) => {
+  const orchestrator = `http://${m1.address}:9000`;
+  await waitFor(async () => (await fetch(`${orchestrator}/readyz`, { signal: AbortSignal.timeout(2000) })).ok, 120_000, { intervalMs: 500, what: `the orchestrator at ${orchestrator}` });
+  token.secret = (await m1.sh(`platform token bootstrap --orchestrator ${orchestrator}`)).trim();
+  t.ok(token.secret.length > 20, 'platform token bootstrap printed a token');
+
+  const image = await buildTestImage(m1.docker, registry.host, repository, 'v1');
+  const created = await api('POST', `http://${m1.address}:9001/services`, { name: service, description: 'the machine install', containerImage: `${registry.host}/${repository}`, numInstances: 3 });
+  t.equal(created.status, 201, JSON.stringify(created.body));
+
+  const leader = await waitFor(
+    async () => {
+      for (const machine of machines) {
+        const ready = await fetch(`http://${machine.address}:9002/readyz`, { signal: AbortSignal.timeout(2000) }).then((r) => r.json() as Promise<{ leader?: boolean }>);
+        if (ready.leader) return machine;
+      }
+      return undefined;
+    },
+    60_000,
+    { intervalMs: 500, what: 'a leading scheduler' },
+  );
+  const deploy = await api('POST', `http://${leader.address}:9002/hooks/deploy`, { serviceName: service, containerRepository: image.reference, pushedAt: 0 });
+  t.equal(deploy.status, 200, JSON.stringify(deploy.body));
+
+  const units = await waitFor(
+    async () => {
+      const listed = (await api('GET', `${orchestrator}/services/${service}/units`)).body as { unit: string; machine: string; active: string; sub: string }[];
+      return listed.length === 3 && listed.every((unit) => unit.active === 'active' && unit.sub === 'running') ? listed : undefined;
+    },
+    120_000,
+    { intervalMs: 500, what: `3 running units of ${service}` },
+  );
+  t.same(units.map((unit) => unit.unit).sort(), [1, 2, 3].map((n) => `${service}-${n}.service`), 'units <name>-<n>.service');
+  t.equal(new Set(units.map((unit) => unit.machine)).size, 3, `spread over the three machines: ${units.map((unit) => `${unit.unit} on ${unit.machine}`).join(', ')}`);
+
+  for (const machine of machines) {
+    const page = await waitFor(
+      async () => {
+        const response = await fetch(`http://${machine.address}/`, { headers: { host: `${service}.platform.local` }, signal: AbortSignal.timeout(2000) });
+        return response.status === 200 ? response.text() : undefined;
+      },
+      60_000,
+      { intervalMs: 250, what: `${service} through ${machine.name}'s gateway` },
+    );
+    t.match(page, new RegExp(`^${service}-\\d\\.service`), `${machine.name}'s gateway serves ${service} by Host`);
+  }
+  t.comment(`bare machines → the first deploy answered through every gateway: ${seconds(bareAt)} (the package build excluded)`);
+});
