@@ -66,11 +66,15 @@ t.test('step 1: apt install ./platform_<version>_amd64.deb on each bare machine,
     .filter((line) => !line.startsWith('apt-get install'))
     .join('\n')
     .replace(/\.\/platform_\S+_amd64\.deb/, `./${basename(deb.path)}`);
-  for (const machine of machines) {
+  const installs = machines.map((machine) => {
     copyFileSync(deb.path, join(machine.root, 'root', basename(deb.path)));
-    const installed = await machine.run(['sh', '-ec', `cd /root\n${script}`], { timeoutMs: 180_000 });
+    return machine.run(['sh', '-ec', `cd /root\n${script}`], { timeoutMs: 180_000 });
+  });
+  for (const [machine, installing] of machines.map((machine, i) => [machine, installs[i]!] as const)) {
+    const installed = await installing;
     t.equal(installed.status, 0, `${machine.name}: ${script}\n${installed.stdout.slice(-1500)}${installed.stderr.slice(-1500)}`);
-    t.notMatch(installed.stdout, /^(Get|Need to get)\b/m, `${machine.name}: nothing fetched`);
+    t.match(installed.stdout, /^Need to get 0 B\b/m, `${machine.name}: nothing to fetch`);
+    t.notMatch(installed.stdout, /^Get:\d+ \w+:\/\//m, `${machine.name}: nothing fetched from a mirror`);
     t.match(await machine.sh('platform version --client'), new RegExp(`^platform ${deb.version.replaceAll('.', '\\.')}\\b`), `${machine.name}: /usr/bin/platform runs`);
     t.match(await machine.sh('id platform'), /\(platform\)/, `${machine.name}: the platform user`);
   }
@@ -175,4 +179,80 @@ t.test('step 5 and the specification\'s flow: the first token, POST /services 20
     t.match(page, new RegExp(`^${service}-\\d\\.service`), `${machine.name}'s gateway serves ${service} by Host`);
   }
   t.comment(`bare machines → the first deploy answered through every gateway: ${seconds(bareAt)} (the package build excluded)`);
+});
+
+interface PlacedUnit {
+  unit: string;
+  machine: string;
+  active: string;
+  sub: string;
+}
+const unitsOf = async (name: string): Promise<PlacedUnit[]> => (await api('GET', `http://${m1.address}:9000/services/${name}/units`)).body as PlacedUnit[];
+const running = (units: PlacedUnit[]): PlacedUnit[] => units.filter((unit) => unit.active === 'active' && unit.sub === 'running');
+/** The machine's containers of the service: id and when it (re)started, which a restart changes. */
+const containersOn = async (machine: SystemdMachine): Promise<string[]> =>
+  Promise.all(
+    (await machine.docker.listContainers({ filters: { label: [`platform.service=${service}`] } })).map(async (listed) => {
+      const inspected = await machine.docker.getContainer(listed.Id).inspect();
+      return `${inspected.Name} ${listed.Id.slice(0, 12)} started ${inspected.State.StartedAt} restarts ${inspected.RestartCount}`;
+    }),
+  ).then((lines) => lines.sort());
+const serves = async (machine: SystemdMachine): Promise<boolean> =>
+  (await fetch(`http://${machine.address}/`, { headers: { host: `${service}.platform.local` }, signal: AbortSignal.timeout(2000) })).status === 200;
+
+/** `/platform/services/<component>` as etcd has it, read over TLS from m1 (etcd's JSON gateway). */
+async function announced(component: string): Promise<string | null> {
+  const key = Buffer.from(`/platform/services/${component}`).toString('base64');
+  const answer = await m1.sh(
+    `curl -sS --cacert /etc/platform/etcd-ca.pem --cert /etc/platform/etcd-client.pem --key /etc/platform/etcd-client-key.pem -X POST https://${m1.address}:2379/v3/kv/range -d '{"key":"${key}"}'`,
+  );
+  const value = (JSON.parse(answer) as { kvs?: { value: string }[] }).kvs?.[0]?.value;
+  return value === undefined ? null : Buffer.from(value, 'base64').toString();
+}
+
+t.test('a stopped component: its announcement gone within the TTL, another machine\'s takes over', async (t) => {
+  const before = await waitFor(() => announced('service-directory'), 30_000, { what: 'the service directory\'s announcement' });
+  const holder = machines.find((machine) => before.startsWith(`${machine.address}:`))!;
+  t.ok(holder, `announced: ${before}`);
+  const stoppedAt = Date.now();
+  await holder.sh('systemctl stop service-directory');
+  const after = await waitFor(
+    async () => {
+      const now = await announced('service-directory');
+      return now !== null && now !== before ? now : undefined;
+    },
+    10_000,
+    { intervalMs: 200, what: `another machine's service directory announced instead of ${before}` },
+  );
+  t.comment(`${holder.name}'s service-directory stopped → ${after} announced after ${seconds(stoppedAt)} (TTL 10 s)`);
+  t.not(after.split(':')[0], holder.address, 'another machine');
+  await holder.sh('systemctl start service-directory');
+});
+
+t.test('systemctl restart agent keeps the machine\'s units: the same containers, none restarted', async (t) => {
+  const machine = machines[1]!;
+  const before = await containersOn(machine);
+  t.equal(before.length, 1, `${machine.name} runs one unit of ${service}`);
+  const restartedAt = Date.now();
+  await machine.sh('systemctl restart agent');
+  await waitFor(async () => (await fetch(`http://${machine.address}:9003/readyz`, { signal: AbortSignal.timeout(2000) })).ok, 60_000, { intervalMs: 250, what: `${machine.name}'s agent ready` });
+  t.comment(`${machine.name}'s agent ready again ${seconds(restartedAt)} after systemctl restart agent`);
+  // Long enough for an agent that would replace or stop units to have done so.
+  await new Promise((resolve) => setTimeout(resolve, 5000));
+  t.same(await containersOn(machine), before, 'the same container, never restarted');
+  t.equal(running(await unitsOf(service)).length, 3, 'three units running');
+  t.ok(await serves(machine), 'its gateway serves the service');
+});
+
+t.test('a reboot of one machine keeps its units on it, serving again', async (t) => {
+  const machine = machines[2]!;
+  const placed = (await unitsOf(service)).filter((unit) => unit.machine === machine.name || unit.machine.includes(machine.address)).map((unit) => unit.unit);
+  t.equal(placed.length, 1, `${machine.name} has a unit: ${JSON.stringify(await unitsOf(service))}`);
+  const rebootAt = Date.now();
+  await machine.reboot();
+  t.comment(`${machine.name} booted again in ${seconds(rebootAt)}`);
+  await waitFor(async () => (await serves(machine)) && running(await unitsOf(service)).length === 3, 120_000, { intervalMs: 500, what: `${service} running at 3 and served by ${machine.name} after its reboot` });
+  t.comment(`reboot of ${machine.name} → its gateway serving ${service} again, three units running: ${seconds(rebootAt)}`);
+  const after = (await unitsOf(service)).filter((unit) => unit.machine === machine.name || unit.machine.includes(machine.address)).map((unit) => unit.unit);
+  t.same(after, placed, 'the same unit on the same machine');
 });
