@@ -5,6 +5,7 @@ import { basename, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { documentedBlock } from '../harness/documented-blocks.js';
 import { debianPackage } from '../harness/debian-package.js';
+import { startLoad } from '../harness/http-load.js';
 import { startRegistry } from '../harness/registry.js';
 import { startMachineNetwork, type SystemdMachine } from '../harness/systemd-machines.js';
 import { buildTestImage } from '../harness/test-image.js';
@@ -100,7 +101,7 @@ t.test('steps 2 and 3: certificates, and the three-member TLS etcd of the doc\'s
   await Promise.all(
     machines.map((machine) =>
       machine.sh(
-        'chown etcd:etcd /etc/etcd/*.pem && chmod 600 /etc/etcd/member-key.pem && chown root:platform /etc/platform/etcd-*.pem && chmod 640 /etc/platform/etcd-*.pem && systemctl start etcd',
+        'chown etcd:etcd /etc/etcd/*.pem && chmod 600 /etc/etcd/member-key.pem && chown root:platform /etc/platform/etcd-*.pem && chmod 640 /etc/platform/etcd-*.pem && systemctl enable --now etcd',
         { timeoutMs: 120_000 },
       ),
     ),
@@ -255,4 +256,42 @@ t.test('a reboot of one machine keeps its units on it, serving again', async (t)
   t.comment(`reboot of ${machine.name} → its gateway serving ${service} again, three units running: ${seconds(rebootAt)}`);
   const after = (await unitsOf(service)).filter((unit) => unit.machine === machine.name || unit.machine.includes(machine.address)).map((unit) => unit.unit);
   t.same(after, placed, 'the same unit on the same machine');
+});
+
+t.test('a reboot of all three brings the service back at its count, spread, within 60 s', async (t) => {
+  const rebootAt = Date.now();
+  await Promise.all(machines.map((machine) => machine.reboot()));
+  const bootedAt = Date.now();
+  t.comment(`the three machines booted again in ${seconds(rebootAt)}`);
+  await waitFor(
+    async () => {
+      const placed = running(await unitsOf(service));
+      if (placed.length !== 3 || new Set(placed.map((unit) => unit.machine)).size !== 3) return false;
+      for (const machine of machines) if (!(await serves(machine))) return false;
+      return true;
+    },
+    60_000,
+    { intervalMs: 500, what: `${service} at 3 units over 3 machines, served by every gateway, after the reboot of all` },
+  );
+  t.comment(`reboot of all → ${service} served again by every gateway: ${seconds(rebootAt)} (${seconds(bootedAt)} after the machines were up)`);
+});
+
+t.test('an upgrade to a newer package, one machine after the other, under load drops no request', async (t) => {
+  const newer = await debianPackage('0.2.1');
+  if (newer.builtSeconds !== undefined) t.comment(`the 0.2.1 package built in ${newer.builtSeconds.toFixed(0)} s`);
+  const loads = machines.map((machine) => startLoad({ url: `http://${machine.address}/`, host: `${service}.platform.local`, concurrency: 2, maxDurationMs: 600_000 }));
+  const upgradeAt = Date.now();
+  for (const machine of machines) {
+    copyFileSync(newer.path, join(machine.root, 'root', basename(newer.path)));
+    const upgraded = await machine.run(['sh', '-ec', `cd /root && apt install -y ./${basename(newer.path)}`], { timeoutMs: 300_000 });
+    t.equal(upgraded.status, 0, `${machine.name}: apt install ./${basename(newer.path)}\n${upgraded.stdout.slice(-1500)}${upgraded.stderr.slice(-1500)}`);
+    t.match(await machine.sh('platform version --client'), /^platform 0\.2\.1\b/, `${machine.name} runs 0.2.1`);
+  }
+  t.comment(`three machines upgraded in ${seconds(upgradeAt)}`);
+  const results = await Promise.all(loads.map((load) => load.stop()));
+  for (const [i, result] of results.entries()) {
+    t.ok(result.ok > 0, `${machines[i]!.name}'s gateway answered ${result.ok} requests`);
+    t.equal(result.failed, 0, `${machines[i]!.name}: no request failed: ${result.failures.join('; ')}`);
+  }
+  t.equal(running(await unitsOf(service)).length, 3, 'three units running');
 });
