@@ -135,7 +135,13 @@ t.test('step 4: the units rendered as the doc says, the test registry allowed (s
 
 t.test('step 5 and the specification\'s flow: the first token, POST /services 201, POST /hooks/deploy 200, units spread, every gateway serving them', async (t) => {
   const orchestrator = `http://${m1.address}:9000`;
-  await waitFor(async () => (await fetch(`${orchestrator}/readyz`, { signal: AbortSignal.timeout(2000) })).ok, 120_000, { intervalMs: 500, what: `the orchestrator at ${orchestrator}` });
+  await waitFor(async () => (await fetch(`${orchestrator}/readyz`, { signal: AbortSignal.timeout(2000) })).ok, 180_000, { intervalMs: 500, what: `the orchestrator at ${orchestrator}` }).catch(
+    async (error: Error) => {
+      const status = await m1.run(['sh', '-c', 'systemctl status --no-pager -n 0 orchestrator scheduler service-directory; journalctl --no-pager -n 30 -o cat -u orchestrator -u scheduler-announce']);
+      // The steps after this one need a serving cluster.
+      t.bailout(`${error.message}\n${status.stdout}${status.stderr}`);
+    },
+  );
   token.secret = (await m1.sh(`platform token bootstrap --orchestrator ${orchestrator}`)).trim();
   t.ok(token.secret.length > 20, 'platform token bootstrap printed a token');
 
