@@ -39,11 +39,13 @@ const roleOf: Record<Component, string> = {
 export type Probe = { healthy: true } | { healthy: false; reason: string };
 
 /**
- * Whether the component answers at `address`. The scheduler is probed on /readyz, which says
- * whether it leads: only the leader is announced, as when schedulers announce themselves.
+ * Whether the component answers at `address`, on /healthz. The scheduler's says whether it leads:
+ * only the leader is announced, as when schedulers announce themselves. Not /readyz: the units
+ * run with --auth token, and /readyz tells a caller without a token (the sidekick) only its status,
+ * so a scheduler probed there was never announced and no orchestrator became ready (issue 30 item 3).
  */
 export async function probeComponent(component: Component, address: string, timeoutMs: number): Promise<Probe> {
-  const path = component === 'scheduler' ? '/readyz' : '/healthz';
+  const path = '/healthz';
   let body: { role?: unknown; leader?: unknown };
   try {
     const response = await fetch(`http://${address}${path}`, { signal: AbortSignal.timeout(timeoutMs) });

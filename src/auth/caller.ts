@@ -60,10 +60,15 @@ export const isLoopback = (host: string | undefined): boolean => LOOPBACK.test((
 
 const LOOPBACK_PEER = Symbol('loopbackPeerAddress');
 
-/** Whether a connection's peer address is a loopback one: read once per connection (its address does not change). */
+/**
+ * Whether a connection comes from this machine's own address: a loopback peer, or one whose
+ * address is the one it connected to (a role listening on the machine's private address, as the
+ * units do, is reached there from the machine itself: no other host can complete a connection
+ * from our own address). Read once per connection (its addresses do not change).
+ */
 const fromLoopbackAddress = (socket: FastifyRequest['socket']): boolean => {
   const known = socket as typeof socket & { [LOOPBACK_PEER]?: boolean };
-  return (known[LOOPBACK_PEER] ??= isLoopback(socket.remoteAddress));
+  return (known[LOOPBACK_PEER] ??= isLoopback(socket.remoteAddress) || (socket.remoteAddress !== undefined && socket.remoteAddress === socket.localAddress));
 };
 
 /** A request from a loopback peer, not relayed by a proxy (the gateway adds X-Forwarded-For) nor by a role (which names its caller). */

@@ -28,6 +28,11 @@ export interface RoleServerOptions {
   logger: FastifyBaseLogger | boolean;
   /** Resolves when the role can serve (store and peers reachable); rejects with the reason. */
   readiness: () => Promise<Record<string, unknown>>;
+  /**
+   * What /healthz says besides the status and the role, to any caller: the scheduler says whether
+   * it leads, which its announce sidekick needs and, without a token, could not learn from /readyz.
+   */
+  health?: () => Record<string, unknown>;
   bodyLimit?: number;
   /** Who may call: the --auth mode and the token records (src/auth/guard.ts). */
   access: AccessControl;
@@ -95,7 +100,7 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
   await server.register(swagger, openapiOptions(options.role, ErrorReply));
   await server.register(swaggerUi, { routePrefix: '/documentation' });
 
-  server.get('/healthz', { schema: { hide: true }, config: { access: 'open' } }, async () => ({ status: 'ok', role: options.role }));
+  server.get('/healthz', { schema: { hide: true }, config: { access: 'open' } }, async () => ({ status: 'ok', role: options.role, ...options.health?.() }));
   server.get(
     '/readyz',
     {

@@ -1,4 +1,4 @@
-import { access, mkdir, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 import { Option, type Command } from 'commander';
 import { ConfigError } from '../config-error.js';
@@ -44,7 +44,7 @@ export function addUnitsCommands(program: Command): void {
     .addOption(new Option('--auth <mode>', 'who may call the APIs').choices(authModes).default(defaultSettings.auth))
     .option('--domain <domain>', `domain services are reached under (default ${defaultSettings.domain})`)
     .option('--out <dir>', 'write every file into this directory instead')
-    .option('--force', 'replace an existing platform.env (units are always replaced)')
+    .option('--force', "replace an existing platform.env (units are always replaced; the Debian package's untouched one is replaced without it)")
     .action(async (flags: RenderFlags) => {
       const settings = machineSettings(flags);
       const written = await writeUnitFiles(renderUnitFiles(settings), flags.out, flags.force ?? false);
@@ -112,7 +112,7 @@ async function writeUnitFiles(files: Map<string, string>, out: string | undefine
   for (const [name, content] of files) {
     const isEnv = name === 'platform.env';
     const path = out ? join(out, name) : isEnv ? ENVIRONMENT_FILE : join('/etc/systemd/system', name);
-    if (isEnv && !force && (await exists(path))) {
+    if (isEnv && !force && keepsEnvironmentFile(await readIfExists(path))) {
       done.push(`kept ${path} (it exists; --force replaces it)`);
       continue;
     }
@@ -125,8 +125,14 @@ async function writeUnitFiles(files: Map<string, string>, out: string | undefine
   return done;
 }
 
-const exists = (path: string): Promise<boolean> =>
-  access(path).then(
-    () => true,
-    () => false,
-  );
+const readIfExists = (path: string): Promise<string | undefined> => readFile(path, 'utf8').catch(() => undefined);
+
+/**
+ * Whether render (without --force) keeps the platform.env it finds: any file but the one the
+ * Debian package installs, which is render's defaults (one machine, etcd on 127.0.0.1) untouched.
+ * That one holds no operator's setting, and keeping it would leave the units just rendered for
+ * this machine reading etcd on 127.0.0.1 (the install of docs/install.md on a fresh machine).
+ */
+export function keepsEnvironmentFile(existing: string | undefined): boolean {
+  return existing !== undefined && existing !== renderUnitFiles(defaultSettings).get('platform.env');
+}

@@ -94,7 +94,9 @@ t.test('stopping the sidekick deletes the key at once; a sidekick of a silent ad
 
 t.test('only the leading scheduler is announced, and the next leader takes over', async (t) => {
   const ports = [await freePort(), await freePort()];
-  const schedulers = await Promise.all(ports.map((port) => serveRole('scheduler', port, [...flags, '--no-announce'])));
+  // --auth token, as the units run it: the sidekick has no token, and a scheduler's /readyz tells
+  // such a caller only its status (it was never announced; issue 30 item 3).
+  const schedulers = await Promise.all(ports.map((port) => serveRole('scheduler', port, [...flags, '--no-announce', '--auth', 'token'])));
   t.teardown(() => Promise.all(schedulers.map((scheduler) => scheduler.stop())));
   const leaderAddress = () => read('/platform/scheduler/leader').then((value) => (value ? (JSON.parse(value) as { address: string }).address : null));
   const first = await waitFor(leaderAddress, 10_000, { what: 'a leader' });

@@ -2,7 +2,8 @@ import t from 'tap';
 import { decide, isExpired, routeAccess, serviceOf } from '../../src/auth/access.js';
 import { parseDuration } from '../../src/auth/duration.js';
 import { createServer, connect, type AddressInfo, type Socket } from 'node:net';
-import { bearerToken, callerKey, clientAddress, isLocalCall } from '../../src/auth/caller.js';
+import { networkInterfaces } from 'node:os';
+import { bearerToken, callerKey, clientAddress, isFromThisMachine, isLocalCall } from '../../src/auth/caller.js';
 import { relayedCallerHeaders, relayKeyOf } from '../../src/auth/relayed-caller.js';
 import { hashSecret, newSecret } from '../../src/auth/tokens.js';
 import { apiRoute, orchestratorApi, type OrchestratorRoute } from '../../src/schemas/api.js';
@@ -103,6 +104,23 @@ t.test('a local call is one from loopback, on a loopback listener, not forwarded
   t.equal(await callerKey({ ip, socket, headers: {} } as never), `127.0.0.1 uid ${process.getuid!()}`, 'a loopback caller is counted by its uid');
   const proxied = { ip, socket, headers: { 'x-forwarded-for': '10.1.1.1, 198.51.100.7' } } as never;
   t.equal(await callerKey(proxied), '198.51.100.7', "a process of the platform's own user (the gateway) names its client in X-Forwarded-For");
+});
+
+t.test("a call from this machine to its own private address (a unit's listener) is from this machine; from another address it is not", async (t) => {
+  t.equal(isFromThisMachine({ socket: { remoteAddress: '10.0.0.5', localAddress: '10.0.0.1' }, headers: {} } as never), false, 'another host');
+  const own = Object.values(networkInterfaces())
+    .flat()
+    .find((address) => address && address.family === 'IPv4' && !address.internal)?.address;
+  t.ok(own, 'this host has a private IPv4 address');
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, own, resolve));
+  t.teardown(() => server.close());
+  const accepted = new Promise<Socket>((resolve) => server.once('connection', resolve));
+  const client = connect((server.address() as AddressInfo).port, own!);
+  t.teardown(() => client.destroy());
+  const socket = await accepted;
+  t.equal(await isFromThisMachine({ socket, headers: {} } as never), true, `this process, connected to ${own}: platform token bootstrap on the orchestrator's machine (issue 30 item 3)`);
+  t.equal(await isLocalCall({ socket, headers: {} } as never, false), false, 'no exemption from tokens on a listener that is not loopback');
 });
 
 t.test("a call's client address is the socket's, or the caller a role relayed and signed; X-Forwarded-For of an unknown process is not believed", async (t) => {

@@ -2,7 +2,7 @@ import t from 'tap';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { defaultSettings, renderUnitFiles } from '../../src/systemd/unit-files.js';
-import { machineSettings } from '../../src/systemd/units-command.js';
+import { keepsEnvironmentFile, machineSettings } from '../../src/systemd/units-command.js';
 import { announceOptions } from '../../src/announce.js';
 import { ConfigError, resolveConfig } from '../../src/config.js';
 
@@ -183,4 +183,12 @@ t.test('a sidekick probes at most every third of its TTL, so a silent component 
   t.throws(() => announceOptions({ ...base, checkInterval: '4' }, {}), /--check-interval must be from 0\.1 s to a third of --announce-ttl \(10 s\)/);
   t.throws(() => announceOptions({ ...base, address: '10.0.0.2' }, {}), /--address must be host:port/);
   t.throws(() => announceOptions({ ...base, role: 'directory' }, {}), /--role must be one of service-directory/);
+});
+
+t.test('render keeps an existing platform.env, but replaces the Debian package\'s untouched one (its defaults)', async (t) => {
+  const packaged = renderUnitFiles(defaultSettings).get('platform.env')!;
+  t.notOk(keepsEnvironmentFile(undefined), 'none yet: written');
+  t.notOk(keepsEnvironmentFile(packaged), 'the package\'s, as installed: replaced by this machine\'s settings');
+  t.ok(keepsEnvironmentFile(packaged.replace('PLATFORM_ANNOUNCE_TTL=10', 'PLATFORM_ANNOUNCE_TTL=20')), 'edited: kept');
+  t.ok(keepsEnvironmentFile(renderUnitFiles({ ...defaultSettings, advertise: '10.0.0.1', listen: '10.0.0.1' }).get('platform.env')!), 'rendered for a machine before: kept');
 });

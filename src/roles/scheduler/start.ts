@@ -38,6 +38,7 @@ export async function startScheduler({ config, store, log, advertised, access, s
       await store.ping();
       return { store: store.description, leader: scheduler.isLeader(), ...scheduler.healingState(), ...(await scheduler.backupState()), ...(await storeSpace.readiness()) };
     },
+    health: () => ({ leader: scheduler.isLeader() }),
   });
   schedulerRoutes(server, scheduler, { space: storeSpace, budget: writeBudget });
   await registerWebhooks(server, { deployer: scheduler, store, log, secrets: config.scheduler.webhooks, listenHost: config.host });
