@@ -343,7 +343,7 @@ export interface paths {
         };
         /**
          * A unit's container output as text, from the agent of its machine; `follow` streams
-         * @description A unit's container output as text, from the agent of its machine; `follow` streams.
+         * @description A unit's container output as text, from the agent of its machine; `follow` streams. `previous`: the last output kept of the unit's newest failed container (`platform logs NAME N --previous`), after a line naming its deployment, release and how it ended; 404 when none is kept.
          */
         get: operations["getServicesByNameUnitsByUnitLogs"];
         put?: never;
@@ -3849,6 +3849,8 @@ export interface operations {
             query: {
                 tail: number;
                 follow: boolean;
+                /** @description the kept output of the unit's newest failed container (at most 100 lines) */
+                previous: boolean;
             };
             header?: never;
             path: {
