@@ -1,5 +1,7 @@
 import t from 'tap';
-import { demultiplexed, lastLines } from '../../src/roles/agent/last-output.js';
+import Docker from 'dockerode';
+import { lastLines } from '../../src/roles/agent/last-output.js';
+import { demultiplexedText } from '../../src/roles/agent/log-follower.js';
 
 // A failed unit's kept output: Docker's frames read back as text, and the last lines kept within
 // a count and a byte budget.
@@ -12,14 +14,18 @@ const frame = (stream: 1 | 2, text: string): Buffer => {
   return Buffer.concat([header, payload]);
 };
 
+// No engine is reached: only the client's frame reader (docker-modem's demuxStream) is used.
+const docker = new Docker({ socketPath: '/nonexistent/docker.sock' });
+const demultiplexed = (raw: Buffer): Promise<string> => demultiplexedText(docker, raw);
+
 t.test('frames of stdout and stderr are read back in the order written', async (t) => {
-  t.equal(demultiplexed(Buffer.concat([frame(1, 'one\n'), frame(2, 'two\n'), frame(1, 'three\n')])), 'one\ntwo\nthree\n');
+  t.equal(await demultiplexed(Buffer.concat([frame(1, 'one\n'), frame(2, 'two\n'), frame(1, 'three\n')])), 'one\ntwo\nthree\n');
 });
 
-t.test('raw text (a TTY container) is taken as it is; a last frame cut short keeps what arrived', async (t) => {
-  t.equal(demultiplexed(Buffer.from('plain text\n')), 'plain text\n');
-  t.equal(demultiplexed(Buffer.concat([frame(2, 'whole\n'), frame(1, 'cut short').subarray(0, 12)])), 'whole\ncut ');
-  t.equal(demultiplexed(Buffer.alloc(0)), '');
+t.test('raw text (a TTY container) is taken as it is; a last frame cut short is left out', async (t) => {
+  t.equal(await demultiplexed(Buffer.from('plain text\n')), 'plain text\n');
+  t.equal(await demultiplexed(Buffer.concat([frame(2, 'whole\n'), frame(1, 'cut short').subarray(0, 12)])), 'whole\n');
+  t.equal(await demultiplexed(Buffer.alloc(0)), '');
 });
 
 t.test('the last lines are kept, oldest first, and cutting older ones says so', async (t) => {

@@ -4,7 +4,8 @@ import type { Assignment } from '../../schemas/cluster.js';
 import { KEPT_OUTPUT_BYTES, KEPT_OUTPUT_LINES, type UnitOutput } from '../../schemas/unit-output.js';
 import { keepUnitOutput } from '../../store/records/unit-outputs.js';
 import type { ContainerExit } from './containers.js';
-import { demultiplexed, lastLines } from './last-output.js';
+import { lastLines } from './last-output.js';
+import { demultiplexedText } from './log-follower.js';
 
 // When a unit's container fails, its last output is read from the engine and kept in the store
 // (`platform logs NAME N --previous`): the container is restarted in place, and removed once its
@@ -13,7 +14,7 @@ import { demultiplexed, lastLines } from './last-output.js';
 /** Reads the failed container's last output and keeps it as its unit instance's newest failure. */
 export async function keepFailedOutput(docker: Docker, store: Store, machineId: string, assignment: Assignment, containerId: string, exit: ContainerExit): Promise<void> {
   const raw = await settledOutput(docker.getContainer(containerId));
-  const { lines, truncated } = lastLines(demultiplexed(raw), { maxLines: KEPT_OUTPUT_LINES, maxBytes: KEPT_OUTPUT_BYTES });
+  const { lines, truncated } = lastLines(await demultiplexedText(docker, raw), { maxLines: KEPT_OUTPUT_LINES, maxBytes: KEPT_OUTPUT_BYTES });
   const output: UnitOutput = {
     service: assignment.service,
     instance: assignment.instance,

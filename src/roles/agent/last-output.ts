@@ -1,5 +1,5 @@
-// A failed container's last output as kept (src/store/records/unit-outputs.ts): Docker's log
-// bytes split into lines, the last `maxLines` of them, cut to `maxBytes` in all. Pure.
+// A failed container's last output as kept (src/store/records/unit-outputs.ts): its text split
+// into lines, the last `maxLines` of them, cut to `maxBytes` in all. Pure.
 
 export interface OutputBounds {
   maxLines: number;
@@ -10,25 +10,6 @@ export interface LastLines {
   lines: string[];
   /** Older lines, or the start of one line longer than the bytes allowed, were cut. */
   truncated: boolean;
-}
-
-/**
- * The text of Docker's multiplexed log stream (8-byte frame headers: stream, 3 zero bytes, size),
- * stdout and stderr in the order written; raw text (a TTY container's) is taken as it is, and a
- * last frame cut short keeps what arrived.
- */
-export function demultiplexed(raw: Buffer): string {
-  const payloads: Buffer[] = [];
-  let at = 0;
-  while (at + 8 <= raw.length) {
-    const stream = raw[at];
-    if (stream === undefined || stream > 2 || raw[at + 1] !== 0 || raw[at + 2] !== 0 || raw[at + 3] !== 0) return raw.toString('utf8');
-    const size = raw.readUInt32BE(at + 4);
-    payloads.push(raw.subarray(at + 8, at + 8 + size));
-    at += 8 + size;
-  }
-  if (at < raw.length) return raw.toString('utf8');
-  return Buffer.concat(payloads).toString('utf8');
 }
 
 /** The last lines of `text` within both bounds, newest kept; a line too long alone keeps its end (where the error usually is). */

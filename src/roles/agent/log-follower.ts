@@ -1,4 +1,5 @@
-import type { Readable } from 'node:stream';
+import { once } from 'node:events';
+import { Readable, Writable } from 'node:stream';
 import type Docker from 'dockerode';
 import { RotationDedup } from './log-rotation-dedup.js';
 
@@ -46,6 +47,24 @@ export function demultiplexInto(docker: Docker, stream: NodeJS.ReadableStream, t
   // Docker ends a followed log when the container stops: so does the text.
   stream.once('end', () => isCurrent() && text.end());
   stream.once('error', (error) => isCurrent() && text.destroy(error));
+}
+
+/**
+ * The text of a log already read whole (`follow: false`), frames in order and each as it came
+ * (timestamps kept when they were asked for): what a failed container's kept output is made of.
+ */
+export async function demultiplexedText(docker: Docker, raw: Buffer): Promise<string> {
+  const frames: Buffer[] = [];
+  const collected = new Writable({
+    write(frame: Buffer, _encoding, done) {
+      frames.push(frame);
+      done();
+    },
+  });
+  const source = Readable.from([raw]);
+  docker.modem.demuxStream(source, collected, collected);
+  await once(source, 'end');
+  return Buffer.concat(frames).toString('utf8');
 }
 
 /**
