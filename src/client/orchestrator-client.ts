@@ -1,7 +1,6 @@
 import type { QuotaLimits } from '../schemas/quota.js';
 import type { Readable } from 'node:stream';
-import { request } from 'undici';
-import { messageOf, parseOrText, requestJson } from '../http/json-request.js';
+import { messageOf, parseOrText, requestJson, sendRequest } from '../http/json-request.js';
 import type { OrchestratorServiceCreate, ServiceConfigPatch } from '../schemas/service.js';
 import type { ApiRequest, OrchestratorRoute, ReplyOf, RequestArgs } from '../schemas/api.js';
 import { requestLine } from '../schemas/route-key.js';
@@ -91,10 +90,15 @@ export class OrchestratorClient {
 
   /** A reply read as it comes, with no body timeout: logs and events may be quiet for long. */
   private async stream(path: string, signal?: AbortSignal): Promise<Readable> {
-    const response = await this.reach(() => request(`${this.base}${path}`, { headersTimeout: 30_000, bodyTimeout: 0, headers: this.headers, signal }));
-    if (response.statusCode === 200) return response.body;
-    const text = await response.body.text();
-    throw failure(response.statusCode, parseOrText(text), text);
+    // The headers must come within 30 s; the body may then be quiet for as long as it likes.
+    const response = await this.reach(() =>
+      sendRequest(`${this.base}${path}`, { method: 'GET', headers: this.headers, idleTimeoutMs: 0, headersTimeoutMs: 30_000, ...(signal ? { signal } : {}) }),
+    );
+    if (response.statusCode === 200) return response;
+    const chunks: Buffer[] = [];
+    for await (const chunk of response) chunks.push(chunk as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    throw failure(response.statusCode ?? 0, parseOrText(text), text);
   }
 }
 
