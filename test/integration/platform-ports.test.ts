@@ -190,3 +190,39 @@ t.test('a unit whose host port another process holds never becomes running, and 
   const route = (await gatewayRoutes(gateway)).find((entry) => entry.name === 'held');
   t.same(route?.upstreams ?? [], [], 'the gateway routes nothing to the impostor');
 });
+
+t.test('an adopted unit whose own process stopped listening while another answers on its port stops counting as running after an agent restart', async (t) => {
+  // A unit that goes on running when its server dies: the chatty variant's shell loop outlives httpd.
+  const lingering = await buildTestImage(engine.docker, registry.host, `${repository}-lingering`, 'lingering', { variant: 'chatty' });
+  t.equal((await http('POST', orch('/services'), { name: 'adoptee', containerRepository: `${registry.host}/${repository}-lingering` })).status, 201);
+  t.teardown(() => http('DELETE', orch('/services/adoptee')));
+  const deployed = await http('POST', orch('/services/adoptee/deploy'), { containerRepository: lingering.reference });
+  t.equal((await finished(deployed.body.deployment)).state, 'succeeded');
+  const [unit] = await settled('adoptee', 1);
+  const port = Number(unit!.address!.split(':').at(-1));
+  const [container] = await engine.docker.listContainers({ filters: { label: ['platform.service=adoptee'] } });
+
+  // While the agent is down, the unit's server dies and another process takes its port.
+  await roles[0]!.stop();
+  const exec = await engine.docker.getContainer(container!.Id).exec({ Cmd: ['kill', '-9', '-1'] });
+  await exec.start({ hijack: true, stdin: false }).then((stream) => new Promise((resolve) => (stream.on('end', resolve), stream.resume())));
+  const impostor = createServer((_req, res) => res.end('an impostor'));
+  await waitFor(() => new Promise<boolean>((resolve) => impostor.once('error', () => resolve(false)).listen(port, '0.0.0.0', () => resolve(true))), 10_000, { what: `port ${port} to be free` });
+  t.teardown(() => new Promise<void>((resolve) => impostor.close(() => resolve())));
+  roles[0] = await serveRole('agent', agentPort, [...flags, '--network', 'host', '--machine-id', 'm1', '--stop-grace', '1', '--drain-seconds', '0'], { DOCKER_HOST: engine.dockerHost });
+
+  const still = await engine.docker.getContainer(container!.Id).inspect();
+  t.ok(still.State.Running, 'the container still runs: the agent adopts it');
+  const seen = await waitFor(
+    async () => {
+      const [now] = (await http('GET', orch('/services/adoptee/units'))).body as { active: string; sub: string; error?: string }[];
+      return now && now.sub !== 'running' && now.error ? now : undefined;
+    },
+    30_000,
+    { what: 'the adopted unit to stop counting as running' },
+  );
+  t.match(seen.error, /another process answers at .*: waiting for the unit's own container to listen there/);
+  await waitFor(async () => ((await gatewayRoutes(gateway)).find((entry) => entry.name === 'adoptee')?.upstreams.length ?? 0) === 0, 20_000, {
+    what: 'the gateway to route nothing to the impostor',
+  });
+});

@@ -29,6 +29,13 @@ export function listeningInodes(table: string, port: number): Set<string> {
   return inodes;
 }
 
+/** Whether `pid` is a zombie or dead (/proc/<pid>/stat's state, after the command's closing parenthesis). */
+async function hasExited(pid: number): Promise<boolean> {
+  const stat = await readOr(`/proc/${pid}/stat`, '');
+  const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+  return state === 'Z' || state === 'X' || stat === '';
+}
+
 const readOr = (path: string, fallback: string): Promise<string> => readFile(path, 'utf8').catch(() => fallback);
 
 /** The socket inodes process `pid` holds open; undefined when its fd table cannot be read. */
@@ -87,7 +94,10 @@ export async function listenerOf(pid: number, containerId: string, port: number)
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'gone' : 'unseen';
   }
-  if (!cgroup.includes(containerId)) return 'unseen';
+  // A process that has exited but is not reaped yet (a zombie: the container's first process in the
+  // moment before its shim reaps it, while Docker still reports the container running) reads as the
+  // root cgroup, not the container's: it holds no socket, whatever answers on the port.
+  if (!cgroup.includes(containerId)) return (await hasExited(pid)) ? 'other' : 'unseen';
   const tables = (await Promise.all([readOr(`/proc/${pid}/net/tcp`, ''), readOr(`/proc/${pid}/net/tcp6`, '')])).join('\n');
   const inodes = listeningInodes(tables, port);
   if (inodes.size === 0) return 'other';

@@ -69,7 +69,10 @@ interface SlotMemory {
   replacing?: boolean;
   /** The container last seen probed on a port where another process, not it, listens (logged once, then reported while probing). */
   foreignListener?: string;
-  /** The container found running when this agent started (it served then): its probe alone says it serves. */
+  /**
+   * The container found running when this agent started (it served then): its probe alone gets it
+   * reported running again, and who listens on its port is checked right after (verifyAdopted).
+   */
   adopted?: string;
 }
 
@@ -109,6 +112,8 @@ export class UnitReconciler {
   private readonly standIns = new Map<string, SlotMemory>();
   /** Whether the agent said once that /proc does not show it its containers' sockets. */
   private unseenLogged = false;
+  /** A unit container's own listening socket was seen in /proc: this agent shares the containers' PID namespace. */
+  private seesContainers = false;
   /** Containers being drained and stopped, by container id, with their slot. */
   private readonly stopping = new Map<string, { slot: string; done: Promise<void> }>();
   /** Image checks under way or passed in the last seconds, by image reference. */
@@ -349,6 +354,7 @@ export class UnitReconciler {
           memory.probing = undefined;
           memory.readyContainer = containerId;
           await this.report(assignment, memory, { active: 'active', sub: 'running', address, containerId });
+          if (memory.adopted === containerId) this.verifyAdopted(assignment, memory, containerId, ports.unit);
           // A replacement ready: the next pass retires the container it replaces.
           if (memory.replacing) this.options.wakeIn(0);
           return;
@@ -366,7 +372,8 @@ export class UnitReconciler {
 
   /**
    * Whether the container runs and one of its processes listens on `port`. A container found running
-   * when the agent started listened before, and is taken on its probe alone: the check reads the
+   * when the agent started listened before, and is taken on its probe alone at first (verifyAdopted
+   * checks it right after it is reported): the check reads the
    * kernel's socket tables, tens of milliseconds on a busy machine (far more under load, with
    * thousands of connections in them), and its units must be reported running again within
    * QUIET_START_MS or they leave the routes (restarts.test: 503s through HAProxy across `platform up`
@@ -380,8 +387,11 @@ export class UnitReconciler {
     const pid = await runningPid(this.options.docker, containerId).catch(() => undefined);
     if (pid === undefined) return false;
     let listener = await listenerOf(pid, containerId, port);
-    // A crash right after the inspect: not listening. Still running with that process: /proc here is not the host's.
-    if (listener === 'gone') listener = (await runningPid(this.options.docker, containerId).catch(() => undefined)) === pid ? 'unseen' : 'other';
+    // A crash right after the inspect: not listening. Still running with that process: /proc here is
+    // not the containers' PID namespace, unless this agent has seen a unit's own socket in it
+    // before (then Docker has only not yet noticed the exit, as under load it may take seconds).
+    if (listener === 'gone') listener = !this.seesContainers && (await runningPid(this.options.docker, containerId).catch(() => undefined)) === pid ? 'unseen' : 'other';
+    if (listener === 'own') this.seesContainers = true;
     if (listener === 'unseen') {
       if (!this.unseenLogged) this.options.log.warn({ unit: assignment.unit, pid }, "cannot see unit containers' sockets in /proc (run the agent as root in the host's PID namespace): a unit counts as running once its probe passes");
       this.unseenLogged = true;
@@ -392,6 +402,23 @@ export class UnitReconciler {
       this.options.log.warn({ unit: assignment.unit, container: containerId, port }, "another process answers on the unit's port, not the unit's container: the unit is not running");
     }
     return listener === 'own';
+  }
+
+  /**
+   * An adopted container was reported running on its probe alone (listensItself): the socket check
+   * follows once it is reported, off the path the routes wait on. If another process answers on
+   * its port, the unit stops counting as running (the next pass probes it as a new container, and
+   * reports it probing with the other process named), so no gateway keeps routing to that process.
+   */
+  private verifyAdopted(assignment: Assignment, memory: SlotMemory, containerId: string, port: number): void {
+    void (async () => {
+      if (memory.adopted !== containerId) return;
+      memory.adopted = undefined;
+      if (await this.listensItself(assignment, memory, containerId, port)) return;
+      if (memory.readyContainer !== containerId) return;
+      memory.readyContainer = undefined;
+      this.options.wakeIn(0);
+    })().catch((error: unknown) => this.options.log.warn({ unit: assignment.unit, reason: dockerErrorMessage(error) }, 'could not check who listens on an adopted unit\'s port'));
   }
 
   private async restartStopped(assignment: Assignment, memory: SlotMemory, container: UnitContainer): Promise<void> {
