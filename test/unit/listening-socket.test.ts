@@ -36,6 +36,9 @@ t.test('a container process that has exited but is not reaped yet (a zombie) hol
   t.teardown(() => parent.kill());
   const [line] = (await once(parent.stdout, 'data')) as [Buffer];
   const zombie = Number(line.toString().trim());
-  t.match(await readFile(`/proc/${zombie}/stat`, 'utf8'), /\) Z /, 'the child is a zombie');
+  const isZombie = async () => /\) Z /.test(await readFile(`/proc/${zombie}/stat`, 'utf8'));
+  // The child exits right after the fork: wait for it to have done so.
+  for (let waited = 0; waited < 5_000 && !(await isZombie()); waited += 20) await new Promise((resolve) => setTimeout(resolve, 20));
+  t.ok(await isZombie(), 'the child is a zombie');
   t.equal(await listenerOf(zombie, 'f00dfeedcontainer', port), 'other', 'not `unseen` (which a unit would be trusted on): it listens nowhere');
 });
