@@ -19,8 +19,8 @@ export function nextHandover<T extends HandoverUnit>(units: readonly T[], instan
     .sort((a, b) => a.instance - b.instance)[0];
 }
 
-/** Part of a handover's time kept to start the old unit again should the new one fail: a third, at most 10 s. */
-export const restoreReserveMs = (timeoutMs: number): number => Math.min(10_000, Math.floor(timeoutMs / 3));
+/** Part of a handover's time kept to start the old unit again should the new one fail: half, at most 10 s. */
+export const restoreReserveMs = (timeoutMs: number): number => Math.min(10_000, Math.floor(timeoutMs / 2));
 
 /**
  * When the scheduler stops waiting for the new unit to be ready: early enough that the old unit,

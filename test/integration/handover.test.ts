@@ -1,0 +1,76 @@
+import t from 'tap';
+import { randomBytes } from 'node:crypto';
+import { startGatewayCluster } from '../harness/gateway-cluster.js';
+import { buildSingleWriterImages, declareSingleWriter, deployImage, deployUnderLoad, deploymentEnd, pageLabel } from '../harness/single-writer.js';
+import type { LoadResult } from '../harness/http-load.js';
+
+// Handover deploys of a single-writer service (rollout.strategy: handover): its unit refuses to
+// start while another unit holds the lock file on its volume. Three client loops per data plane
+// (HAProxy and Node) run through each deploy. The gateways hold the service's requests while the
+// old unit stops and the new one starts, so none fails; a new release that never becomes ready is
+// stopped and the old unit started again before the hold runs out. A plain rolling deploy of the
+// same service, for contrast, fails requests (or fails).
+
+const HANDOVER_TIMEOUT_SECONDS = 20;
+
+const cluster = await startGatewayCluster();
+t.teardown(() => cluster.stop());
+const images = await buildSingleWriterImages(cluster);
+
+const summary = (plane: string, result: LoadResult): string => {
+  const longest = Math.max(0, ...result.latenciesMs);
+  return `${plane}: ${result.ok} ok, ${result.failed} failed, longest ${Math.round(longest)} ms${result.failures.length ? `: ${result.failures.join('; ')}` : ''}`;
+};
+
+t.test('a handover deploy v1 → v2 fails no request, and no request is held longer than the handover timeout', async (t) => {
+  const service = `hand-${randomBytes(2).toString('hex')}`;
+  await declareSingleWriter(cluster, images, service, { strategy: 'handover', handoverTimeout: HANDOVER_TIMEOUT_SECONDS });
+  t.equal((await deploymentEnd(cluster, await deployImage(cluster, service, images.v1))).state, 'succeeded', 'v1 runs');
+  await cluster.routable(service, 1);
+
+  const { deployment, results } = await deployUnderLoad(cluster, service, images.v2);
+  t.equal(deployment.state, 'succeeded', `the handover deploy succeeded${deployment.reason ? `: ${deployment.reason}` : ''}`);
+  for (const [i, result] of results.entries()) {
+    const plane = cluster.gateways[i]!.plane;
+    t.comment(`handover, ${summary(plane, result)}`);
+    t.equal(result.failed, 0, `${plane}: no request failed`);
+    const longest = Math.max(...result.latenciesMs);
+    t.ok(longest <= HANDOVER_TIMEOUT_SECONDS * 1000, `${plane}: the longest request took ${Math.round(longest)} ms, within the ${HANDOVER_TIMEOUT_SECONDS} s handover timeout`);
+    // The old unit is stopped before the new one starts: requests in between were held, not answered at once.
+    t.ok(longest >= 1000, `${plane}: requests were held while the units changed (longest ${Math.round(longest)} ms)`);
+    t.same([...new Set(result.bodies.map(pageLabel))].sort(), ['one', 'two'], `${plane}: v1 answered, then v2`);
+    t.same([...new Set(result.bodies.slice(-10).map(pageLabel))], ['two'], `${plane}: v2 answers at the end`);
+  }
+});
+
+t.test('a release that never becomes ready: the old unit is back, its held requests go to it, none fails', async (t) => {
+  const service = `stuck-${randomBytes(2).toString('hex')}`;
+  await declareSingleWriter(cluster, images, service, { strategy: 'handover', handoverTimeout: HANDOVER_TIMEOUT_SECONDS });
+  t.equal((await deploymentEnd(cluster, await deployImage(cluster, service, images.v2))).state, 'succeeded', 'v2 runs');
+  await cluster.routable(service, 1);
+
+  const { deployment, results } = await deployUnderLoad(cluster, service, images.stuck);
+  t.match(deployment.state, /^(failed|reverted)$/, `the deploy of the release that never serves ended ${deployment.state}: ${deployment.reason}`);
+  t.match(deployment.reason ?? '', /the old unit was started again/, 'its reason says the old unit is back');
+  for (const [i, result] of results.entries()) {
+    const plane = cluster.gateways[i]!.plane;
+    t.comment(`failed handover, ${summary(plane, result)}`);
+    t.equal(result.failed, 0, `${plane}: no request failed`);
+    t.ok(Math.max(...result.latenciesMs) <= HANDOVER_TIMEOUT_SECONDS * 1000, `${plane}: no request was held beyond the handover timeout`);
+    t.same([...new Set(result.bodies.map(pageLabel))], ['two'], `${plane}: only the old release (v2) answered`);
+  }
+});
+
+t.test('for contrast, a plain rolling deploy of the same single-writer service fails requests or fails', async (t) => {
+  const service = `roll-${randomBytes(2).toString('hex')}`;
+  await declareSingleWriter(cluster, images, service);
+  t.equal((await deploymentEnd(cluster, await deployImage(cluster, service, images.v1))).state, 'succeeded', 'v1 runs');
+  await cluster.routable(service, 1);
+
+  const { deployment, results } = await deployUnderLoad(cluster, service, images.v2);
+  for (const [i, result] of results.entries()) {
+    const plane = cluster.gateways[i]!.plane;
+    t.comment(`rolling (${deployment.state}), ${summary(plane, result)}`);
+    t.ok(result.failed > 0 || deployment.state !== 'succeeded', `${plane}: the rolling deploy failed requests (${result.failed}) or ended ${deployment.state}`);
+  }
+});
