@@ -50,6 +50,8 @@ export function deploymentEnd(cluster: GatewayCluster, deployment: string, timeo
 
 export interface DeployUnderLoad {
   deployment: { state: string; reason?: string };
+  /** From the deploy hook's call until the deployment ended. */
+  deployMs: number;
   /** One per gateway, in the cluster's order. */
   results: LoadResult[];
 }
@@ -65,10 +67,12 @@ export async function deployUnderLoad(cluster: GatewayCluster, service: string, 
   const stopLoads = () => Promise.all(loads.map((load) => load.stop()));
   try {
     await sleep(1_000);
+    const started = Date.now();
     const deployment = await deploymentEnd(cluster, await deployImage(cluster, service, image));
+    const deployMs = Date.now() - started;
     await cluster.routable(service, 1, 90_000);
     await sleep(1_000);
-    return { deployment, results: await stopLoads() };
+    return { deployment, deployMs, results: await stopLoads() };
   } catch (error) {
     // No client loop is left behind by a failing wait.
     await stopLoads();
