@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { startGatewayCluster } from '../test/harness/gateway-cluster.js';
-import { buildSingleWriterImages, declareSingleWriter, deployImage, deployUnderLoad, deploymentEnd } from '../test/harness/single-writer.js';
+import { buildSingleWriterImages, deployUnderLoad, runSingleWriter } from '../test/harness/single-writer.js';
 import { median, ms, percentile, printTable, type BenchRow } from './table.js';
 
 // Handover deploys of a single-writer service (one unit that refuses to start while another holds
@@ -26,9 +26,7 @@ interface Round {
 
 async function rounds(strategy: 'handover' | 'rolling'): Promise<Round[]> {
   const service = `${strategy === 'handover' ? 'hand' : 'roll'}-${randomBytes(2).toString('hex')}`;
-  await declareSingleWriter(cluster, images, service, strategy === 'handover' ? { strategy: 'handover', handoverTimeout: 30 } : undefined);
-  await deploymentEnd(cluster, await deployImage(cluster, service, images.v1));
-  await cluster.routable(service, 1);
+  await runSingleWriter(cluster, images, service, images.v1, strategy === 'handover' ? { strategy: 'handover', handoverTimeout: 30 } : undefined);
   const found: Round[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     const { deployment, deployMs, results } = await deployUnderLoad(cluster, service, round % 2 === 0 ? images.v2 : images.v1);

@@ -48,6 +48,14 @@ export function deploymentEnd(cluster: GatewayCluster, deployment: string, timeo
   }, timeoutMs, { what: `deployment ${deployment} to end` });
 }
 
+/** Declares the service, deploys `image` and waits until every gateway routes its one unit. */
+export async function runSingleWriter(cluster: GatewayCluster, images: SingleWriterImages, service: string, image: TestImage, rollout?: { strategy: 'handover'; handoverTimeout: number }): Promise<void> {
+  await declareSingleWriter(cluster, images, service, rollout);
+  const first = await deploymentEnd(cluster, await deployImage(cluster, service, image));
+  if (first.state !== 'succeeded') throw new Error(`the first deploy of ${service} ended ${first.state}: ${first.reason}`);
+  await cluster.routable(service, 1);
+}
+
 export interface DeployUnderLoad {
   deployment: { state: string; reason?: string };
   /** From the deploy hook's call until the deployment ended. */

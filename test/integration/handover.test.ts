@@ -1,7 +1,7 @@
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import { startGatewayCluster } from '../harness/gateway-cluster.js';
-import { buildSingleWriterImages, declareSingleWriter, deployImage, deployUnderLoad, deploymentEnd, pageLabel } from '../harness/single-writer.js';
+import { buildSingleWriterImages, deployUnderLoad, pageLabel, runSingleWriter } from '../harness/single-writer.js';
 import type { LoadResult } from '../harness/http-load.js';
 
 // Handover deploys of a single-writer service (rollout.strategy: handover): its unit refuses to
@@ -24,9 +24,7 @@ const summary = (plane: string, result: LoadResult): string => {
 
 t.test('a handover deploy v1 → v2 fails no request, and no request is held longer than the handover timeout', async (t) => {
   const service = `hand-${randomBytes(2).toString('hex')}`;
-  await declareSingleWriter(cluster, images, service, { strategy: 'handover', handoverTimeout: HANDOVER_TIMEOUT_SECONDS });
-  t.equal((await deploymentEnd(cluster, await deployImage(cluster, service, images.v1))).state, 'succeeded', 'v1 runs');
-  await cluster.routable(service, 1);
+  await runSingleWriter(cluster, images, service, images.v1, { strategy: 'handover', handoverTimeout: HANDOVER_TIMEOUT_SECONDS });
 
   const { deployment, results } = await deployUnderLoad(cluster, service, images.v2);
   t.equal(deployment.state, 'succeeded', `the handover deploy succeeded${deployment.reason ? `: ${deployment.reason}` : ''}`);
@@ -45,9 +43,7 @@ t.test('a handover deploy v1 → v2 fails no request, and no request is held lon
 
 t.test('a release that never becomes ready: the old unit is back, its held requests go to it, none fails', async (t) => {
   const service = `stuck-${randomBytes(2).toString('hex')}`;
-  await declareSingleWriter(cluster, images, service, { strategy: 'handover', handoverTimeout: HANDOVER_TIMEOUT_SECONDS });
-  t.equal((await deploymentEnd(cluster, await deployImage(cluster, service, images.v2))).state, 'succeeded', 'v2 runs');
-  await cluster.routable(service, 1);
+  await runSingleWriter(cluster, images, service, images.v2, { strategy: 'handover', handoverTimeout: HANDOVER_TIMEOUT_SECONDS });
 
   const { deployment, results } = await deployUnderLoad(cluster, service, images.stuck);
   t.match(deployment.state, /^(failed|reverted)$/, `the deploy of the release that never serves ended ${deployment.state}: ${deployment.reason}`);
@@ -63,9 +59,7 @@ t.test('a release that never becomes ready: the old unit is back, its held reque
 
 t.test('for contrast, a plain rolling deploy of the same single-writer service fails requests or fails', async (t) => {
   const service = `roll-${randomBytes(2).toString('hex')}`;
-  await declareSingleWriter(cluster, images, service);
-  t.equal((await deploymentEnd(cluster, await deployImage(cluster, service, images.v1))).state, 'succeeded', 'v1 runs');
-  await cluster.routable(service, 1);
+  await runSingleWriter(cluster, images, service, images.v1);
 
   const { deployment, results } = await deployUnderLoad(cluster, service, images.v2);
   for (const [i, result] of results.entries()) {
