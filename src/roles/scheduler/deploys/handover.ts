@@ -91,7 +91,11 @@ async function handOverUnit(handover: Handover, old: Assignment): Promise<Rollou
   }
   const reason = outcome ?? `${successor.unit} on ${successor.machine} was not ready within the handover's ${settings.handoverTimeoutSeconds} s`;
   const removed = await place(handover, { retire: [successor], place: [] });
-  if (removed === undefined) await waitFor(cluster, (snapshot) => !statusOf(snapshot, successor), Date.now() + STEP_LIMIT_MS);
+  const gone = removed === undefined && (await waitFor(cluster, (snapshot) => !statusOf(snapshot, successor), Date.now() + STEP_LIMIT_MS));
+  if (!gone) {
+    // The old unit is not placed while its successor may still hold the volume: the hold runs out, the deployment fails.
+    return { state: 'failed', reason: `handover of ${old.unit}: ${reason}; the new unit could not be stopped (${removed ?? `still there after ${STEP_LIMIT_MS / 1000} s`}), so the old one was not started again` };
+  }
   return failWithOld(handover, old, reason);
 }
 
