@@ -1,6 +1,7 @@
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { startGatewayCluster } from '../harness/gateway-cluster.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startGatewayCluster, gatewayRoutes } from '../harness/gateway-cluster.js';
 import { buildSingleWriterImages, deployUnderLoad, pageLabel, runSingleWriter } from '../harness/single-writer.js';
 import type { LoadResult } from '../harness/http-load.js';
 
@@ -17,6 +18,28 @@ const cluster = await startGatewayCluster();
 t.teardown(() => cluster.stop());
 const images = await buildSingleWriterImages(cluster);
 
+/** Polls every gateway's GET /routes until stopped: the most requests each showed held for `service`. */
+function watchHeld(service: string): { stop: () => Promise<number[]> } {
+  const most = cluster.gateways.map(() => 0);
+  let stopped = false;
+  const polling = (async () => {
+    while (!stopped) {
+      for (const [i, gateway] of cluster.gateways.entries()) {
+        const route = (await gatewayRoutes(gateway)).find((candidate) => candidate.name === service) as { held?: number } | undefined;
+        most[i] = Math.max(most[i]!, route?.held ?? 0);
+      }
+      await sleep(100);
+    }
+  })();
+  return {
+    stop: async () => {
+      stopped = true;
+      await polling;
+      return most;
+    },
+  };
+}
+
 const summary = (plane: string, result: LoadResult): string => {
   const longest = Math.max(0, ...result.latenciesMs);
   return `${plane}: ${result.ok} ok, ${result.failed} failed, longest ${Math.round(longest)} ms${result.failures.length ? `: ${result.failures.join('; ')}` : ''}`;
@@ -26,7 +49,9 @@ t.test('a handover deploy v1 → v2 fails no request, and no request is held lon
   const service = `hand-${randomBytes(2).toString('hex')}`;
   await runSingleWriter(cluster, images, service, images.v1, { strategy: 'handover', handoverTimeout: HANDOVER_TIMEOUT_SECONDS });
 
+  const held = watchHeld(service);
   const { deployment, results } = await deployUnderLoad(cluster, service, images.v2);
+  const mostHeld = await held.stop();
   t.equal(deployment.state, 'succeeded', `the handover deploy succeeded${deployment.reason ? `: ${deployment.reason}` : ''}`);
   for (const [i, result] of results.entries()) {
     const plane = cluster.gateways[i]!.plane;
@@ -36,6 +61,7 @@ t.test('a handover deploy v1 → v2 fails no request, and no request is held lon
     t.ok(longest <= HANDOVER_TIMEOUT_SECONDS * 1000, `${plane}: the longest request took ${Math.round(longest)} ms, within the ${HANDOVER_TIMEOUT_SECONDS} s handover timeout`);
     // The old unit is stopped before the new one starts: requests in between were held, not answered at once.
     t.ok(longest >= 1000, `${plane}: requests were held while the units changed (longest ${Math.round(longest)} ms)`);
+    t.ok(mostHeld[i]! >= 1, `${plane}: GET /routes showed requests held (at most ${mostHeld[i]})`);
     t.same([...new Set(result.bodies.map(pageLabel))].sort(), ['one', 'two'], `${plane}: v1 answered, then v2`);
     t.same([...new Set(result.bodies.slice(-10).map(pageLabel))], ['two'], `${plane}: v2 answers at the end`);
   }
