@@ -13,3 +13,4 @@ await import('./backup.js');
 await import('./restore-drill.js');
 await import('./store-outage.js');
 await import('./cli-startup.js');
+await import('./handover.js');

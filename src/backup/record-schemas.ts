@@ -14,6 +14,7 @@ import { NotificationEvent, NotifyDelivery, NotifyEndpoint } from '../schemas/no
 import type { BackupEntry } from '../schemas/backup.js';
 import { StoreSchemaRecord } from '../schemas/store-schema.js';
 import { UnitOutput } from '../schemas/unit-output.js';
+import { RequestHold } from '../schemas/request-hold.js';
 import { describeErrors } from './backup-file.js';
 
 // Which schema each key family's records follow, so `platform backup verify` can check a backup
@@ -51,6 +52,7 @@ const families: readonly RecordFamily[] = [
   { name: 'ended sessions', key: keys.endedSessionPrefix, encoding: 'json or text', schema: Type.Union([EndedSessionRecord, isoTime]) },
   { name: 'quotas', key: keys.quotaPrefix, encoding: 'json', schema: Quota },
   { name: 'unit outputs', key: keys.unitOutputRoot, encoding: 'json', schema: UnitOutput },
+  { name: 'request holds', key: keys.requestHoldRoot, encoding: 'json', schema: RequestHold },
   { name: 'registry logins', key: keys.registryCredentialPrefix, encoding: 'json', schema: withSecrets(RegistryLogin, ['password']) },
   { name: 'certificates', key: keys.certificatePrefix, encoding: 'json', schema: withSecrets(Certificate, ['chain', 'key']) },
   { name: 'ACME status', key: keys.acmeStatusPrefix, encoding: 'json', schema: AcmeStatus },

@@ -77,7 +77,22 @@ const rolloutFields = {
     { path: Type.String({ pattern: '^/[\\x21-\\x7e]{0,1023}$', description: 'an absolute URL path such as /healthz' }) },
     { additionalProperties: false },
   ),
+  rollout: Type.Object(
+    {
+      strategy: Type.Optional(
+        Type.Unsafe<RolloutStrategy>({
+          type: 'string',
+          enum: ['rolling', 'handover'],
+          description:
+            '"rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)',
+        }),
+      ),
+      handoverTimeout: Type.Optional(seconds(1, 600)),
+    },
+    { additionalProperties: false, description: '{strategy?, handoverTimeout?}: how a deploy replaces units' },
+  ),
 };
+export type RolloutStrategy = 'rolling' | 'handover';
 /**
  * What one unit of the service reserves on its machine: the planner only places it where that
  * much is free, and the agent gives its container these limits (memory with no extra swap).
@@ -124,6 +139,7 @@ export const ServiceConfig = Type.Object(
     autoRevert: Type.Optional(rolloutFields.autoRevert),
     stopGraceSeconds: Type.Optional(rolloutFields.stopGraceSeconds),
     healthCheck: Type.Optional(rolloutFields.healthCheck),
+    rollout: Type.Optional(rolloutFields.rollout),
     resources: Type.Optional(Resources),
     placement: Type.Optional(Placement),
     volumes: Type.Optional(Volumes),
@@ -140,12 +156,15 @@ export const rolloutDefaults = {
   progressDeadlineSeconds: 120,
   autoRevert: true,
   stopGraceSeconds: 10,
+  strategy: 'rolling',
+  handoverTimeout: 30,
 } as const;
 
 /** Fields of the config that shape units and their placement rather than the rollout. */
 type UnitShapeFields = 'numInstances' | 'ports' | 'env' | 'healthCheck' | 'resources' | 'placement' | 'volumes' | 'volumeMove';
 
-export type RolloutSettings = Required<Omit<ServiceConfig, UnitShapeFields>> & Pick<ServiceConfig, 'healthCheck'>;
+export type RolloutSettings = Required<Omit<ServiceConfig, UnitShapeFields | 'rollout'>> &
+  Pick<ServiceConfig, 'healthCheck'> & { strategy: RolloutStrategy; handoverTimeoutSeconds: number };
 
 export const rolloutSettings = (config: ServiceConfig): RolloutSettings => ({
   maxSurge: config.maxSurge ?? rolloutDefaults.maxSurge,
@@ -154,6 +173,8 @@ export const rolloutSettings = (config: ServiceConfig): RolloutSettings => ({
   progressDeadlineSeconds: config.progressDeadlineSeconds ?? rolloutDefaults.progressDeadlineSeconds,
   autoRevert: config.autoRevert ?? rolloutDefaults.autoRevert,
   stopGraceSeconds: config.stopGraceSeconds ?? rolloutDefaults.stopGraceSeconds,
+  strategy: config.rollout?.strategy ?? rolloutDefaults.strategy,
+  handoverTimeoutSeconds: config.rollout?.handoverTimeout ?? rolloutDefaults.handoverTimeout,
   ...(config.healthCheck ? { healthCheck: config.healthCheck } : {}),
 });
 
@@ -178,6 +199,7 @@ export const ServiceConfigPatch = Type.Object(
     autoRevert: Type.Optional(Type.Union([rolloutFields.autoRevert, Type.Null()])),
     stopGraceSeconds: Type.Optional(Type.Union([rolloutFields.stopGraceSeconds, Type.Null()])),
     healthCheck: Type.Optional(Type.Union([rolloutFields.healthCheck, Type.Null()])),
+    rollout: Type.Optional(Type.Union([rolloutFields.rollout, Type.Null()])),
     resources: Type.Optional(Type.Union([Resources, Type.Null()])),
     placement: Type.Optional(Type.Union([Placement, Type.Null()])),
     volumes: Type.Optional(Type.Union([Volumes, Type.Null()])),

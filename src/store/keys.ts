@@ -73,6 +73,13 @@ export const unitOutputRoot = `${ROOT}unit-output/`;
 export const unitOutputPrefix = (service: string): string => `${unitOutputRoot}${service}/`;
 export const unitOutputKey = (service: string, instance: number): string => `${unitOutputPrefix(service)}${instance}`;
 
+/**
+ * Handovers under way: while a service's key exists every gateway holds its new requests. Written
+ * by the leading scheduler (fenced), through src/store/records/request-holds.ts; watched by gateways.
+ */
+export const requestHoldRoot = `${ROOT}request-holds/`;
+export const requestHoldKey = (service: string): string => `${requestHoldRoot}${service}`;
+
 /** Scheduler leadership: held by the leading scheduler under its lease; its create revision fences every write. */
 export const schedulerLeaderKey = `${ROOT}scheduler/leader`;
 

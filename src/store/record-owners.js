@@ -23,6 +23,7 @@ export const recordFamilies = [
   { family: 'machine drains', keys: ['/platform/machine-drains/<id>'], builders: ['machineDrainKey'], owners: ['src/store/records/machine-drains.ts'] },
   { family: 'assignments', keys: ['/platform/assignments/<machine>/<unit>@<spec>'], builders: ['assignmentKey'], owners: ['src/store/records/assignments.ts'] },
   { family: 'unit statuses', keys: ['/platform/unit-status/<machine>/<unit>@<spec>'], builders: ['unitStatusKey'], owners: ['src/store/records/unit-statuses.ts'] },
+  { family: 'request holds', keys: ['/platform/request-holds/<service>'], builders: ['requestHoldKey'], owners: ['src/store/records/request-holds.ts'] },
   { family: 'unit outputs', keys: ['/platform/unit-output/<service>/<instance>'], builders: ['unitOutputKey'], owners: ['src/store/records/unit-outputs.ts'] },
   { family: 'scheduler leadership', keys: ['/platform/scheduler/leader'], builders: ['schedulerLeaderKey'], owners: ['src/roles/scheduler/leadership.ts'] },
   {

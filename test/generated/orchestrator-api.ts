@@ -730,6 +730,16 @@ export interface components {
                     /** @description an absolute URL path such as /healthz */
                     path: string;
                 };
+                /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
+                rollout?: {
+                    /**
+                     * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
+                     * @enum {string}
+                     */
+                    strategy?: "rolling" | "handover";
+                    /** @description an integer number of seconds from 1 to 600 */
+                    handoverTimeout?: number;
+                };
                 /** @description memoryMB and/or cpus */
                 resources?: {
                     /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
@@ -1269,6 +1279,16 @@ export interface operations {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
                             };
+                            /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
+                            rollout?: {
+                                /**
+                                 * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
+                                 * @enum {string}
+                                 */
+                                strategy?: "rolling" | "handover";
+                                /** @description an integer number of seconds from 1 to 600 */
+                                handoverTimeout?: number;
+                            };
                             /** @description memoryMB and/or cpus */
                             resources?: {
                                 /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
@@ -1562,6 +1582,16 @@ export interface operations {
                             /** @description an absolute URL path such as /healthz */
                             path: string;
                         };
+                        /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
+                        rollout?: {
+                            /**
+                             * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
+                             * @enum {string}
+                             */
+                            strategy?: "rolling" | "handover";
+                            /** @description an integer number of seconds from 1 to 600 */
+                            handoverTimeout?: number;
+                        };
                         /** @description memoryMB and/or cpus */
                         resources?: {
                             /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
@@ -1726,6 +1756,16 @@ export interface operations {
                         /** @description an absolute URL path such as /healthz */
                         path: string;
                     } | null;
+                    /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
+                    rollout?: {
+                        /**
+                         * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
+                         * @enum {string}
+                         */
+                        strategy?: "rolling" | "handover";
+                        /** @description an integer number of seconds from 1 to 600 */
+                        handoverTimeout?: number;
+                    } | null;
                     /** @description memoryMB and/or cpus */
                     resources?: {
                         /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
@@ -1788,6 +1828,16 @@ export interface operations {
                         healthCheck?: {
                             /** @description an absolute URL path such as /healthz */
                             path: string;
+                        };
+                        /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
+                        rollout?: {
+                            /**
+                             * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
+                             * @enum {string}
+                             */
+                            strategy?: "rolling" | "handover";
+                            /** @description an integer number of seconds from 1 to 600 */
+                            handoverTimeout?: number;
                         };
                         /** @description memoryMB and/or cpus */
                         resources?: {
@@ -2004,6 +2054,16 @@ export interface operations {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
                             };
+                            /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
+                            rollout?: {
+                                /**
+                                 * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
+                                 * @enum {string}
+                                 */
+                                strategy?: "rolling" | "handover";
+                                /** @description an integer number of seconds from 1 to 600 */
+                                handoverTimeout?: number;
+                            };
                             /** @description memoryMB and/or cpus */
                             resources?: {
                                 /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
@@ -2186,6 +2246,16 @@ export interface operations {
                             healthCheck?: {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
+                            };
+                            /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
+                            rollout?: {
+                                /**
+                                 * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
+                                 * @enum {string}
+                                 */
+                                strategy?: "rolling" | "handover";
+                                /** @description an integer number of seconds from 1 to 600 */
+                                handoverTimeout?: number;
                             };
                             /** @description memoryMB and/or cpus */
                             resources?: {
@@ -2371,6 +2441,16 @@ export interface operations {
                             healthCheck?: {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
+                            };
+                            /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
+                            rollout?: {
+                                /**
+                                 * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
+                                 * @enum {string}
+                                 */
+                                strategy?: "rolling" | "handover";
+                                /** @description an integer number of seconds from 1 to 600 */
+                                handoverTimeout?: number;
                             };
                             /** @description memoryMB and/or cpus */
                             resources?: {

@@ -12,6 +12,8 @@ export interface LoadOptions {
   concurrency?: number;
   /** The loop stops by itself after this, whatever happens. */
   maxDurationMs?: number;
+  /** How long one request may wait for its answer before it counts as failed (default 10 s; a handover holds requests longer). */
+  requestTimeoutMs?: number;
 }
 
 export interface LoadResult {
@@ -57,8 +59,8 @@ export function startLoad(options: LoadOptions): RunningLoad {
           dispatcher: reuse ? keepAlive : fresh,
           headers: { host: options.host },
           reset: !reuse,
-          headersTimeout: 10_000,
-          bodyTimeout: 10_000,
+          headersTimeout: options.requestTimeoutMs ?? 10_000,
+          bodyTimeout: options.requestTimeoutMs ?? 10_000,
         });
         const body = await response.body.text();
         if (response.statusCode === 200) {

@@ -17,9 +17,11 @@ export interface TestImageOptions {
    * `chatty` serves too, and once /tmp/chatter exists (a test creates it with exec) writes $LOG_BYTES bytes of output in
    * numbered lines of 100 bytes (`chatter 000000001 000…`), then `chatter done` and a `tick N` line every 200 ms;
    * `memory-hog` grows a shell string without end (until the kernel kills it); `volume` serves its page with the release
-   * and GREETING that first wrote /data/first (a unit's volume): a later release, or a restart, shows the data survived.
+   * and GREETING that first wrote /data/first (a unit's volume): a later release, or a restart, shows the data survived;
+   * `locking` is a single writer: it exits 1 while /data/lock exists (another unit holds the volume), else takes the lock,
+   * serves as `ok` does, and drops the lock when it stops; `locking-never-ready` takes the lock the same way but never serves.
    */
-  variant?: 'ok' | 'keep-alive' | 'crash' | 'slow-crash' | 'failing' | 'chatty' | 'memory-hog' | 'volume';
+  variant?: 'ok' | 'keep-alive' | 'crash' | 'slow-crash' | 'failing' | 'chatty' | 'memory-hog' | 'volume' | 'locking' | 'locking-never-ready';
   /** Baked into the image (ENV IMAGE_LABEL) and appended to the page, so tags differ in digest. */
   label?: string;
   /** The registry's login, for a registry that requires one. */
@@ -33,7 +35,7 @@ export interface TestImage {
   digest: string;
 }
 
-const appletLinks = ['sh', 'httpd', 'echo', 'mkdir', 'cat', 'sleep', 'kill', 'env', 'awk', 'touch'];
+const appletLinks = ['sh', 'httpd', 'echo', 'mkdir', 'cat', 'sleep', 'kill', 'env', 'awk', 'touch', 'rm'];
 
 // The trap makes SIGTERM end the unit at once, as a well-behaved service does, instead of waiting
 // out the stop grace period (PID 1 ignores signals it installs no handler for).
@@ -67,6 +69,16 @@ const volumeScript =
   'echo "$PLATFORM_UNIT $PLATFORM_RELEASE first $(cat /data/first)" > /tmp/www/index.html && ' +
   'trap "kill \\$pid; exit 0" TERM; ' +
   'httpd -f -p $PORT -h /tmp/www & pid=$!; wait';
+// A single writer, as SQLite or DuckDB holding their file lock: a second unit on the volume refuses to start.
+const takeLock = 'if [ -e /data/lock ]; then echo "$PLATFORM_UNIT: /data/lock exists, another unit writes this volume" >&2; exit 1; fi; touch /data/lock && ';
+const lockingScript =
+  takeLock +
+  'mkdir -p /tmp/www && ' +
+  'echo "$PLATFORM_UNIT $GREETING $PLATFORM_RELEASE${IMAGE_LABEL:+ $IMAGE_LABEL}" > /tmp/www/index.html && ' +
+  'echo "serving $PLATFORM_UNIT on port $PORT with /data/lock" && ' +
+  'trap "kill \\$pid; rm -f /data/lock; exit 0" TERM; ' +
+  'httpd -f -p $PORT -h /tmp/www & pid=$!; wait';
+const lockingNeverReadyScript = takeLock + 'echo "$PLATFORM_UNIT holds /data/lock and never serves"; trap "rm -f /data/lock; exit 0" TERM; while true; do sleep 0.2; done';
 const keepAliveScript = [
   "const { PLATFORM_UNIT: unit, GREETING: greeting = '', PLATFORM_RELEASE: release, IMAGE_LABEL: label, PORT: port } = process.env;",
   "const page = `${unit} ${greeting} ${release}${label ? ` ${label}` : ''}\\n`;",
@@ -79,7 +91,7 @@ const keepAliveScript = [
   "process.on('SIGTERM', () => process.exit(0));",
 ].join('\n');
 
-const shellScripts = { ok: serveScript, crash: crashScript, 'slow-crash': slowCrashScript, failing: failingScript, chatty: chattyScript, 'memory-hog': memoryHogScript, volume: volumeScript } as const;
+const shellScripts = { ok: serveScript, crash: crashScript, 'slow-crash': slowCrashScript, failing: failingScript, chatty: chattyScript, 'memory-hog': memoryHogScript, volume: volumeScript, locking: lockingScript, 'locking-never-ready': lockingNeverReadyScript } as const;
 
 /** Builds the test image, pushes it to `registryHost` and returns its reference and digest. */
 export async function buildTestImage(

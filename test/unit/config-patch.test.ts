@@ -35,3 +35,11 @@ t.test('the merged config keeps the limits of a declaration: 1,000 variables at 
   t.throws(() => applyConfigPatch(full, { env: { ONE_MORE: 'x' } }), { statusCode: 400, message: /after this patch the config would break a limit of a declaration: env must hold at most 1000 entries/ });
   t.equal(Object.keys(applyConfigPatch(full, { env: { ONE_MORE: 'x', V0: null } }).env).length, 1000);
 });
+
+t.test('rollout.strategy handover with its timeout is set as a whole; a bad strategy or timeout is refused naming the field', async (t) => {
+  const set = applyConfigPatch(base, { rollout: { strategy: 'handover', handoverTimeout: 45 } });
+  t.same(set.rollout, { strategy: 'handover', handoverTimeout: 45 });
+  t.notOk('rollout' in applyConfigPatch(set, { rollout: null }), 'null resets it to rolling');
+  t.throws(() => applyConfigPatch(base, { rollout: { strategy: 'recreate' as 'handover' } }), /rollout\/strategy|rollout\.strategy/);
+  t.throws(() => applyConfigPatch(base, { rollout: { handoverTimeout: 0 } }), /handoverTimeout/);
+});

@@ -394,3 +394,19 @@ t.test('certificate changes: new hosts are loaded and listed, renewals set and c
     ['b.example.test', 'remove', ['del ssl crt-list /s/certs.list /s/certs/b.example.test.pem', 'del ssl cert /s/certs/b.example.test.pem']],
   ]);
 });
+
+t.test('a held route\'s hosts go to the Node server (which holds its requests); its slots stay, so requests in flight finish; lifting the hold maps them again', async (t) => {
+  const state = reloaded(emptyState(), [route('db', ['10.0.0.1:80'])]);
+  const held = transition(state, [{ ...route('db', ['10.0.0.1:80']), heldUntil: Date.now() + 30_000 }], targets);
+  t.same(held.commands, ['del map /s/hosts.map db.platform.internal']);
+  t.same([...held.next.hosts], []);
+  t.same(reloaded(state, [{ ...route('db', ['10.0.0.1:80']), heldUntil: Date.now() + 30_000 }]).hosts.size, 0, 'a reload while held maps no host either');
+  const handedOver = transition(held.next, [route('db', ['10.0.0.2:80'])], targets);
+  t.same(handedOver.commands, [
+    'set server b_1/b_1-1 state drain',
+    'set server b_1/b_1-2 addr 10.0.0.2 port 80',
+    'set map /s/units.map b_1-2 db-1.service',
+    'set server b_1/b_1-2 state ready',
+    'add map /s/hosts.map db.platform.internal b_1',
+  ]);
+});

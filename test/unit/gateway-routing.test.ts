@@ -187,3 +187,24 @@ t.test('a unit announced where the platform listens on this machine is left out 
   t.notOk(isPlatformEndpoint('127.0.0.1:8080', { hosts: new Set(), ports: new Set() }), 'nothing known, nothing left out');
   t.same(selfLoops([unit('web', 1, 'activating', 'start-pre', '127.0.0.1:8080')], platform), [], 'a unit not routed is no self-loop');
 });
+
+t.test('a held service (a handover under way) is marked with its hold\'s end; other routes are not', async (t) => {
+  const routes = planRoutes(
+    [
+      { name: 'db', loadBalanced: true, publicFacing: false },
+      { name: 'web', loadBalanced: true, publicFacing: false },
+    ],
+    [unit('db', 1), unit('web', 2)],
+    [],
+    domains,
+    undefined,
+    new Map([['db', 1_700_000_000_000]]),
+  );
+  t.same(
+    routes.map((route) => [route.name, route.targets.length, route.heldUntil]),
+    [
+      ['db', 1, 1_700_000_000_000],
+      ['web', 1, undefined],
+    ],
+  );
+});

@@ -7,7 +7,7 @@ import { ServiceConfig, defaultConfig, rolloutDefaults, type ServiceConfigPatch 
 const validConfig = buildAjv(false).compile(ServiceConfig);
 
 /** Keys a patch sets whole or, with null, removes (the default applies). */
-const replacedKeys = ['maxSurge', 'maxUnavailable', 'minReadySeconds', 'progressDeadlineSeconds', 'autoRevert', 'stopGraceSeconds', 'healthCheck', 'resources', 'placement', 'volumes', 'volumeMove'] as const;
+const replacedKeys = ['maxSurge', 'maxUnavailable', 'minReadySeconds', 'progressDeadlineSeconds', 'autoRevert', 'stopGraceSeconds', 'healthCheck', 'rollout', 'resources', 'placement', 'volumes', 'volumeMove'] as const;
 
 /** RFC 7396 merge patch of a service's next config: `env` merges key by key, `null` removes or resets. */
 export function applyConfigPatch(config: ServiceConfig, patch: ServiceConfigPatch): ServiceConfig {

@@ -1,4 +1,4 @@
-import { Counter, Gauge } from 'prom-client';
+import { Counter, Gauge, Histogram } from 'prom-client';
 import { roleRegistry } from '../../http/metrics.js';
 
 // The gateway's Prometheus series, in its role's registry (served by the gateway's GET /metrics).
@@ -44,6 +44,14 @@ const selfLoops = new Gauge({
   registers: [roleRegistry('gateway')],
 });
 
+const heldWaits = new Histogram({
+  name: 'platform_gateway_held_request_seconds',
+  help: 'How long requests were held during a handover before they were sent on (or answered 503 when the hold ran out), by service.',
+  labelNames: ['service'] as const,
+  buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+  registers: [roleRegistry('gateway')],
+});
+
 export const selfLoopsLeftOut = (count: number): void => selfLoops.set(count);
 
 const secureContexts = new Counter({
@@ -73,6 +81,11 @@ export class ServiceMetrics {
 
   retried(): void {
     retries.inc({ service: this.service });
+  }
+
+  /** A request held during a handover was sent on (or answered) after `seconds`. */
+  heldFor(seconds: number): void {
+    heldWaits.observe({ service: this.service }, seconds);
   }
 
   routable(count: number): void {

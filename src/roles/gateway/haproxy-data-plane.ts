@@ -208,6 +208,8 @@ export class HaproxyDataPlane implements DataPlane {
       for (const stat of await serverStats(this.files!.runtimeSocket).catch(() => [])) open.set(stat.server, (open.get(stat.server) ?? 0) + stat.current);
     }
     const routed = routedBackends(this.live);
+    // A held route's requests wait in the Node server behind HAProxy (haproxy-slots.ts leaves its hosts to it).
+    const held = new Map(this.node.view().flatMap((route) => (route.held === undefined ? [] : [[route.name, route.held] as const])));
     return this.plan.map((route) => {
       const backend = routed.get(routeLabel(route));
       // What HAProxy holds, not what the plan wants: a unit leaving the plan is listed until HAProxy
@@ -217,7 +219,8 @@ export class HaproxyDataPlane implements DataPlane {
       );
       const order = new Map(route.targets.map(({ address }, index) => [address, index]));
       upstreams.sort((a, b) => (order.get(a.address) ?? order.size) - (order.get(b.address) ?? order.size));
-      return { name: route.name, kind: route.kind, hosts: route.hosts, upstreams };
+      const heldHere = held.get(route.name);
+      return { name: route.name, kind: route.kind, hosts: route.hosts, upstreams, ...(heldHere === undefined ? {} : { held: heldHere }) };
     });
   }
 

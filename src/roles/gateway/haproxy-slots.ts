@@ -141,14 +141,16 @@ function addBackend(state: HaproxyState): Backend {
  * The hosts map: each planned host to its backend, when the route has one with a unit. The others
  * fall through to the Node data plane behind HAProxy, which answers them as it would alone (503
  * naming the service); so a route whose backend comes with a reload is never answered by a backend
- * that lacks its units.
+ * that lacks its units. A route held for a handover falls through the same way: HAProxy's requests
+ * in flight on the old unit finish there, new ones wait in the Node data plane until the hold ends.
  */
 function mappedHosts(plan: readonly PlannedRoute[], state: HaproxyState): Map<string, string> {
   const routed = routedBackends(state);
   return new Map(
     plan.flatMap((route) => {
       const backend = routed.get(routeLabel(route));
-      if (backend === undefined || !backend.slots.some((slot) => slot.state === 'ready')) return [];
+      // A held route's hosts go to the Node data plane behind HAProxy, which holds its requests (held-requests.ts).
+      if (backend === undefined || route.heldUntil !== undefined || !backend.slots.some((slot) => slot.state === 'ready')) return [];
       return route.hosts.map((host) => [host, backend.name] as const);
     }),
   );

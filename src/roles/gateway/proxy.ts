@@ -48,15 +48,26 @@ export class GatewayProxy {
       sendError(req, res, { status: 404, message: `no service is reachable at ${host === '' ? 'a request without a Host header' : host}` });
       return true;
     }
+    const send = () => this.forward(req, res, route, rawHost ?? host);
+    const now = Date.now();
+    if (route.heldUntil === undefined || route.heldUntil <= now) send();
+    else if (!route.held.hold(res, route.heldUntil, send)) {
+      route.metrics.answered(503);
+      sendError(req, res, { status: 503, message: `service ${route.name} is being handed over and holds ${route.held.size} requests already`, retryAfter: RETRY_AFTER_SECONDS });
+    }
+    return true;
+  }
+
+  /** Sends the request to one of the route's units, or answers 503 when it has none. */
+  private forward(req: IncomingMessage, res: ServerResponse, route: Route, host: string): void {
     const index = chooseUpstream(route.upstreams, route.cursor, Date.now());
     if (index === -1) {
       noHealthyUnit(req, res, route);
-      return true;
+      return;
     }
     route.cursor = index + 1;
-    const headers = upstreamRequestHeaders(req.rawHeaders, { clientAddress: clientAddress(req.socket.remoteAddress), host: rawHost ?? host, proto: schemeOf(req) });
+    const headers = upstreamRequestHeaders(req.rawHeaders, { clientAddress: clientAddress(req.socket.remoteAddress), host, proto: schemeOf(req) });
     new ProxyExchange(this.options, route, req, res, headers, hasBody(req.rawHeaders) ? req : null).send(route.upstreams[index]!);
-    return true;
   }
 }
 

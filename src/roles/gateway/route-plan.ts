@@ -41,6 +41,11 @@ export interface PlannedRoute {
   hosts: string[];
   /** Where requests may go now, in a stable order (round robin follows it). */
   targets: RouteTarget[];
+  /**
+   * A handover is under way (docs/deploys.md): new requests are held, not sent, until the plan
+   * lifts the hold or this time (epoch ms) passes. Absent when the route is not held.
+   */
+  heldUntil?: number;
 }
 
 /**
@@ -82,6 +87,8 @@ export function planRoutes(
   components: readonly AnnouncedComponent[],
   domains: Domains,
   platform: PlatformEndpoints = { hosts: new Set(), ports: new Set() },
+  /** Services whose requests are held, with when each hold ends (epoch ms). */
+  holds: ReadonlyMap<string, number> = new Map(),
 ): PlannedRoute[] {
   const targets = routableTargets(units.filter((unit) => !unit.address || !isPlatformEndpoint(unit.address, platform)));
   const routes: PlannedRoute[] = [];
@@ -89,7 +96,8 @@ export function planRoutes(
     if (!service.loadBalanced) continue;
     const hosts = [`${service.name}.${domains.internalDomain}`];
     if (service.publicFacing) hosts.push(`${service.name}.${domains.domain}`);
-    routes.push({ name: service.name, kind: 'service', hosts, targets: targets.get(service.name) ?? [] });
+    const heldUntil = holds.get(service.name);
+    routes.push({ name: service.name, kind: 'service', hosts, targets: targets.get(service.name) ?? [], ...(heldUntil !== undefined ? { heldUntil } : {}) });
   }
   for (const { component, address } of components) {
     const hosts = componentHosts(component, domains);

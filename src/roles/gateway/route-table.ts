@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { PlannedRoute } from './route-plan.js';
 import { Upstreams, type Upstream, type UpstreamOptions } from './upstream.js';
 import { ServiceMetrics } from './gateway-metrics.js';
+import { HeldRequests } from './held-requests.js';
 
 // The Node data plane's route table: host name → the upstreams taking new requests, applied from
 // the route plan (route-watch.ts) each time it changes, so a request costs one Map lookup.
@@ -15,6 +16,9 @@ export interface Route {
   /** Round-robin position. */
   cursor: number;
   readonly metrics: ServiceMetrics;
+  /** While a handover holds the route (epoch ms it ends): new requests wait in `held`. */
+  heldUntil: number | undefined;
+  readonly held: HeldRequests;
 }
 
 export interface RouteView {
@@ -22,6 +26,8 @@ export interface RouteView {
   kind: 'service' | 'component';
   hosts: string[];
   upstreams: { address: string; unit: string; inFlight: number }[];
+  /** Requests held by a handover under way (the Node data plane's, where HAProxy sends a held route's requests). */
+  held?: number;
 }
 
 export interface RouteTableOptions {
@@ -50,6 +56,7 @@ export class RouteTable {
       kind: route.kind,
       hosts: route.hosts,
       upstreams: route.upstreams.map(({ address, unit, inFlight }) => ({ address, unit, inFlight })),
+      ...(route.heldUntil !== undefined || route.held.size > 0 ? { held: route.held.size } : {}),
     }));
   }
 
@@ -73,12 +80,16 @@ export class RouteTable {
         this.options.log.info({ route: plan.name, upstreams: plan.targets.map((target) => `${target.unit}@${target.address}`) }, 'route changed');
         route.metrics.routable(route.upstreams.length);
       }
+      route.heldUntil = plan.heldUntil;
+      // Held requests go on once the hold is lifted and a unit takes them; without one they wait out their hold.
+      if (route.heldUntil === undefined && route.upstreams.length > 0) route.held.release();
       for (const target of plan.targets) addresses.add(target.address);
       for (const host of plan.hosts) hosts.set(host, route);
     }
     for (const [name, route] of this.routes) {
       if (names.has(name)) continue;
       this.routes.delete(name);
+      route.held.release();
       route.metrics.removed();
       this.options.log.info({ route: name }, 'route removed');
     }
@@ -87,7 +98,8 @@ export class RouteTable {
   }
 
   private addRoute(name: string, kind: 'service' | 'component'): Route {
-    const route: Route = { name, kind, hosts: [], upstreams: [], cursor: 0, metrics: new ServiceMetrics(name) };
+    const metrics = new ServiceMetrics(name);
+    const route: Route = { name, kind, hosts: [], upstreams: [], cursor: 0, metrics, heldUntil: undefined, held: new HeldRequests(undefined, (seconds) => metrics.heldFor(seconds)) };
     this.routes.set(name, route);
     route.metrics.routable(0);
     return route;

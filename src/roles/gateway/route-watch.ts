@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Store } from '../../store/store.js';
-import { componentPrefix, components as componentNames, lastSegment, servicePrefix, unitStatusRoot, type Component } from '../../store/keys.js';
+import { componentPrefix, components as componentNames, lastSegment, requestHoldRoot, servicePrefix, unitStatusRoot, type Component } from '../../store/keys.js';
+import type { RequestHold } from '../../schemas/request-hold.js';
 import { PrefixCache, decodeCached, type CachedValue } from '../../store/prefix-cache.js';
 import { onStorePing } from '../../store/store-heartbeat.js';
 import { RENEWAL_GRACE_TTLS } from '../../store/leased-keys.js';
@@ -19,6 +20,9 @@ import { selfLoopsLeftOut } from './gateway-metrics.js';
 // it wakes) does not take its unit out of the plan: the statuses routed when the store was lost
 // are held for the agents' renewal grace (RENEWAL_GRACE_TTLS lease TTLs), until the agent writes
 // each again. A unit's status written after that is its own again: its deletion counts at once.
+//
+// A service with a request hold (a handover under way, written by the leading scheduler) has its
+// route marked held until the hold goes or its `until` passes; a timer rebuilds the plan then.
 //
 // A unit status whose address is where the platform listens on this machine (the gateway's own
 // listeners, a platform port, an announced role's port) is left out of the plan, and logged once:
@@ -39,6 +43,8 @@ interface Caches {
   units: PrefixCache;
   /** The roles' announcements: their ports are never a unit's, and with --expose-components they are routed. */
   components: PrefixCache;
+  /** Handovers under way (src/store/records/request-holds.ts). */
+  holds: PrefixCache;
 }
 
 export type PlanListener = (plan: readonly PlannedRoute[]) => void;
@@ -53,6 +59,8 @@ export class RouteWatch {
   private held: Map<string, CachedValue> | undefined;
   private storeLost = false;
   private graceTimer: NodeJS.Timeout | undefined;
+  /** Rebuilds the plan when the earliest request hold in it runs out. */
+  private holdTimer: NodeJS.Timeout | undefined;
   private stopHearingStore: (() => void) | undefined;
   /** The ports the gateway listens on (HTTP, internal, HTTPS, the Node server behind HAProxy). */
   private listenerPorts: readonly number[] = [];
@@ -73,7 +81,9 @@ export class RouteWatch {
       started.push(units);
       const components = await PrefixCache.start(store, componentPrefix);
       started.push(components);
-      const watch = new RouteWatch({ services, units, components }, options);
+      const holds = await PrefixCache.start(store, requestHoldRoot);
+      started.push(holds);
+      const watch = new RouteWatch({ services, units, components, holds }, options);
       watch.rebuild();
       for (const cache of started) cache.onChange(() => watch.queueRebuild());
       // A status written again is the agent's renewal: from then on its own value, and its deletion, count.
@@ -106,7 +116,8 @@ export class RouteWatch {
   async close(): Promise<void> {
     this.stopHearingStore?.();
     clearTimeout(this.graceTimer);
-    await Promise.all([this.caches.services.close(), this.caches.units.close(), this.caches.components.close()]);
+    clearTimeout(this.holdTimer);
+    await Promise.all([this.caches.services.close(), this.caches.units.close(), this.caches.components.close(), this.caches.holds.close()]);
   }
 
   // Watch events arrive in batches: one rebuild per batch, before the next request is handled.
@@ -163,6 +174,22 @@ export class RouteWatch {
     selfLoopsLeftOut(now.size);
   }
 
+  /** The services held now, with when each hold ends; the plan is rebuilt when the first ends. */
+  private activeHolds(): Map<string, number> {
+    const now = Date.now();
+    const holds = new Map<string, number>();
+    for (const hold of decodeAll<RequestHold>(this.caches.holds)) {
+      const until = Date.parse(hold.until);
+      if (until > now) holds.set(hold.service, until);
+    }
+    clearTimeout(this.holdTimer);
+    if (holds.size > 0) {
+      this.holdTimer = setTimeout(() => this.rebuild(), Math.min(...holds.values()) - now + 1);
+      this.holdTimer.unref();
+    }
+    return holds;
+  }
+
   private rebuild(): void {
     try {
       const units = this.unitsToRoute();
@@ -175,6 +202,7 @@ export class RouteWatch {
         this.options.exposeComponents ? components : [],
         this.options.domains,
         platform,
+        this.activeHolds(),
       );
       this.routedUnits = units;
       this.noteSelfLoops(selfLoops(statuses, platform));

@@ -42,7 +42,7 @@ const MAX_REFUSALS = 20;
 const IDLE_WAKE_MS = 1000;
 
 /** Failures no waiting will cure: the deployment fails at once with the agent's reason. */
-const isPermanentFailure = (status: UnitStatus): boolean =>
+export const isPermanentFailure = (status: UnitStatus): boolean =>
   status.errorKind === 'image-pull' || status.errorKind === 'engine-unreachable' || status.errorKind === 'refused' || (status.active === 'failed' && status.restarts >= CRASH_LOOP_RESTARTS);
 
 export const releaseSpec = (release: Release): string =>
@@ -157,7 +157,7 @@ async function rollOutSteps(options: RolloutOptions, release: Release, deploymen
 
     // A unit on a machine being emptied is replaced, not waited for: its engine may be the one that is gone.
     const broken = fresh.find((u) => !u.unit.evicted && u.status && isPermanentFailure(u.status));
-    if (broken) return { state: 'failed', reason: `${broken.assignment.unit} on ${broken.assignment.machine}: ${describe(broken.status!)}` };
+    if (broken) return { state: 'failed', reason: `${broken.assignment.unit} on ${broken.assignment.machine}: ${describeStatus(broken.status!)}` };
     // Units on lost machines (kept for their volumes) will not become ready by waiting.
     if (step.unplaced.length > 0 && changes === 0 && !fresh.some((u) => !u.unit.ready && u.unit.alive)) {
       const first = step.unplaced[0]!;
@@ -166,7 +166,7 @@ async function rollOutSteps(options: RolloutOptions, release: Release, deploymen
       return { state: 'failed', reason: `${first.reason}${hint}` };
     }
     if (Date.now() - lastProgress > settings.progressDeadlineSeconds * 1000) {
-      const waiting = fresh.filter((u) => !u.unit.ready).map((u) => `${u.assignment.unit} on ${u.assignment.machine} is ${u.status ? describe(u.status) : 'not reported'}`);
+      const waiting = fresh.filter((u) => !u.unit.ready).map((u) => `${u.assignment.unit} on ${u.assignment.machine} is ${u.status ? describeStatus(u.status) : 'not reported'}`);
       const detail = waiting.length > 0 ? waiting.join('; ') : step.unplaced.map((u) => u.reason).join('; ') || 'old units still stopping';
       return { state: 'failed', reason: `no progress within ${settings.progressDeadlineSeconds} s: ${detail}` };
     }
@@ -175,9 +175,9 @@ async function rollOutSteps(options: RolloutOptions, release: Release, deploymen
   }
 }
 
-const slotKey = (unit: { machine: string; unit: string; spec: string }): string => `${unit.machine}/${slotOf(unit)}`;
+export const slotKey = (unit: { machine: string; unit: string; spec: string }): string => `${unit.machine}/${slotOf(unit)}`;
 
-const describe = (status: UnitStatus): string => `${status.active}/${status.sub}${status.error ? ` (${status.error})` : ''}${status.restarts ? `, ${status.restarts} restarts` : ''}`;
+export const describeStatus = (status: UnitStatus): string => `${status.active}/${status.sub}${status.error ? ` (${status.error})` : ''}${status.restarts ? `, ${status.restarts} restarts` : ''}`;
 
 const conflictsOf = (snapshot: ClusterSnapshot, service: string): string => snapshot.services.find((s) => s.name === service)?.conflictsWith ?? '';
 
@@ -216,7 +216,7 @@ function untilNextReady(fresh: TrackedUnit[], readySince: Map<string, number>, s
   return Math.max(0, Math.min(IDLE_WAKE_MS, ...waits));
 }
 
-function newAssignment(release: Release, deployment: Deployment, spec: string, settings: RolloutSettings, instance: number, machine: string): Assignment {
+export function newAssignment(release: Release, deployment: Deployment, spec: string, settings: RolloutSettings, instance: number, machine: string): Assignment {
   return {
     unit: unitName(release.service, instance),
     service: release.service,

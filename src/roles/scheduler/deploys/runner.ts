@@ -11,6 +11,7 @@ import { getRelease } from '../../../store/records/releases.js';
 import { isInFlight, listDeployments, recordOutcome, recordPhase, recordStop, retryReschedule, startDeployment } from '../../../store/records/deployments.js';
 import { defaultBackoff } from '../healing/healing-backoff.js';
 import { rollOut, type RolloutOutcome } from './rollout.js';
+import { handOver } from './handover.js';
 import { PlanApplier } from './plan-applier.js';
 import type { ClusterWatch } from '../cluster-snapshot.js';
 import { KeyedQueue } from '../../../keyed-queue.js';
@@ -204,7 +205,9 @@ export class DeploymentRunner {
         phaseRecorded.catch(() => {
           if (pulling === phaseRecorded) pulling = undefined;
         });
-        const outcome = await rollOut({ store, log, cluster, applier: this.applier, isCurrent: this.isCurrent(deployment), phaseRecorded }, release, deployment);
+        // A single-writer service's units are handed over one by one (handover.ts); the others roll.
+        const roll = rolloutSettings(release.config).strategy === 'handover' ? handOver : rollOut;
+        const outcome = await roll({ store, log, cluster, applier: this.applier, isCurrent: this.isCurrent(deployment), phaseRecorded }, release, deployment);
         await phaseRecorded;
         return outcome;
       } catch (error) {

@@ -5,6 +5,7 @@ import { deleteAssignments } from '../../../store/records/assignments.js';
 import { deleteReleases, deleteUndeclaredReleases } from '../../../store/records/releases.js';
 import { readService } from '../../../store/records/services.js';
 import { deleteUndeclaredUnitOutputs, servicesWithUnitOutput } from '../../../store/records/unit-outputs.js';
+import { deleteEndedRequestHolds } from '../../../store/records/request-holds.js';
 import { deleteKeys, listRecords } from '../../../store/json-records.js';
 import type { Assignment } from '../../../schemas/cluster.js';
 import type { Release } from '../../../schemas/release.js';
@@ -73,6 +74,8 @@ export class Housekeeping {
     const releasesDeleted = await this.pruneReleases(releases, declared, deployments);
     await this.pruneCertificates(new Set(declared.keys()));
     await this.pruneUnitOutputs(new Set(declared.keys()));
+    // Gateways ignore a hold past its end already; this only keeps the store from collecting them.
+    await deleteEndedRequestHolds(this.store);
     if (doomed.length + releasesDeleted > 0) this.log.info({ deleted: doomed.length + releasesDeleted }, 'deleted history beyond the retention limits and of deleted services');
   }
 
