@@ -354,6 +354,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/services/{name}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The service's last hour for the dashboard's graphs, one point per --metrics-interval
+         * @description The service's last hour for the dashboard's graphs, one point per --metrics-interval: requests per second, 5xx answers per second and the 95th percentile of the time to answer, summed over every gateway (both data planes), and each unit's CPU (cores) and memory (bytes) as its machine's engine reports them. Gateways and agents that do not answer are named in `unreachable` (their share is missing); 502 when none answers. See docs/dashboard.md "Graphs".
+         */
+        get: operations["getServicesByNameMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/tokens": {
         parameters: {
             query?: never;
@@ -3945,6 +3965,144 @@ export interface operations {
             };
             /** @description Every error: the HTTP status, its name, and what went wrong. */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    getServicesByNameMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                 * @example web
+                 */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        service: string;
+                        intervalSeconds: number;
+                        traffic: {
+                            /** @description start of the interval, Unix milliseconds (a multiple of the interval) */
+                            at: number;
+                            requestsPerSecond: number;
+                            errorsPerSecond: number;
+                            p95Seconds: number | null;
+                        }[];
+                        units: {
+                            unit: string;
+                            machine: string;
+                            samples: {
+                                /** @description start of the interval, Unix milliseconds (a multiple of the interval) */
+                                at: number;
+                                cpu: number | null;
+                                memoryBytes: number;
+                            }[];
+                        }[];
+                        unreachable: string[];
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description No valid token or session (under --auth token, or a call that is not local under --auth auto). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description The token may not do this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

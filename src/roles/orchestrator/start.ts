@@ -9,6 +9,7 @@ import { RegistryAllowList } from '../../http/registry-policy.js';
 import { registryRoutes } from './registry-routes.js';
 import { certificateRoutes } from './certificate-routes.js';
 import { quotaRoutes } from './quota-routes.js';
+import { serviceMetricsRoute } from './service-metrics-route.js';
 import { EventHub, eventsRoute } from './events.js';
 import { dashboardRoutes } from '../web/dashboard-assets.js';
 import { sessionRoutes } from '../web/session-routes.js';
@@ -31,6 +32,7 @@ export async function startOrchestrator({ config, store, log, access }: RoleCont
     },
   });
   orchestratorRoutes(server, store, peers);
+  serviceMetricsRoute(server, store, peers.directory, config.metricsIntervalSeconds);
   tokenRoutes(server, store);
   await warnWhileNoToken(store, access.mode, log);
   notificationRoutes(server, store, new RegistryAllowList(config.allowedNotificationDestinations, '--allowed-notification-destination'));
