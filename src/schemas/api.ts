@@ -8,7 +8,7 @@ import { splitRouteKey, type RouteKey } from './route-key.js';
 import { bootstrapTokenSchema, createTokenSchema, listTokensSchema, revokeTokenSchema } from './token.js';
 import { endSessionSchema, sessionSchema, startSessionSchema } from './session.js';
 import { addEndpointSchema, listDeliveriesSchema, listEndpointsSchema, removeEndpointSchema } from './notification.js';
-import { listRegistryLoginsSchema, registryLoginSchema, registryLogoutSchema } from './registry.js';
+import { listRegistryLoginsSchema, registryLoginSchema, registryLogoutSchema, serviceTagsSchema } from './registry.js';
 import { listQuotasSchema, removeQuotaSchema, setQuotaSchema } from './quota.js';
 import { addCertificateSchema, listCertificatesSchema, removeCertificateSchema, serviceCertificateSchema } from './certificate.js';
 import { ServiceMetrics } from './service-metrics.js';
@@ -91,6 +91,7 @@ export const orchestratorApi = {
     params: NameParams,
     response: { 200: ServiceMetrics, ...errorResponses, 502: ErrorReply },
   },
+  'GET /services/:name/tags': serviceTagsSchema,
   'GET /cluster/units': { summary: 'Every unit, on every machine', response: { 200: Type.Array(ClusterUnit), 503: ErrorReply } },
   'GET /cluster/versions': {
     description: 'The store schema version and every running role: its machine, address and platform version (`platform version`).',

@@ -38,7 +38,9 @@ export async function startOrchestrator({ config, store, log, access }: RoleCont
   notificationRoutes(server, store, new RegistryAllowList(config.allowedNotificationDestinations, '--allowed-notification-destination'));
   registryRoutes(server, store);
   quotaRoutes(server, store);
-  certificateRoutes(server, store, { domain: config.domain, internalDomain: config.gateway.internalDomain });
+  // Every role in this one process (`platform up`): the single-machine mode.
+  const singleMachine = (['directory', 'scheduler', 'agent', 'gateway'] as const).every((role) => config.roles.includes(role));
+  certificateRoutes(server, store, { domain: config.domain, internalDomain: config.gateway.internalDomain }, { singleMachine });
   sessionRoutes(server, access);
   const events = new EventHub(store, log);
   eventsRoute(server, events);

@@ -51,7 +51,7 @@ export class ServicePage implements View {
     this.certificate = new CertificateStatus(name);
     this.squares = h('div', { class: 'squares large', role: 'group', 'aria-label': `Units of ${name}` });
     this.counts = h('p', { class: 'counts' });
-    this.deploy = new DeployControl(app, name);
+    this.deploy = new DeployControl(app, name, { pickTag: true });
     this.config = new ConfigEditor(name);
     this.releases = new ReleasesView(app, name);
     this.logs = new LogTail(name);
@@ -132,7 +132,7 @@ export class ServicePage implements View {
     const service = state.services.get(this.name);
     if (!service) return;
     const lines = [...state.journal.values()].filter((entry) => entry.service === this.name && entry.kind.startsWith('certificate.')).length;
-    this.certificate.refresh(`${service.publicFacing && service.loadBalanced} ${lines}`);
+    this.certificate.refresh(`${service.publicFacing} ${service.loadBalanced} ${lines}`);
   }
 
   dispose(): void {
