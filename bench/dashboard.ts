@@ -39,9 +39,6 @@ async function heapMiB(page: Page): Promise<number> {
   return (metrics.find((metric) => metric.name === 'JSHeapUsedSize')?.value ?? NaN) / 1024 / 1024;
 }
 
-// Functions given to waitForFunction and evaluate run in the browser.
-const browserGlobal = (): any => globalThis;
-
 async function measure(open: () => Promise<Page>, ready: (page: Page) => Promise<number>): Promise<PageFigures> {
   const page = await open();
   try {
@@ -81,7 +78,8 @@ try {
     for (let round = 0; round < ROUNDS; round++) {
       services.push(
         await measure(open('#/services'), async (page) => {
-          await page.waitForFunction((count) => browserGlobal().document.querySelectorAll('.service-list .sq-green').length >= count, total, { timeout: 60_000 });
+          // Functions given to waitForFunction and evaluate run in the browser.
+          await page.waitForFunction((count) => (globalThis as any).document.querySelectorAll('.service-list .sq-green').length >= count, total, { timeout: 60_000 });
           return page.evaluate(() => (globalThis as any).dashboardStats.firstSnapshotRenderedAt as number);
         }),
       );

@@ -117,3 +117,19 @@ t.test('CPU is the growth of the counter between two reads of one container; mem
   t.equal(memoryInUse({ memory_stats: { usage: 10_000, stats: { total_inactive_file: 1_000 } } }), 9_000);
   t.equal(memoryInUse({}), 0);
 });
+
+t.test("the gateway's duration histogram is cumulative per service, as Prometheus reads it", async (t) => {
+  const { ServiceMetrics } = await import('../../src/roles/gateway/gateway-metrics.js');
+  const { roleRegistry } = await import('../../src/http/metrics.js');
+  const metrics = new ServiceMetrics('histogram-test');
+  metrics.answered(200, 0.012);
+  metrics.answered(503, 0.3);
+  metrics.timed(200, 20);
+  metrics.answered('upgrade');
+  const text = await roleRegistry('gateway').metrics();
+  t.match(text, '# TYPE platform_gateway_request_duration_seconds histogram');
+  t.match(text, 'platform_gateway_request_duration_seconds_bucket{service="histogram-test",le="0.01"} 0\n');
+  t.match(text, 'platform_gateway_request_duration_seconds_bucket{service="histogram-test",le="0.5"} 2\n');
+  t.match(text, 'platform_gateway_request_duration_seconds_bucket{service="histogram-test",le="+Inf"} 3\n');
+  t.match(text, 'platform_gateway_request_duration_seconds_count{service="histogram-test"} 3\n', 'a tunnel is not timed');
+});
