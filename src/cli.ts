@@ -32,6 +32,7 @@ function addServeFlags(command: Command): Command {
     .option('--data-dir <dir>', 'embedded store directory (env PLATFORM_DATA_DIR)', undefined)
     .option('--domain <domain>', 'domain services are reached under (env PLATFORM_DOMAIN)', undefined)
     .option('--announce-ttl <seconds>', 'TTL of announcement and machine leases (env PLATFORM_ANNOUNCE_TTL; default 10)', undefined)
+    .option('--metrics-interval <seconds>', "resolution of the dashboard's graphs: gateways count requests and agents read their units' CPU and memory per interval, and keep an hour (env PLATFORM_METRICS_INTERVAL; default 10)")
     .option('--no-announce', 'do not write /platform/services/<name>: a platform announce sidekick does (env PLATFORM_ANNOUNCE=false)')
     .option('--log-level <level>', 'trace, debug, info, warn, error (env PLATFORM_LOG_LEVEL)')
     .option('--log-format <format>', 'pretty (readable lines; the default on a terminal) or json (one object a line; the default otherwise) (env PLATFORM_LOG_FORMAT)')

@@ -57,6 +57,8 @@ export interface PlatformConfig {
   dataDir: string;
   domain: string;
   announceTtlSeconds: number;
+  /** How often gateways close an interval of request counts and agents read their units' CPU and memory (the graphs' resolution). */
+  metricsIntervalSeconds: number;
   /** Whether the roles write their own `/platform/services/<name>` key; off when a `platform announce` sidekick does (--no-announce). */
   announce: boolean;
   logLevel: string;
@@ -299,6 +301,7 @@ export interface RawFlags {
   capacityCpus?: string;
   maxUnits?: string;
   announceTtl?: string;
+  metricsInterval?: string;
   /** false with --no-announce (commander's negated option); undefined or true otherwise. */
   announce?: boolean;
   logLevel?: string;
@@ -497,6 +500,7 @@ export function resolveConfig(flags: RawFlags, env: NodeJS.ProcessEnv = process.
     dataDir: resolve(flags.dataDir ?? env.PLATFORM_DATA_DIR ?? '.platform-data'),
     domain,
     announceTtlSeconds: integer('--announce-ttl', flags.announceTtl ?? (env.PLATFORM_ANNOUNCE_TTL || undefined), 2, 600) ?? 10,
+    metricsIntervalSeconds: integer('--metrics-interval', flags.metricsInterval ?? (env.PLATFORM_METRICS_INTERVAL || undefined), 1, 60) ?? 10,
     announce: flags.announce !== false && switchSetting('PLATFORM_ANNOUNCE', env.PLATFORM_ANNOUNCE, true),
     logLevel: flags.logLevel ?? env.PLATFORM_LOG_LEVEL ?? 'info',
     logFormat: logFormat(flags.logFormat ?? (env.PLATFORM_LOG_FORMAT || undefined)),

@@ -105,7 +105,15 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
         await announcements.set(announcement.key, announcement.value);
       }
       // Every role, announced or not (agents, followers, roles behind a sidekick): what `platform version` lists.
-      const versionRecord = componentVersionEntry({ role, machine: config.agent.machineId, address: advertised, version: platformVersion, startedAt: new Date().toISOString() });
+      const versionRecord = componentVersionEntry({
+        role,
+        machine: config.agent.machineId,
+        address: advertised,
+        version: platformVersion,
+        startedAt: new Date().toISOString(),
+        // Whether any gateway orders certificates: the service page says why none will come when none does.
+        ...(role === 'gateway' ? { acme: config.gateway.tls.acme !== undefined } : {}),
+      });
       await announcements.set(versionRecord.key, versionRecord.value);
       running.push({ role, url: `http://${config.host === '0.0.0.0' ? config.advertiseHost : config.host}:${port}` });
     }

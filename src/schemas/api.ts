@@ -8,9 +8,10 @@ import { splitRouteKey, type RouteKey } from './route-key.js';
 import { bootstrapTokenSchema, createTokenSchema, listTokensSchema, revokeTokenSchema } from './token.js';
 import { endSessionSchema, sessionSchema, startSessionSchema } from './session.js';
 import { addEndpointSchema, listDeliveriesSchema, listEndpointsSchema, removeEndpointSchema } from './notification.js';
-import { listRegistryLoginsSchema, registryLoginSchema, registryLogoutSchema } from './registry.js';
+import { listRegistryLoginsSchema, registryLoginSchema, registryLogoutSchema, serviceTagsSchema } from './registry.js';
 import { listQuotasSchema, removeQuotaSchema, setQuotaSchema } from './quota.js';
 import { addCertificateSchema, listCertificatesSchema, removeCertificateSchema, serviceCertificateSchema } from './certificate.js';
+import { ServiceMetrics } from './service-metrics.js';
 import type { Access, ServiceSource } from '../auth/access.js';
 
 // The orchestrator's API, one entry per route: the key is its method and path, the value its
@@ -83,6 +84,14 @@ export const orchestratorApi = {
     // The agent's stream, passed on as it comes (so no type to check it against).
     response: { 200: textResponse('text/plain', 'The unit\'s output, stdout and stderr interleaved.'), 429: ErrorReply, ...errorResponses },
   },
+  'GET /services/:name/metrics': {
+    description:
+      "The service's last hour for the dashboard's graphs, one point per --metrics-interval: requests per second, 5xx answers per second and the 95th percentile of the time to answer, summed over every gateway (both data planes), and each unit's CPU (cores) and memory (bytes) as its machine's engine reports them. " +
+      'Gateways and agents that do not answer are named in `unreachable` (their share is missing); 502 when none answers. See docs/dashboard.md "Graphs".',
+    params: NameParams,
+    response: { 200: ServiceMetrics, ...errorResponses, 502: ErrorReply },
+  },
+  'GET /services/:name/tags': serviceTagsSchema,
   'GET /cluster/units': { summary: 'Every unit, on every machine', response: { 200: Type.Array(ClusterUnit), 503: ErrorReply } },
   'GET /cluster/versions': {
     description: 'The store schema version and every running role: its machine, address and platform version (`platform version`).',

@@ -71,6 +71,15 @@ export const ServiceCertificate = Type.Object({
   publicFacing: Type.Boolean(),
   certificate: Type.Optional(Certificate),
   acme: Type.Optional(AcmeStatus),
+  url: Type.Optional(
+    Type.String({
+      description:
+        "where the service is reached through the gateways: https://<service>.<domain>/ when its host has a certificate, http:// when not; http://<service>.<internal domain>/ when it is not public-facing; absent when it is not load balanced (no gateway routes it)",
+    }),
+  ),
+  noCertificateExpected: Type.Optional(
+    Type.String({ description: 'without a certificate: why none will come unless an operator adds one (a domain no public DNS answers for, no gateway ordering from ACME, single-machine mode)' }),
+  ),
 });
 export type ServiceCertificate = Static<typeof ServiceCertificate>;
 

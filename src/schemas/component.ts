@@ -7,6 +7,7 @@ export const ComponentVersion = Type.Object({
   address: Type.String({ description: 'host:port the role answers at' }),
   version: Type.String({ description: 'the platform version the process runs' }),
   startedAt: Type.String({ format: 'date-time' }),
+  acme: Type.Optional(Type.Boolean({ description: 'gateways: whether it orders certificates from ACME (--acme-email)' })),
 });
 export type ComponentVersion = Static<typeof ComponentVersion>;
 

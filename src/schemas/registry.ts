@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { errorResponses } from './common.js';
+import { ErrorReply, NameParams, errorResponses } from './common.js';
 
 // Private registry logins (docs/deploys.md "Private registries"). The password goes in once, with the
 // login, and no reply, listing or journal line ever carries it.
@@ -51,4 +51,20 @@ export const registryLogoutSchema = {
   description: 'Forget the login of a registry (admin): later deploys reach it without credentials.',
   params: RegistryParams,
   response: { 204: Type.Null(), ...errorResponses },
+};
+
+/** The tags of a service's repository, for the dashboard's Deploy picker. */
+export const ServiceTags = Type.Object({
+  /** `registry/repository`, as a deploy names it before `:<tag>`. */
+  repository: Type.String(),
+  tags: Type.Array(Type.String()),
+});
+export type ServiceTags = Static<typeof ServiceTags>;
+
+export const serviceTagsSchema = {
+  description:
+    "The tags of the service's repository, as its registry lists them, newest version first (the scheduler asks, with the registry's stored login: no credential reaches the caller). " +
+    '400 when the registry is not allowed or refuses the login, 502 when it fails.',
+  params: NameParams,
+  response: { 200: ServiceTags, ...errorResponses, 502: ErrorReply },
 };

@@ -3,7 +3,9 @@
 // src/schemas they import (src/web/tsconfig.json); only the modules the page loads are copied beside
 // its page, styles and icons. A schema the page imports for its types alone is not among them, so
 // no server code ships. The page lists every module it loads as a module preload, so the browser
-// fetches them at once instead of one import level at a time.
+// fetches them at once instead of one import level at a time. uPlot, the graphs' library, is copied
+// from its npm package into assets/vendor/uplot/ (its ES module and styles, with its licence); the
+// service page imports it by URL when it first draws, so it is not among the preloads.
 import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +31,9 @@ function moduleGraph(root, start) {
 
 rmSync(target, { recursive: true, force: true });
 cpSync(source, target, { recursive: true });
+const uplot = fileURLToPath(new URL('../../node_modules/uplot/', import.meta.url));
+mkdirSync(join(target, 'assets/vendor/uplot'), { recursive: true });
+for (const file of ['dist/uPlot.esm.js', 'dist/uPlot.min.css', 'LICENSE']) cpSync(join(uplot, file), join(target, 'assets/vendor/uplot', file.replace('dist/', '')));
 const modules = moduleGraph(compiled, entry);
 for (const path of modules) {
   mkdirSync(dirname(join(target, 'assets/js', path)), { recursive: true });

@@ -14,6 +14,7 @@ import { freePort } from '../harness/free-port.js';
 import { http, serveRole } from '../harness/platform.js';
 import { waitFor } from '../harness/wait.js';
 import { buildDashboard, launchChromium, screenshotDir } from '../browser/chromium.js';
+import { declareLoadServices, loadServiceNames, loadUnit, writeLoadUnits } from '../harness/dashboard-load.js';
 
 // Functions given to page.evaluate run in the browser; this compilation knows only Node's globals.
 declare const window: any, document: any, performance: any, MutationObserver: any, PerformanceObserver: any, requestAnimationFrame: any;
@@ -372,35 +373,11 @@ async function clusterOfItsOwn(t: Test) {
 // would be lost only until its units are moved). Timings are reported, not asserted.
 t.test('200 services and 1,000 units: the Services tab renders, takes a burst of 500 unit events, and a lost machine shows red', async (t) => {
   const { orchestrator: perfOrchestrator, store } = await clusterOfItsOwn(t);
-  const names = Array.from({ length: 200 }, (_, i) => `load-${String(i).padStart(3, '0')}`);
-  for (let i = 0; i < names.length; i += 20) {
-    await Promise.all(
-      names.slice(i, i + 20).map(async (name) => {
-        const created = await http('POST', `${perfOrchestrator.url}/services`, { name, description: `load ${name}`, containerRepository: `${registry.host}/load/${name}`, numInstances: 5, loadBalanced: true, publicFacing: false });
-        if (created.status !== 201) throw new Error(`declaring ${name}: ${JSON.stringify(created.body)}`);
-      }),
-    );
-  }
-  const now = new Date().toISOString();
+  const names = loadServiceNames(200);
+  await declareLoadServices(perfOrchestrator.url, registry.host, names, 5);
   const machines = ['perf-a', 'perf-b', 'perf-c', 'perf-d'];
-  const unitWrites: Operation[] = [];
-  const statusOf = (name: string, instance: number, active: string, sub: string) => {
-    const machine = machines[instance % machines.length]!;
-    const unit = `${name}-${instance}.service`;
-    const record = { unit, service: name, instance, machine, release: 1, spec: 'perf', image: `${registry.host}/load/${name}@sha256:${'0'.repeat(64)}`, ports: [], env: {}, stopGraceSeconds: 10, deployment: 'perf', assignedAt: now };
-    return { machine, slot: `${unit}@perf`, assignment: record, status: { ...record, active, sub, address: `127.0.0.1:${20000 + instance}`, restarts: 0, updatedAt: now } };
-  };
-  for (const machine of machines.slice(0, 3)) {
-    unitWrites.push({ op: 'put', key: machineKey(machine), value: JSON.stringify({ id: machine, address: '127.0.0.1:1', host: '127.0.0.1', labels: {}, network: 'host', docker: { reachable: true, version: 'perf' }, capacity: { units: 1000 }, unitCount: 250, startedAt: now, updatedAt: now }) });
-  }
-  for (const name of names) {
-    for (let instance = 1; instance <= 5; instance++) {
-      const unit = statusOf(name, instance, 'active', 'running');
-      unitWrites.push({ op: 'put', key: assignmentKey(unit.machine, unit.slot), value: JSON.stringify(unit.assignment) });
-      unitWrites.push({ op: 'put', key: unitStatusKey(unit.machine, unit.slot), value: JSON.stringify(unit.status) });
-    }
-  }
-  for (let i = 0; i < unitWrites.length; i += 100) await store.txn([], unitWrites.slice(i, i + 100));
+  const statusOf = (name: string, instance: number, active: string, sub: string) => loadUnit(registry.host, machines, name, instance, active, sub);
+  await writeLoadUnits(store, registry.host, names, 5, machines, 3);
 
   const perfPage = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   t.teardown(() => perfPage.close());

@@ -3,6 +3,10 @@ import { apiConnectionLimits } from '../../http/connection-limits.js';
 import { fastifyRole, storeReadiness, type RoleContext, type StartedRole } from '../role.js';
 import { startAgent } from './agent.js';
 import { listenedPorts } from '../../config.js';
+import { Type } from '@sinclair/typebox';
+import { UnitUsageSampler } from './unit-usage.js';
+import { AgentUsage } from '../../schemas/service-metrics.js';
+import { ServiceName } from '../../schemas/common.js';
 
 export async function startAgentRole({ config, store, log, advertised, access }: RoleContext): Promise<StartedRole> {
   let readiness = storeReadiness(store);
@@ -33,5 +37,21 @@ export async function startAgentRole({ config, store, log, advertised, access }:
     },
   });
   readiness = () => agent.readiness();
-  return fastifyRole(server, () => agent.close());
+  const usage = new UnitUsageSampler(agent.docker, agent.machineId, config.metricsIntervalSeconds, log);
+  server.get(
+    '/unit-usage',
+    {
+      schema: {
+        description: "The last hour of this machine's units' CPU (cores) and memory (bytes), one point per --metrics-interval; `service` keeps one service's units.",
+        querystring: Type.Object({ service: Type.Optional(ServiceName) }),
+        response: { 200: AgentUsage },
+      },
+    },
+    async (request) => ({ intervalSeconds: usage.intervalSeconds, units: usage.usage(request.query.service) }),
+  );
+  usage.start();
+  return fastifyRole(server, async () => {
+    await usage.close();
+    await agent.close();
+  });
 }

@@ -1,5 +1,7 @@
-import { Counter, Gauge, Histogram } from 'prom-client';
+import { Counter, Gauge, Histogram, type Metric } from 'prom-client';
 import { roleRegistry } from '../../http/metrics.js';
+import { LATENCY_BUCKETS_SECONDS } from '../../schemas/service-metrics.js';
+import { latencyBucket, type TrafficHistory } from '../../metrics-history/traffic-history.js';
 
 // The gateway's Prometheus series, in its role's registry (served by the gateway's GET /metrics).
 
@@ -62,6 +64,42 @@ const secureContexts = new Counter({
 
 export const secureContextBuilt = (): void => secureContexts.inc();
 
+/**
+ * Time to answer, by service, from both data planes (the Node proxy as it answers, HAProxy from
+ * its log lines): a Prometheus histogram made from the plain counts each service keeps, as the
+ * request counter above is, so observing a request hashes no labels.
+ */
+const requestDuration = {
+  name: 'platform_gateway_request_duration_seconds',
+  help: 'Time from a request to the end of its answer, by service (routed requests; HAProxy: %Ta of its log lines).',
+  type: 'histogram',
+  aggregator: 'sum',
+  get() {
+    const values: { metricName: string; labels: Record<string, string | number>; value: number }[] = [];
+    for (const metrics of counted) {
+      const service = metrics.service;
+      if (service === '' || metrics.durationCount === 0) continue;
+      let cumulative = 0;
+      metrics.durations.forEach((count, i) => {
+        cumulative += count;
+        const le = i < LATENCY_BUCKETS_SECONDS.length ? String(LATENCY_BUCKETS_SECONDS[i]) : '+Inf';
+        values.push({ metricName: `${this.name}_bucket`, labels: { service, le }, value: cumulative });
+      });
+      values.push({ metricName: `${this.name}_sum`, labels: { service }, value: metrics.durationSum });
+      values.push({ metricName: `${this.name}_count`, labels: { service }, value: metrics.durationCount });
+    }
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+  },
+  reset() {},
+};
+roleRegistry('gateway').registerMetric(requestDuration as unknown as Metric);
+
+/** The last hour of requests per service that `GET /traffic` answers (one gateway role per process). */
+let traffic: TrafficHistory | undefined;
+export function keepTraffic(history: TrafficHistory | undefined): void {
+  traffic = history;
+}
+
 /** One service's series. Counting a request is one Map update: no label hashing, no allocation. */
 export class ServiceMetrics {
   /** Requests answered, by status. */
@@ -71,8 +109,24 @@ export class ServiceMetrics {
     counted.add(this);
   }
 
-  answered(status: number | 'upgrade'): void {
+  /** Requests answered, by latency bucket (LATENCY_BUCKETS_SECONDS), their count and total seconds. */
+  readonly durations = new Array<number>(LATENCY_BUCKETS_SECONDS.length + 1).fill(0);
+  durationCount = 0;
+  durationSum = 0;
+
+  /** A request answered: `seconds` from its arrival to the end of the answer (a tunnel is not timed). */
+  answered(status: number | 'upgrade', seconds = 0): void {
     this.answers.set(status, (this.answers.get(status) ?? 0) + 1);
+    if (status !== 'upgrade') this.timed(status, seconds);
+  }
+
+  /** A request's status and time, without counting it among the Node plane's answers (HAProxy's log lines). */
+  timed(status: number, seconds: number): void {
+    if (this.service === '') return;
+    this.durations[latencyBucket(seconds)]! += 1;
+    this.durationCount += 1;
+    this.durationSum += seconds;
+    traffic?.record(this.service, status, seconds);
   }
 
   upstreamError(reason: 'connect' | 'reset' | 'timeout' | 'other'): void {

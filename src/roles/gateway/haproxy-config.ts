@@ -71,6 +71,8 @@ export interface HaproxyConfigInput {
   httpsRedirectDomain?: string;
   /** With --https-port: HAProxy terminates TLS (haproxy-certificates.ts keeps the crt-list). */
   tls?: TlsBind;
+  /** The UDP port on 127.0.0.1 HAProxy sends a line per routed request to (haproxy-traffic-log.ts). */
+  trafficLogPort?: number;
 }
 
 export interface TlsBind {
@@ -291,11 +293,26 @@ function notOriginFormLines(): string[] {
   return [`${answer(true)} { req.hdr(accept) -m sub text/html }`, answer(false)];
 }
 
+/**
+ * One raw line per request for the gateway's latency figures: the route its backend serves (the
+ * routes map, as the error answers read it; empty for the Node server's requests), the status,
+ * and %Ta in milliseconds. `len` bounds a line; no syslog header (`format raw`).
+ */
+function trafficLogLines({ trafficLogPort, files }: HaproxyConfigInput): string[] {
+  if (trafficLogPort === undefined) return [];
+  return [
+    `  log 127.0.0.1:${trafficLogPort} len 256 format raw local0 info`,
+    `  log-format "%[be_name,field(1,.),map_str(${files.routesMap})] %ST %Ta"`,
+    '  option dontlognull',
+  ];
+}
+
 function frontendSection(input: HaproxyConfigInput): string[] {
   const { settings, files } = input;
   return [
     'frontend gateway',
     ...bindLines(input),
+    ...trafficLogLines(input),
     `  stick-table type ipv6 size 100k expire ${settings.idleTimeoutSeconds}s store conn_cur`,
     '  tcp-request connection track-sc0 src',
     ...capRules(settings),

@@ -28,6 +28,7 @@ import {
 } from './haproxy-config.js';
 import type { GatewayListeners } from './listener-policy.js';
 import { backendConfigs, emptyState, reloaded, routedBackends, transition, type HaproxyState } from './haproxy-slots.js';
+import { HaproxyTrafficLog } from './haproxy-traffic-log.js';
 import { HaproxyProcess } from './haproxy-process.js';
 import { takeHandover, writeHandover } from './haproxy-handover.js';
 import { runtimeCommand, runtimeCommands, serverStats } from './haproxy-runtime.js';
@@ -98,13 +99,17 @@ export class HaproxyDataPlane implements DataPlane {
   private tlsHost = '';
   private tlsPort = 0;
   private certificates: HaproxyCertificates | undefined;
+  private readonly trafficLog: HaproxyTrafficLog;
+  private trafficLogPort = 0;
 
   constructor(
     private readonly node: NodeDataPlane,
     private readonly config: PlatformConfig,
     private readonly log: FastifyBaseLogger,
     private readonly tls?: HaproxyTls,
-  ) {}
+  ) {
+    this.trafficLog = new HaproxyTrafficLog((route) => node.metricsOf(route), log);
+  }
 
   apply(plan: readonly PlannedRoute[]): void {
     this.plan = plan;
@@ -120,6 +125,7 @@ export class HaproxyDataPlane implements DataPlane {
     const handover = takeHandover(this.handoverFile);
     // The port HAProxy's configuration names for the Node server, if a previous gateway left one running.
     await this.listenOwn(handover?.ownPort ?? 0, listeners.public.policy);
+    this.trafficLogPort = await this.trafficLog.listen(handover?.trafficLogPort ?? 0);
     // Per-route 503 files of earlier versions: the answers now read the route from the routes map.
     rmSync(join(dir, 'errors'), { recursive: true, force: true });
     const files = haproxyFiles(dir);
@@ -231,6 +237,7 @@ export class HaproxyDataPlane implements DataPlane {
     const settled = await Promise.race([this.updates.close().then(() => true), sleep(SYNC_SETTLE_MS).then(() => false)]);
     if (reason === 'restart') this.leave(settled);
     else await this.process?.stop();
+    this.trafficLog.close();
     await this.node.close();
   }
 
@@ -245,6 +252,7 @@ export class HaproxyDataPlane implements DataPlane {
       fixedConfig: this.configText([]),
       ownPort: this.node.port(),
       ...(this.tls ? { tlsPort: this.tlsPort } : {}),
+      trafficLogPort: this.trafficLogPort,
       state: this.live,
       certificates: this.certificates?.handedOver() ?? [],
     });
@@ -309,7 +317,7 @@ export class HaproxyDataPlane implements DataPlane {
   private configText(backends: BackendConfig[]): string {
     const redirect = this.config.gateway.tls.httpsRedirect ? { httpsRedirectDomain: this.config.domain } : {};
     const tls = this.tls && this.certificates ? { tls: { host: this.tlsHost, port: this.tlsPort, crtList: this.certificates.crtList, domain: this.config.domain, hstsMaxAgeSeconds: this.tls.hstsMaxAgeSeconds } } : {};
-    return haproxyConfig({ listeners: this.listeners, internalDomain: this.config.gateway.internalDomain, ownPort: this.node.port(), settings: this.settings(), files: this.files!, backends, ...redirect, ...tls });
+    return haproxyConfig({ listeners: this.listeners, internalDomain: this.config.gateway.internalDomain, ownPort: this.node.port(), settings: this.settings(), files: this.files!, backends, trafficLogPort: this.trafficLogPort, ...redirect, ...tls });
   }
 
   private settings(): HaproxySettings {

@@ -19,6 +19,8 @@ export interface Handover {
    * port, and its successor must take the same one, or the configuration differs and HAProxy reloads.
    */
   tlsPort?: number;
+  /** The UDP port HAProxy sends its traffic lines to (haproxy-traffic-log.ts): the successor listens there again. */
+  trafficLogPort?: number;
   state: HaproxyState;
   /** host → certificate fingerprint, as HAProxy serves them. */
   certificates: [string, string][];
@@ -28,6 +30,7 @@ interface StoredHandover {
   fixedConfig: string;
   ownPort: number;
   tlsPort?: number;
+  trafficLogPort?: number;
   backends: [string, unknown][];
   hosts: [string, string][];
   certificates: [string, string][];
@@ -38,6 +41,7 @@ export function writeHandover(file: string, handover: Handover): void {
     fixedConfig: handover.fixedConfig,
     ownPort: handover.ownPort,
     ...(handover.tlsPort === undefined ? {} : { tlsPort: handover.tlsPort }),
+    ...(handover.trafficLogPort === undefined ? {} : { trafficLogPort: handover.trafficLogPort }),
     backends: [...handover.state.backends],
     hosts: [...handover.state.hosts],
     certificates: handover.certificates,
@@ -60,6 +64,7 @@ export function takeHandover(file: string): Handover | undefined {
     fixedConfig: stored.fixedConfig,
     ownPort: stored.ownPort,
     ...(Number.isInteger(stored.tlsPort) ? { tlsPort: stored.tlsPort } : {}),
+    ...(Number.isInteger(stored.trafficLogPort) ? { trafficLogPort: stored.trafficLogPort } : {}),
     state: { backends: new Map(stored.backends) as HaproxyState['backends'], hosts: new Map(stored.hosts) },
     certificates: Array.isArray(stored.certificates) ? stored.certificates : [],
   };

@@ -7,6 +7,7 @@ import type { DataPlane } from './data-plane.js';
 import type { Domains } from '../../http/host-name.js';
 import type { PlannedRoute } from './route-plan.js';
 import { RouteTable, type RouteView } from './route-table.js';
+import type { ServiceMetrics } from './gateway-metrics.js';
 import { GatewayProxy } from './proxy.js';
 import { WebSocketTunnels } from './websocket-tunnel.js';
 import { headerValue } from './request-head.js';
@@ -113,6 +114,11 @@ export class NodeDataPlane implements DataPlane {
 
   view(): RouteView[] {
     return this.table.view();
+  }
+
+  /** The request counts of a route (HAProxy's log lines are counted into the same ones). */
+  metricsOf(name: string): ServiceMetrics | undefined {
+    return this.table.metricsOf(name);
   }
 
   async close(): Promise<void> {

@@ -44,6 +44,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
   /** The response status once its head went to the client (0 before). */
   private status = 0;
   private clientGone = false;
+  private readonly startedAt = performance.now();
 
   constructor(
     private readonly settings: ExchangeSettings,
@@ -101,7 +102,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
 
   onComplete(): void {
     this.release();
-    this.route.metrics.answered(this.status);
+    this.route.metrics.answered(this.status, this.elapsedSeconds());
     this.res.end();
   }
 
@@ -123,8 +124,12 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       reason === 'timeout'
         ? `${unit} of ${this.route.name} sent no response within ${this.settings.requestTimeoutMs / 1000} s`
         : `${unit} of ${this.route.name} could not be reached: ${error.message}`;
-    this.route.metrics.answered(status);
+    this.route.metrics.answered(status, this.elapsedSeconds());
     sendError(this.req, this.res, { status, message });
+  }
+
+  private elapsedSeconds(): number {
+    return (performance.now() - this.startedAt) / 1000;
   }
 
   /** Once, on another unit, for an idempotent request that has sent no body byte and got no answer. */

@@ -20,7 +20,7 @@ export interface ProxyOptions extends ExchangeSettings {
 export const RETRY_AFTER_SECONDS = 2;
 
 /** What the gateway answers itself, on a host that is not a service host (its own address, say). */
-const ownPaths = ['/healthz', '/readyz', '/metrics', '/routes', '/documentation'];
+const ownPaths = ['/healthz', '/readyz', '/metrics', '/routes', '/traffic', '/documentation'];
 const isOwnPath = (url: string): boolean => ownPaths.some((path) => url === path || url.startsWith(`${path}/`) || url.startsWith(`${path}?`));
 
 export class GatewayProxy {

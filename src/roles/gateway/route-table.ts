@@ -49,6 +49,11 @@ export class RouteTable {
     return this.hosts.get(host);
   }
 
+  /** The request counts of the route named `name`, while the table holds it. */
+  metricsOf(name: string): ServiceMetrics | undefined {
+    return this.routes.get(name)?.metrics;
+  }
+
   /** What the table holds, for GET /routes. */
   view(): RouteView[] {
     return [...this.routes.values()].map((route) => ({

@@ -9,6 +9,9 @@ import { HaproxyDataPlane } from './haproxy-data-plane.js';
 import { gatewayListeners, machineHostNames } from './listener-policy.js';
 import { GatewayTls } from './tls/gateway-tls.js';
 import { NodeTlsListener } from './tls/node-tls-listener.js';
+import { keepTraffic } from './gateway-metrics.js';
+import { TrafficHistory } from '../../metrics-history/traffic-history.js';
+import { GatewayTraffic } from '../../schemas/service-metrics.js';
 
 // The gateway role: a Host-header load balancer. One route plan, followed from the store
 // (route-watch.ts), applied by one data plane: HAProxy when a recent one is installed (or asked
@@ -34,6 +37,8 @@ export async function startGateway({ config, store, log, access }: RoleContext):
     machineHosts: machineHostNames(config.advertiseHost),
   });
   let tls: GatewayTls | undefined;
+  const traffic = new TrafficHistory(config.metricsIntervalSeconds);
+  keepTraffic(traffic);
   const own = await createRoleServer({
     role: 'gateway',
     access,
@@ -52,6 +57,16 @@ export async function startGateway({ config, store, log, access }: RoleContext):
       },
     },
     async () => ({ dataPlane: plane.kind, routes: await plane.view() }),
+  );
+  own.get(
+    '/traffic',
+    {
+      schema: {
+        description: "The last hour of this gateway's requests per service, in intervals of --metrics-interval: counts, 5xx answers and latency buckets (the orchestrator merges every gateway's for the dashboard's graphs).",
+        response: { 200: GatewayTraffic },
+      },
+    },
+    async () => ({ dataPlane: plane.kind, intervalSeconds: traffic.intervalSeconds, services: traffic.finished() }),
   );
   await own.ready();
 
@@ -97,6 +112,7 @@ export async function startGateway({ config, store, log, access }: RoleContext):
       await Promise.all([plane.close(reason), nodeTls?.close(SHUTDOWN_GRACE_MS)]);
       await tls?.close();
       await own.close();
+      keepTraffic(undefined);
     },
   };
 }

@@ -10,6 +10,8 @@ import { CertificateRefused, checkCertificate } from '../../certificates/certifi
 import { certificateFor, listCertificates, putCertificate, removeCertificate } from '../../certificates/certificate-records.js';
 import { publicHostNames } from '../gateway/tls/public-hosts.js';
 import type { Domains } from '../../http/host-name.js';
+import { listComponentVersions } from '../../store/records/component-versions.js';
+import { whyNoCertificate } from '../../certificates/certificate-expectation.js';
 
 // Certificates from the operator (docs/gateway.md "HTTPS"): add, list and remove need an admin token. A
 // certificate is checked before it is stored; the reply and the journal name the host, never the key.
@@ -26,7 +28,7 @@ async function routedHosts(store: Store, domains: Domains): Promise<string[]> {
   return publicHostNames(services, components, domains);
 }
 
-export function certificateRoutes(server: RoleServer, store: Store, domains: Domains): void {
+export function certificateRoutes(server: RoleServer, store: Store, domains: Domains, options: { singleMachine: boolean }): void {
   const { domain } = domains;
   server.route({
     ...apiRoute('POST /certificates'),
@@ -60,9 +62,16 @@ export function certificateRoutes(server: RoleServer, store: Store, domains: Dom
     handler: async (request) => {
       const declared = await readService(store, request.params.name);
       if (!declared) throw notFound(`service ${request.params.name} does not exist`);
-      const host = `${request.params.name}.${domain}`;
-      const publicFacing = declared.record.publicFacing && declared.record.loadBalanced;
-      return { host, publicFacing, ...(publicFacing ? await certificateFor(store, host) : {}) };
+      const { name } = request.params;
+      const host = `${name}.${domain}`;
+      const { loadBalanced } = declared.record;
+      const publicFacing = declared.record.publicFacing && loadBalanced;
+      if (!publicFacing) return { host, publicFacing, ...(loadBalanced ? { url: `http://${name}.${domains.internalDomain}/` } : {}) };
+      const found = await certificateFor(store, host);
+      if (found.certificate) return { host, publicFacing, url: `https://${host}/`, ...found };
+      const gateways = (await listComponentVersions(store)).filter((component) => component.role === 'gateway');
+      const why = whyNoCertificate(host, { domain, gateways: gateways.length, acmeGateways: gateways.filter((gateway) => gateway.acme).length, singleMachine: options.singleMachine });
+      return { host, publicFacing, url: `http://${host}/`, ...found, ...(why === undefined ? {} : { noCertificateExpected: why }) };
     },
   });
 }

@@ -6,6 +6,7 @@ import type { Store } from '../../store/store.js';
 import { readMachine } from '../../store/records/machines.js';
 import type { Deployment, DeployReply, JournalEntry } from '../../schemas/release.js';
 import { apiRoute } from '../../schemas/api.js';
+import type { ServiceTags } from '../../schemas/registry.js';
 import { queryString } from '../../schemas/route-key.js';
 import { listClusterUnits } from './cluster-view.js';
 import { previousOutputText } from './previous-output.js';
@@ -13,7 +14,7 @@ import { passedOnAuthorization } from '../../auth/caller.js';
 import { MAX_LOG_TAILS, StreamLimit } from '../../http/stream-limit.js';
 import { followedWhileCredentialsLast } from '../../auth/credential-lifetime.js';
 
-// The orchestrator's view of deployments, the journal, rollbacks and unit logs: forwarded to the
+// The orchestrator's view of deployments, the journal, rollbacks, a service's tags and unit logs: forwarded to the
 // scheduler, or to the agent of the machine a unit runs on.
 
 export function schedulerViewRoutes(server: RoleServer, store: Store, scheduler: PeerClient): void {
@@ -35,6 +36,11 @@ export function schedulerViewRoutes(server: RoleServer, store: Store, scheduler:
   server.route({
     ...apiRoute('POST /services/:name/rollback'),
     handler: async (request) => (await scheduler.actingFor(request).call<DeployReply>('POST', `/services/${request.params.name}/rollback`, request.body)).body,
+  });
+
+  server.route({
+    ...apiRoute('GET /services/:name/tags'),
+    handler: async (request) => (await scheduler.actingFor(request).call<ServiceTags>('GET', `/services/${request.params.name}/tags`)).body,
   });
 
   const tails = new StreamLimit('followed log tails', MAX_LOG_TAILS);

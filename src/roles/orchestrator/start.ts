@@ -9,6 +9,7 @@ import { RegistryAllowList } from '../../http/registry-policy.js';
 import { registryRoutes } from './registry-routes.js';
 import { certificateRoutes } from './certificate-routes.js';
 import { quotaRoutes } from './quota-routes.js';
+import { serviceMetricsRoute } from './service-metrics-route.js';
 import { EventHub, eventsRoute } from './events.js';
 import { dashboardRoutes } from '../web/dashboard-assets.js';
 import { sessionRoutes } from '../web/session-routes.js';
@@ -31,12 +32,15 @@ export async function startOrchestrator({ config, store, log, access }: RoleCont
     },
   });
   orchestratorRoutes(server, store, peers);
+  serviceMetricsRoute(server, store, peers.directory, config.metricsIntervalSeconds);
   tokenRoutes(server, store);
   await warnWhileNoToken(store, access.mode, log);
   notificationRoutes(server, store, new RegistryAllowList(config.allowedNotificationDestinations, '--allowed-notification-destination'));
   registryRoutes(server, store);
   quotaRoutes(server, store);
-  certificateRoutes(server, store, { domain: config.domain, internalDomain: config.gateway.internalDomain });
+  // Every role in this one process (`platform up`): the single-machine mode.
+  const singleMachine = (['directory', 'scheduler', 'agent', 'gateway'] as const).every((role) => config.roles.includes(role));
+  certificateRoutes(server, store, { domain: config.domain, internalDomain: config.gateway.internalDomain }, { singleMachine });
   sessionRoutes(server, access);
   const events = new EventHub(store, log);
   eventsRoute(server, events);

@@ -21,6 +21,7 @@ import { readService } from '../../store/records/services.js';
 import type { Service } from '../../schemas/service.js';
 import { triggerTime } from './deploys/deploy.js';
 import { readJournal } from '../../store/records/journal.js';
+import { serviceTagsSchema } from '../../schemas/registry.js';
 import { withConfigFor } from '../../auth/env-redaction.js';
 import { callerToken } from '../../auth/guard.js';
 import type { FastifyRequest } from 'fastify';
@@ -90,6 +91,8 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler, limits
       return withConfigFor(request, release.service, release);
     },
   );
+
+  server.get('/services/:name/tags', { schema: serviceTagsSchema }, async (request) => scheduler.tagsOf(await declared(request.params.name)));
 
   server.delete(
     '/services/:name/units',

@@ -22,6 +22,9 @@ import { RENEWAL_GRACE_TTLS } from '../../store/leased-keys.js';
 import { migrateStoreSchema } from './housekeeping/schema-migration.js';
 import { defaultRetryPolicy, type RetryPolicy } from '../../notifications/retry-schedule.js';
 import { WorkQueue } from '../../work-queue.js';
+import type { Service } from '../../schemas/service.js';
+import type { ServiceTags } from '../../schemas/registry.js';
+import { parseImageReference, repositoryName } from '../../image-reference.js';
 
 // The scheduler role's lifecycle: leadership (one leader at a time, every write fenced on it), the
 // watched cluster snapshot, and the wiring of what the leader does: deployments (deploys/),
@@ -260,6 +263,13 @@ export class Scheduler {
   async deploy(trigger: DeployTrigger): Promise<DeployReply> {
     if (!this.isLeader()) return (await this.handOff.send({ kind: 'deploy', trigger }, HANDOFF_TIMEOUT_MS)) as DeployReply;
     return this.leading().deploy(trigger);
+  }
+
+  /** The tags of the service's repository, newest version first (`v10` before `v9`), its registry's login kept here. */
+  async tagsOf(service: Service): Promise<ServiceTags> {
+    const image = parseImageReference(service.containerImage);
+    const tags = await this.registry.listTags(image);
+    return { repository: repositoryName(image), tags: tags.sort((a, b) => b.localeCompare(a, 'en', { numeric: true })) };
   }
 
   async rollback(service: string, version: number): Promise<DeployReply> {

@@ -3,8 +3,9 @@ import { h, setText } from './element.js';
 import { formatTime } from './format.js';
 import type { ReplyOf } from '../../schemas/api.js';
 
-// The HTTPS line of a service page: the certificate its public host is served with, or how
-// ordering one from ACME goes (a failure with the ACME server's reason and the next attempt).
+// The address and HTTPS lines of a service page: its URL as a link, the certificate its public
+// host is served with, or how ordering one from ACME goes (a failure with the ACME server's reason
+// and the next attempt), or why none will come.
 // Certificates are not in the event stream: the line is fetched when the page opens and again
 // when the journal gains a certificate line for the service.
 
@@ -12,6 +13,7 @@ type ServiceCertificate = ReplyOf<'GET /services/:name/certificate'>;
 
 export function describeCertificate(reply: ServiceCertificate): string {
   if (!reply.publicFacing) return 'not public-facing: no certificate';
+  if (!reply.certificate && reply.noCertificateExpected) return `no certificate expected: ${reply.noCertificateExpected}`;
   const serving = reply.certificate
     ? `${reply.certificate.source === 'acme' ? 'ACME' : 'operator'} certificate for ${reply.certificate.host}, expires ${formatTime(reply.certificate.notAfter)}`
     : 'no certificate yet';
@@ -23,11 +25,13 @@ export function describeCertificate(reply: ServiceCertificate): string {
 export class CertificateStatus {
   readonly element: HTMLElement;
   private readonly text: HTMLElement;
+  private readonly address: HTMLElement;
   private signature = '';
 
   constructor(private readonly service: string) {
     this.text = h('span', {}, 'Loading…');
-    this.element = h('p', { class: 'https-status' }, h('strong', {}, 'HTTPS: '), this.text);
+    this.address = h('p', { class: 'service-url', hidden: true });
+    this.element = h('div', {}, this.address, h('p', { class: 'https-status' }, h('strong', {}, 'HTTPS: '), this.text));
   }
 
   /** Fetches again when `signature` (the service's public flag and its certificate journal lines) changed. */
@@ -35,8 +39,18 @@ export class CertificateStatus {
     if (signature === this.signature) return;
     this.signature = signature;
     api('GET /services/:name/certificate', { params: { name: this.service } }).then(
-      (reply) => setText(this.text, describeCertificate(reply)),
+      (reply) => {
+        setText(this.text, describeCertificate(reply));
+        this.showAddress(reply.url);
+      },
       (error: unknown) => setText(this.text, `unknown (${(error as Error).message})`),
     );
+  }
+
+  private showAddress(url: string | undefined): void {
+    this.address.hidden = url === undefined;
+    if (url === undefined) return;
+    const text = url.replace(/\/$/, '');
+    this.address.replaceChildren(h('strong', {}, 'Address: '), h('a', { href: url, target: '_blank', rel: 'noopener noreferrer' }, text));
   }
 }

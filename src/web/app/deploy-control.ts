@@ -6,7 +6,10 @@ import { isFinished, isRunning, type Deployment } from './model.js';
 import { allowWhen } from './permissions.js';
 
 // The Deploy button of a service and what its latest deployment is doing: progress while it
-// rolls (from deployment events, or polled while the stream is down), then its outcome.
+// rolls (from deployment events, or polled while the stream is down), then its outcome. On the
+// service page a tag picker beside it lists the repository's tags (GET /services/:name/tags: the
+// scheduler asks the registry, with its stored login); left at "running tag" Deploy deploys what
+// the service runs now, as the CLI's `platform deploy NAME` does.
 
 const POLL_MS = 2000;
 
@@ -20,16 +23,36 @@ export class DeployControl {
   /** What the API said when a deploy started nothing new (the same image and config already run). */
   private notice: { message: string; latestId: string | undefined } | undefined;
   private pollTimer: number | undefined;
+  private readonly tagPicker: HTMLSelectElement | undefined;
+  /** `registry/repository` of the listed tags. */
+  private repository = '';
 
   constructor(
     private readonly app: App,
     readonly service: string,
+    options: { pickTag?: boolean } = {},
   ) {
     this.button = h('button', { type: 'button', class: 'button primary', 'aria-label': `Deploy ${service}`, onclick: () => void this.deploy() }, 'Deploy');
     this.progress = h('progress', { class: 'deploy-progress', 'aria-label': `Deploy progress of ${service}`, hidden: true });
     this.status = h('span', { class: 'deploy-status', role: 'status' });
-    this.element = h('div', { class: 'deploy' }, this.button, this.progress, this.status);
+    if (options.pickTag) {
+      this.tagPicker = h('select', { class: 'tag-picker', 'aria-label': `Tag to deploy of ${service}` }, h('option', { value: '' }, 'running tag'));
+      void this.loadTags(this.tagPicker);
+    }
+    this.element = h('div', { class: 'deploy' }, this.tagPicker, this.button, this.progress, this.status);
     this.update();
+  }
+
+  private async loadTags(picker: HTMLSelectElement): Promise<void> {
+    try {
+      const { repository, tags } = await api('GET /services/:name/tags', { params: { name: this.service } });
+      this.repository = repository;
+      picker.append(...tags.map((tag) => h('option', { value: tag }, tag)));
+      picker.title = `Tags of ${repository}`;
+    } catch (error) {
+      picker.append(h('option', { value: '', disabled: true }, 'no tags listed'));
+      picker.title = `The registry's tags could not be listed: ${error instanceof ApiError ? error.message : String(error)}`;
+    }
   }
 
   update(): void {
@@ -64,7 +87,9 @@ export class DeployControl {
     this.notice = undefined;
     this.update();
     try {
-      const reply = await api('POST /services/:name/deploy', { params: { name: this.service }, body: {} });
+      const tag = this.tagPicker?.value ?? '';
+      const body = tag === '' ? {} : { containerRepository: `${this.repository}:${tag}` };
+      const reply = await api('POST /services/:name/deploy', { params: { name: this.service }, body });
       await this.fetchDeployment(reply.deployment);
       const current = this.app.state.latestDeployment(this.service);
       if (reply.outcome && reply.outcome !== 'created') this.notice = { message: reply.message, latestId: current?.id };

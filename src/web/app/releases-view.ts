@@ -3,12 +3,13 @@ import type { App } from './app.js';
 import { describeChanges } from './config-diff.js';
 import { h, setText } from './element.js';
 import { formatTime, shortDigest } from './format.js';
-import type { Release, ServiceConfig } from './model.js';
+import type { Deployment, Release, ServiceConfig } from './model.js';
 import { allowWhen } from './permissions.js';
 
 // The releases of a service, newest first, each with what changed against the one before, and a
-// Roll back button (POST /services/:name/rollback) on every release its units do not run.
-// Above them: what the next deploy would change against the newest release.
+// Roll back button (POST /services/:name/rollback) on every release its units do not run; a release
+// whose last deployment failed or was reverted says so, with why. Above them: what the next
+// deploy would change against the newest release.
 
 export class ReleasesView {
   readonly element: HTMLElement;
@@ -17,6 +18,8 @@ export class ReleasesView {
   private readonly status: HTMLElement;
   private readonly error: HTMLElement;
   private releases: Release[] = [];
+  /** How the newest finished deployment of each release ended, when it failed or was reverted. */
+  private outcomes = new Map<number, Deployment>();
   private loadedFor = '';
   private running: number[] = [];
   private next: ServiceConfig | undefined;
@@ -52,9 +55,10 @@ export class ReleasesView {
   }
 
   private reload(): Promise<void> {
-    this.loading ??= api('GET /services/:name/config/history', { params: { name: this.service } })
-      .then((releases) => {
+    this.loading ??= Promise.all([api('GET /services/:name/config/history', { params: { name: this.service } }), api('GET /deployments', { query: { service: this.service } })])
+      .then(([releases, deployments]) => {
         this.releases = releases;
+        this.outcomes = badOutcomes(deployments);
         setText(this.status, releases.length ? '' : 'No releases yet: the first deploy creates v1.');
       })
       .catch((error: unknown) => setText(this.status, `Could not read the releases: ${(error as Error).message}`))
@@ -67,7 +71,7 @@ export class ReleasesView {
 
   /** Renders only when what it shows changed, so a focused button is not replaced under the user. */
   private render(): void {
-    const signature = JSON.stringify([this.releases.map((r) => r.version), this.running, this.next]);
+    const signature = JSON.stringify([this.releases.map((r) => r.version), [...this.outcomes.keys()], this.running, this.next]);
     if (signature === this.rendered) return;
     this.rendered = signature;
     const newest = this.releases.at(-1);
@@ -89,11 +93,13 @@ export class ReleasesView {
   private item(release: Release, previous: Release | undefined, current: number[]): HTMLElement {
     const changes = previous ? describeChanges(previous, release) : [];
     const runs = this.running.includes(release.version);
+    const bad = this.outcomes.get(release.version);
     const heading = h(
       'div',
       { class: 'release-head' },
       h('strong', {}, `v${release.version}`),
       runs ? h('span', { class: 'badge green' }, 'running') : null,
+      bad ? h('span', { class: 'badge red', title: bad.reason ?? '' }, bad.state) : null,
       release.rollbackOf ? h('span', { class: 'badge' }, `rollback of v${release.rollbackOf}`) : null,
       h('span', { class: 'muted' }, `${release.tag ? `:${release.tag} ` : ''}${shortDigest(release.digest)} · ${release.config.numInstances} units · ${formatTime(release.createdAt)}`),
       current.includes(release.version) ? null : this.rollbackButton(release.version),
@@ -103,7 +109,8 @@ export class ReleasesView {
         ? h('ul', { class: 'diff', 'aria-label': `Changes in v${release.version} against v${previous.version}` }, changes.map((line) => h('li', {}, line)))
         : h('p', { class: 'muted' }, `No changes against v${previous.version}.`)
       : h('p', { class: 'muted' }, 'First release.');
-    return h('li', { class: 'release', 'data-version': release.version }, heading, body);
+    const why = bad ? h('p', { class: 'release-outcome' }, `Deployment ${bad.state}: ${bad.reason ?? 'no reason given'}`) : null;
+    return h('li', { class: bad ? `release ${bad.state}` : 'release', 'data-version': release.version }, heading, why, body);
   }
 
   private rollbackButton(version: number): HTMLButtonElement {
@@ -127,4 +134,20 @@ export class ReleasesView {
       button.removeAttribute('aria-disabled');
     }
   }
+}
+
+/**
+ * The releases whose newest finished deployment (a stop aside) failed or was reverted: a release
+ * deployed again later and succeeding is not marked. Deployments come newest first.
+ */
+export function badOutcomes(deployments: readonly Deployment[]): Map<number, Deployment> {
+  const settled = new Set<number>();
+  const bad = new Map<number, Deployment>();
+  for (const deployment of deployments) {
+    if (deployment.trigger === 'stop' || settled.has(deployment.release)) continue;
+    if (!['succeeded', 'failed', 'reverted'].includes(deployment.state)) continue;
+    settled.add(deployment.release);
+    if (deployment.state !== 'succeeded') bad.set(deployment.release, deployment);
+  }
+  return bad;
 }

@@ -8,6 +8,7 @@ import { formatTime, shortImage } from './format.js';
 import { LogTail } from './log-tail.js';
 import { isRunning, type Service, type Unit } from './model.js';
 import { ReleasesView } from './releases-view.js';
+import { ServiceGraphs } from './service-graphs.js';
 import { allowWhen } from './permissions.js';
 import { CertificateStatus } from './certificate-status.js';
 import { countUnits } from './services-view.js';
@@ -32,6 +33,7 @@ export class ServicePage implements View {
   private readonly config: ConfigEditor;
   private readonly releases: ReleasesView;
   private readonly logs: LogTail;
+  private readonly graphs: ServiceGraphs;
   private readonly confirm: HTMLDialogElement;
   private readonly deleteStatus: HTMLElement;
   private readonly content: HTMLElement;
@@ -49,10 +51,11 @@ export class ServicePage implements View {
     this.certificate = new CertificateStatus(name);
     this.squares = h('div', { class: 'squares large', role: 'group', 'aria-label': `Units of ${name}` });
     this.counts = h('p', { class: 'counts' });
-    this.deploy = new DeployControl(app, name);
+    this.deploy = new DeployControl(app, name, { pickTag: true });
     this.config = new ConfigEditor(name);
     this.releases = new ReleasesView(app, name);
     this.logs = new LogTail(name);
+    this.graphs = new ServiceGraphs(name);
     this.deleteStatus = h('p', { class: 'form-error', role: 'alert', hidden: true });
     this.confirm = this.confirmDialog();
     this.unitBody = h('tbody', {});
@@ -70,6 +73,7 @@ export class ServicePage implements View {
       this.deleteStatus,
       this.facts,
       this.certificate.element,
+      this.graphs.element,
       h(
         'section',
         { class: 'panel', 'aria-labelledby': 'units-title' },
@@ -93,6 +97,7 @@ export class ServicePage implements View {
       this.confirm,
     );
     this.element = h('section', { class: 'view' }, h('p', { class: 'crumbs' }, h('a', { href: '#/services' }, '← Services')), this.missing, this.content);
+    this.graphs.start();
   }
 
   update(changes: Changes): void {
@@ -127,11 +132,12 @@ export class ServicePage implements View {
     const service = state.services.get(this.name);
     if (!service) return;
     const lines = [...state.journal.values()].filter((entry) => entry.service === this.name && entry.kind.startsWith('certificate.')).length;
-    this.certificate.refresh(`${service.publicFacing && service.loadBalanced} ${lines}`);
+    this.certificate.refresh(`${service.publicFacing} ${service.loadBalanced} ${lines}`);
   }
 
   dispose(): void {
     this.logs.stop();
+    this.graphs.stop();
     this.deploy.dispose();
   }
 

@@ -6,7 +6,8 @@ import { RegistryAllowList, refusalIn } from '../../../http/registry-policy.js';
 import { DestinationPolicy } from '../../../http/destination-policy.js';
 
 // Resolves a tag to its manifest digest through the Registry HTTP API v2, so that a release pins
-// exactly what was pushed, even if the tag moves later. Every host it contacts (the registry, the
+// exactly what was pushed, even if the tag moves later; and lists a repository's tags for the
+// dashboard's Deploy picker (the login stays here: only the tags go out). Every host it contacts (the registry, the
 // token realm a registry points to) passes the policy in registry-policy.ts. An error names the
 // registry and the status; of what a registry or realm answered it quotes only the reason of a
 // refused login (a short printable line of its JSON errors), so the person deploying learns why.
@@ -31,6 +32,12 @@ const PLAIN_HTTP_ANSWER = 'ERR_SSL_WRONG_VERSION_NUMBER';
 
 /** Node's codes for a certificate no trusted CA vouches for. */
 const UNTRUSTED_CERTIFICATE = new Set(['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'SELF_SIGNED_CERT_IN_CHAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY']);
+
+/** Tags asked for in one page, and the most of a tag list read. */
+const TAGS_PAGE = 1000;
+const TAGS_REPLY_BYTES = 512 * 1024;
+/** A tag as Distribution allows it. */
+const TAG = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 
 /** An error answer's reason is one line of a registry's JSON `errors`: read at most this much of it. */
 const REASON_REPLY_BYTES = 16 * 1024;
@@ -82,17 +89,49 @@ export class RegistryClient {
    */
   async resolveDigest(image: ImageReference): Promise<string> {
     const reference = image.digest ?? image.tag ?? 'latest';
-    const path = `/v2/${image.repository}/manifests/${reference}`;
+    return this.answered(image.registry, `/v2/${image.repository}/manifests/${reference}`, 'HEAD', `${image.repository}:${reference}`, async (response) => {
+      await response.body.dump();
+      const digest = response.headers['docker-content-digest'];
+      if (response.statusCode !== 200 || typeof digest !== 'string') {
+        throw badGateway(`registry ${image.registry} answered ${response.statusCode} for ${image.repository}:${reference}`);
+      }
+      return digest;
+    });
+  }
+
+  /**
+   * The tags of `image`'s repository, as the registry lists them (`GET /v2/<name>/tags/list`, its
+   * first page of up to TAGS_PAGE), with the same login, policy and errors as resolveDigest.
+   */
+  async listTags(image: ImageReference): Promise<string[]> {
+    return this.answered(image.registry, `/v2/${image.repository}/tags/list?n=${TAGS_PAGE}`, 'GET', image.repository, async (response) => {
+      const text = response.statusCode === 200 ? await boundedText(response.body, TAGS_REPLY_BYTES) : (await response.body.dump(), undefined);
+      if (response.statusCode !== 200) throw badGateway(`registry ${image.registry} answered ${response.statusCode} for the tags of ${image.repository}`);
+      try {
+        const tags = (JSON.parse(text ?? '') as { tags?: unknown }).tags ?? [];
+        if (Array.isArray(tags) && tags.every((tag) => typeof tag === 'string' && TAG.test(tag))) return tags as string[];
+      } catch {
+        // reported below, without the body
+      }
+      throw badGateway(`registry ${image.registry} answered no list of tags for ${image.repository}`);
+    });
+  }
+
+  /**
+   * A request of `path` on `registry` with its stored login when it asks for one, its refusals and
+   * a missing `what` turned into the errors people read; `read` takes any other answer.
+   */
+  private async answered<T>(registry: string, path: string, method: 'GET' | 'HEAD', what: string, read: (response: Dispatcher.ResponseData) => Promise<T>): Promise<T> {
     // The stored login is read while the first, anonymous request is under way (it is only needed
     // if the registry asks for one): one round trip less before a deploy's units are placed.
     // A store error still fails the deploy as it did; the registry's errors are judged below.
-    const firstTry = this.reach(image.registry, path).then(
+    const firstTry = this.reach(registry, path, method).then(
       (first) => ({ first }),
       (error: unknown) => ({ error }),
     );
     let credential: RegistryCredential | undefined;
     try {
-      credential = await this.options.credentials?.(image.registry);
+      credential = await this.options.credentials?.(registry);
     } catch (error) {
       void firstTry.then((attempt) => ('first' in attempt ? attempt.first.response.body.dump() : undefined)).catch(() => undefined);
       throw error;
@@ -105,35 +144,32 @@ export class RegistryClient {
       let { response } = first;
       let authorization: string | undefined;
       if (response.statusCode === 401) {
-        authorization = await this.authorization(image.registry, base, String(response.headers['www-authenticate'] ?? ''), credential);
+        authorization = await this.authorization(registry, base, String(response.headers['www-authenticate'] ?? ''), credential);
         if (authorization) {
           await response.body.dump();
-          response = await this.send(new URL(path, base), manifestHead(authorization));
+          response = await this.send(new URL(path, base), registryRequest(method, authorization));
         }
       }
-      await response.body.dump();
       if (response.statusCode === 401 || response.statusCode === 403) {
+        await response.body.dump();
         const reason = await this.reasonOf(new URL(path, base), authorization);
-        throw badRequest(`${response.statusCode} from ${image.registry}: ${reason} (${loginHint(image.registry, credential)})`);
+        throw badRequest(`${response.statusCode} from ${registry}: ${reason} (${loginHint(registry, credential)})`);
       }
       if (response.statusCode === 404) {
-        throw badRequest(`containerRepository: ${image.repository}:${reference} does not exist in registry ${image.registry}`);
+        await response.body.dump();
+        throw badRequest(`containerRepository: ${what} does not exist in registry ${registry}`);
       }
-      const digest = response.headers['docker-content-digest'];
-      if (response.statusCode !== 200 || typeof digest !== 'string') {
-        throw badGateway(`registry ${image.registry} answered ${response.statusCode} for ${image.repository}:${reference}`);
-      }
-      return digest;
+      return await read(response);
     } catch (error) {
       if (error instanceof HttpError) throw error;
       const refused = refusalIn(error);
-      if (refused) throw badRequest(`containerRepository: registry ${image.registry} is not allowed: ${refused.message}; ${NOT_ALLOWED_RULE}`);
+      if (refused) throw badRequest(`containerRepository: registry ${registry} is not allowed: ${refused.message}; ${NOT_ALLOWED_RULE}`);
       // Only the error's code: a message can carry bytes the registry sent.
       const code = codeOf(error);
       if (UNTRUSTED_CERTIFICATE.has(code)) {
-        throw badGateway(`registry ${image.registry} presented a certificate the scheduler does not trust (${code}): give the scheduler its CA with NODE_EXTRA_CA_CERTS`);
+        throw badGateway(`registry ${registry} presented a certificate the scheduler does not trust (${code}): give the scheduler its CA with NODE_EXTRA_CA_CERTS`);
       }
-      throw badGateway(`registry ${image.registry} is unreachable (${code})`);
+      throw badGateway(`registry ${registry} is unreachable (${code})`);
     }
   }
 
@@ -147,16 +183,16 @@ export class RegistryClient {
    * with TLS first and over plain HTTP when it answers in plain HTTP (remembered), as Docker does:
    * a registry behind TLS there is reached with TLS, its certificate checked.
    */
-  private async reach(registry: string, path: string): Promise<{ response: Dispatcher.ResponseData; base: URL }> {
+  private async reach(registry: string, path: string, method: 'GET' | 'HEAD'): Promise<{ response: Dispatcher.ResponseData; base: URL }> {
     const base = this.baseOf(registry);
     try {
-      return { response: await this.send(new URL(path, base), manifestHead()), base };
+      return { response: await this.send(new URL(path, base), registryRequest(method)), base };
     } catch (error) {
       const mayBePlain = base.protocol === 'https:' && (isLoopback(registry) || this.insecure.has(registry));
       if (!mayBePlain || codeOf(error) !== PLAIN_HTTP_ANSWER) throw error;
       this.plainHttp.add(registry);
       const plain = this.baseOf(registry);
-      return { response: await this.send(new URL(path, plain), manifestHead()), base: plain };
+      return { response: await this.send(new URL(path, plain), registryRequest(method)), base: plain };
     }
   }
 
@@ -249,8 +285,11 @@ function codeOf(error: unknown): string {
   return typeof code === 'string' ? code : typeof name === 'string' ? name : 'error';
 }
 
-const manifestHead = (authorization?: string) =>
-  ({ method: 'HEAD', headers: { accept: MANIFEST_TYPES, ...(authorization ? { authorization } : {}) } }) as const;
+/** A manifest's HEAD (its digest) or a GET of JSON (a tag list), with the login's header once the registry asked for it. */
+const registryRequest = (method: 'GET' | 'HEAD', authorization?: string) => ({
+  method,
+  headers: { accept: method === 'HEAD' ? MANIFEST_TYPES : 'application/json', ...(authorization ? { authorization } : {}) },
+});
 
 const basicAuthorization = ({ username, password }: RegistryCredential): string => `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}`;
 
