@@ -37,3 +37,14 @@ t.test('platform services loads no server package', async (t) => {
   t.ok(loaded.includes('commander'), 'the hook saw the packages loaded');
   t.same(loaded.filter((name) => SERVER_PACKAGES.includes(name!)), [], `loaded: ${loaded.join(', ')}`);
 });
+
+// The other way round (issue 29, idle memory): a serving process runs for days, and the client's
+// HTTP client (undici), loaded only for the commands it never runs, would sit in its memory.
+t.test('platform serve loads none of the client commands\' packages', async (t) => {
+  const { stderr } = await new Promise<{ stdout: string; stderr: string }>((resolve, reject) =>
+    execFile(process.execPath, ['--import', hook, cli, 'serve', '--help'], (error, stdout, stderr) => (error ? reject(error) : resolve({ stdout, stderr }))),
+  );
+  const loaded = [...stderr.matchAll(/^package (\S+)$/gm)].map((match) => match[1]);
+  t.ok(loaded.includes('commander'), 'the hook saw the packages loaded');
+  t.notOk(loaded.includes('undici'), `loaded: ${loaded.join(', ')}`);
+});
