@@ -36,5 +36,5 @@ COPY package.json ./
 COPY bin ./bin
 # gateway 8080, orchestrator 9000, directory 9001, scheduler 9002, agent 9003, web 9004
 EXPOSE 8080 8443 9000 9001 9002 9003 9004
-ENTRYPOINT ["node", "bin/platform"]
+ENTRYPOINT ["node", "--max-semi-space-size=4", "bin/platform"]
 CMD ["up", "--host", "0.0.0.0"]

@@ -3,9 +3,6 @@ import type { RawFlags } from './config.js';
 import { ConfigError } from './config-error.js';
 import type { AnnounceFlags } from './announce.js';
 import { FAILED_PROBES_TO_WITHDRAW } from './announce-sidekick.js';
-import { addClientCommands } from './client/commands.js';
-import { addUnitsCommands } from './systemd/units-command.js';
-import { addBackupCommands } from './backup/backup-command.js';
 
 // The one `platform` binary: serve roles, run everything (`up`), announce, render systemd units, and the API client.
 // Each command loads what it runs when it runs: a client command reads no server module (issue 31:
@@ -124,9 +121,21 @@ addEtcdFlags(
   .option('--check-interval <seconds>', `seconds between probes, at most a third of the TTL; withdrawn after ${FAILED_PROBES_TO_WITHDRAW} failed probes (default 2, or a quarter of a TTL under 8)`)
   .action(async (flags: AnnounceFlags) => (await import('./announce.js')).runAnnounce(flags));
 
-addUnitsCommands(program);
-addBackupCommands(program, addEtcdFlags);
-addClientCommands(program);
+// A process that serves (serve, up, announce) runs for days: the client commands, the unit-file
+// renderer and the backup commands, with the HTTP client they load (undici), would sit in its
+// memory unused (issue 29: every role's idle RSS). The other commands, and `platform --help`, get them all.
+const LONG_RUNNING = new Set(['serve', 'up', 'announce']);
+const subcommand = process.argv.slice(2).find((argument) => !argument.startsWith('-'));
+if (!LONG_RUNNING.has(subcommand ?? '')) {
+  const [{ addUnitsCommands }, { addBackupCommands }, { addClientCommands }] = await Promise.all([
+    import('./systemd/units-command.js'),
+    import('./backup/backup-command.js'),
+    import('./client/commands.js'),
+  ]);
+  addUnitsCommands(program);
+  addBackupCommands(program, addEtcdFlags);
+  addClientCommands(program);
+}
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   if (error instanceof ConfigError) {

@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { FastifyInstance } from 'fastify';
 import { HttpError } from '../http/errors.js';
+import type { RequestRule } from '../http/request-rules.js';
 import { sessionCredential } from './caller.js';
 
 // A browser sends its cookies with every request to this server, whatever page makes it, and a
@@ -46,10 +46,9 @@ const isOwnOrigin = (origin: string, host: string | undefined): boolean => {
 };
 
 /** Refuses, with 403 naming the rule, every change from a browser that breaks it. */
-export function installCsrfCheck(server: FastifyInstance, allowedOrigins: readonly string[] = []): void {
-  // A callback hook, not an async one: an async hook costs every call of every role a promise and a microtask.
-  server.addHook('onRequest', (request, _reply, done) => {
+export const csrfRequestRule =
+  (allowedOrigins: readonly string[] = []): RequestRule =>
+  (request) => {
     const refusal = csrfRefusal(request, allowedOrigins);
-    done(refusal ? new HttpError(403, refusal) : undefined);
-  });
-}
+    return refusal ? new HttpError(403, refusal) : undefined;
+  };

@@ -1,5 +1,5 @@
-import type { FastifyInstance } from 'fastify';
 import { HttpError } from './errors.js';
+import type { RequestRule } from './request-rules.js';
 
 // Fastify reads every JSON body as UTF-8 whatever charset its Content-Type names, so a body
 // labelled UTF-16 or Latin-1 would be taken for text its sender did not write. Such a body is
@@ -14,11 +14,8 @@ export function foreignCharset(contentType: string | undefined): string | undefi
   return charset === undefined || READ_AS_UTF8.has(charset) ? undefined : charset;
 }
 
-export function installBodyCharsetRule(server: FastifyInstance): void {
-  // A callback hook, not an async one: it runs on every request of every role (GET has no
-  // Content-Type, so it is one header read there) and an async hook costs a promise and a microtask.
-  server.addHook('onRequest', (request, _reply, done) => {
-    const charset = foreignCharset(request.headers['content-type']);
-    done(charset === undefined ? undefined : new HttpError(415, `content-type: a body must be UTF-8 (charset=utf-8 or none), not charset=${charset}`));
-  });
-}
+/** Every call's rule (a GET has no Content-Type: one header read there). */
+export const bodyCharsetRequestRule: RequestRule = (request) => {
+  const charset = foreignCharset(request.headers['content-type']);
+  return charset === undefined ? undefined : new HttpError(415, `content-type: a body must be UTF-8 (charset=utf-8 or none), not charset=${charset}`);
+};

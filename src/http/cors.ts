@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { SESSION_PROOF_HEADER } from '../auth/session.js';
+import type { RequestRule } from './request-rules.js';
 
 // Cross-origin calls from browsers: none by default, so no other site's page can read this API's
 // replies. `--cors-origin` names the origins whose pages may, with the caller's session; the CSRF
@@ -8,14 +9,24 @@ import { SESSION_PROOF_HEADER } from '../auth/session.js';
 const ALLOWED_METHODS = 'GET, POST, PUT, PATCH, DELETE';
 const ALLOWED_HEADERS = `authorization, content-type, last-event-id, ${SESSION_PROOF_HEADER}`;
 
-export function installCors(server: FastifyInstance, origins: readonly string[]): void {
+/** The CORS headers of each reply (a rule no call breaks); none without --cors-origin. */
+export const corsRequestRules = (origins: readonly string[]): RequestRule[] =>
+  origins.length === 0
+    ? []
+    : [
+        (request, reply) => {
+          const origin = request.headers.origin;
+          void reply.header('vary', 'Origin');
+          if (origin !== undefined && origins.includes(origin)) {
+            void reply.headers({ 'access-control-allow-origin': origin, 'access-control-allow-credentials': 'true' });
+          }
+          return undefined;
+        },
+      ];
+
+/** The preflight route, with --cors-origin. */
+export function installCorsPreflight(server: FastifyInstance, origins: readonly string[]): void {
   if (origins.length === 0) return;
-  server.addHook('onRequest', async (request, reply) => {
-    const origin = request.headers.origin;
-    void reply.header('vary', 'Origin');
-    if (origin === undefined || !origins.includes(origin)) return;
-    void reply.headers({ 'access-control-allow-origin': origin, 'access-control-allow-credentials': 'true' });
-  });
   // The preflight a browser sends before a call with a JSON body or an Authorization header.
   server.options('/*', { schema: { hide: true }, config: { access: 'open' } }, async (_request, reply) =>
     reply

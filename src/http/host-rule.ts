@@ -1,6 +1,7 @@
 import { networkInterfaces } from 'node:os';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import { badRequest, HttpError } from './errors.js';
+import type { RequestRule } from './request-rules.js';
 import { componentHostNames, hostName, type Domains } from './host-name.js';
 
 // DNS rebinding: a page on attacker.example whose name re-resolves to 127.0.0.1 makes the browser
@@ -127,15 +128,14 @@ function misdirected(hostHeader: string): HttpError {
  * Absolute-form targets (`GET http://x/services`) are meant for proxies; the roles are none, and
  * the dashboard's pass-through would otherwise glue the target onto the orchestrator's URL.
  */
-export function installHostRule(server: FastifyInstance, rule: HostRule | undefined): void {
-  // A callback hook, not an async one: it runs on every request of every role and awaits nothing.
-  server.addHook('onRequest', (request, _reply, done) => {
+export const hostRequestRule =
+  (rule: HostRule | undefined): RequestRule =>
+  (request) => {
     if (!(request.raw.url ?? '/').startsWith('/')) {
-      return done(badRequest('the request target must be a path such as /services (origin-form): absolute-form targets are for proxies, and this is not one'));
+      return badRequest('the request target must be a path such as /services (origin-form): absolute-form targets are for proxies, and this is not one');
     }
     const host = request.headers.host;
     // The name first: the exemption reads request.routeOptions, which Fastify builds anew on every read.
-    if (rule !== undefined && !rule.allows(host) && !isExempt(request)) return done(misdirected(host ?? ''));
-    done();
-  });
-}
+    if (rule !== undefined && !rule.allows(host) && !isExempt(request)) return misdirected(host ?? '');
+    return undefined;
+  };

@@ -11,14 +11,15 @@ import { claimProcessSeries, metricsContentType, metricsOf, observeRequests } fr
 import { openapiOptions } from './openapi.js';
 import { ErrorReply } from '../schemas/common.js';
 import { discardBody } from './oversized-body.js';
-import { installBodyCharsetRule } from './body-charset.js';
+import { bodyCharsetRequestRule } from './body-charset.js';
 import { installAccessControl, isKnownCaller, type AccessControl } from '../auth/guard.js';
-import { installCsrfCheck } from '../auth/csrf.js';
+import { csrfRequestRule } from '../auth/csrf.js';
 import { installAudit } from '../auth/audit.js';
 import type { Store } from '../store/store.js';
-import { installCors } from './cors.js';
+import { corsRequestRules, installCorsPreflight } from './cors.js';
 import { createLimitedServer, defaultConnectionLimits, type ConnectionLimits } from './connection-limits.js';
-import { installHostRule } from './host-rule.js';
+import { hostRequestRule } from './host-rule.js';
+import { installRequestRules } from './request-rules.js';
 
 export type RoleServer = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -85,10 +86,13 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
   observeRequests(server, options.role);
   claimProcessSeries(server);
   // First of the checks: a foreign Host (DNS rebinding) is refused before CORS, CSRF and credentials.
-  installHostRule(server, options.access.hosts);
-  installCors(server, options.access.corsOrigins ?? []);
-  installCsrfCheck(server, options.access.corsOrigins);
-  installBodyCharsetRule(server);
+  installRequestRules(server, [
+    hostRequestRule(options.access.hosts),
+    ...corsRequestRules(options.access.corsOrigins ?? []),
+    csrfRequestRule(options.access.corsOrigins),
+    bodyCharsetRequestRule,
+  ]);
+  installCorsPreflight(server, options.access.corsOrigins ?? []);
   // The API's description is no secret; the swagger-ui plugin's routes cannot be given a config otherwise.
   server.addHook('onRoute', (route) => {
     if (route.url.startsWith('/documentation')) route.config = { ...route.config, access: 'open' };

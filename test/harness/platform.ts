@@ -3,12 +3,21 @@
 // HAProxy, which may outlive it): every group is killed when the test process exits.
 
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { REGISTRY_ADDRESS } from './registry.js';
 
 export const platformBin = fileURLToPath(new URL('../../../bin/platform', import.meta.url));
+
+/**
+ * The Node flags a launcher's first line gives (`#!/usr/bin/env -S node --max-semi-space-size=4`):
+ * the harness runs it with Node as its shebang would, flags included (an older release's has none).
+ */
+export function nodeFlagsOf(bin: string): string[] {
+  const shebang = readFileSync(bin, 'utf8').split('\n', 1)[0]!;
+  return /^#!\/usr\/bin\/env -S node( .*)?$/.exec(shebang)?.[1]?.trim().split(/\s+/) ?? [];
+}
 
 const children = new Set<ChildProcess>();
 /** The process groups of every child, running or not: an HAProxy left by a gateway stays in its group. */
@@ -45,7 +54,8 @@ export interface PlatformProcess {
  * build's bin/platform (an older release, test/integration/upgrade.test.ts).
  */
 export function runPlatform(args: string[], env: NodeJS.ProcessEnv = {}, options: { netns?: string; bin?: string } = {}): PlatformProcess {
-  const command = [process.execPath, options.bin ?? platformBin, ...args];
+  const bin = options.bin ?? platformBin;
+  const command = [process.execPath, ...nodeFlagsOf(bin), bin, ...args];
   if (options.netns) command.unshift('nsenter', `--net=/var/run/netns/${options.netns}`);
   const child = spawn(command[0]!, command.slice(1), {
     env: { ...process.env, PLATFORM_LOG_LEVEL: 'warn', PLATFORM_ALLOWED_REGISTRIES: REGISTRY_ADDRESS, ...env },
@@ -133,7 +143,7 @@ export interface CliRun {
 /** `platform <args>` as a client of the orchestrator at `orchestratorUrl`, to completion. */
 export const runCli = (orchestratorUrl: string, args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 120_000): Promise<CliRun> =>
   new Promise((resolve) => {
-    execFile(process.execPath, [platformBin, ...args], { env: { ...process.env, PLATFORM_ORCHESTRATOR: orchestratorUrl, ...env }, timeout: timeoutMs }, (error, stdout, stderr) => {
+    execFile(process.execPath, [...nodeFlagsOf(platformBin), platformBin, ...args], { env: { ...process.env, PLATFORM_ORCHESTRATOR: orchestratorUrl, ...env }, timeout: timeoutMs }, (error, stdout, stderr) => {
       resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
     });
   });
@@ -145,7 +155,7 @@ export const runCli = (orchestratorUrl: string, args: string[], env: NodeJS.Proc
 export const runOperatorCommand = (...args: string[]): Promise<CliRun> =>
   new Promise((resolve) => {
     const env = { ...process.env, PLATFORM_ETCD: '', PLATFORM_DATA_DIR: '', PLATFORM_BACKUP_DIR: '' };
-    execFile(process.execPath, [platformBin, ...args], { env, timeout: 120_000 }, (error, stdout, stderr) => {
+    execFile(process.execPath, [...nodeFlagsOf(platformBin), platformBin, ...args], { env, timeout: 120_000 }, (error, stdout, stderr) => {
       resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
     });
   });

@@ -23,6 +23,7 @@ import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readdirSync, rea
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { nodeFlagsOf, platformBin } from './platform.js';
 import Docker from 'dockerode';
 import { alive } from './default-ports.js';
 import { nodeBinary } from './rootfs.js';
@@ -353,7 +354,7 @@ function personalize(root: string, plan: MachinePlan): void {
   write('etc/systemd/network/80-container-host0.network', ['[Match]', 'Name=host0', '', '[Network]', `Address=${plan.address}/24`, 'LinkLocalAddressing=no', 'IPv6AcceptRA=no', ''].join('\n'));
   // Each machine's containers in their own cgroup (v1 controllers are shared with the host's view).
   write('etc/docker/daemon.json', `${JSON.stringify({ 'cgroup-parent': `/platform-${plan.name}`, 'insecure-registries': [`${plan.prefix}.0/24`] }, null, 2)}\n`);
-  write('usr/local/bin/platform', `#!/bin/sh\nexec /usr/bin/node ${PLATFORM_DIR}/bin/platform "$@"\n`, 0o755);
+  write('usr/local/bin/platform', `#!/bin/sh\nexec /usr/bin/node ${[...nodeFlagsOf(platformBin), `${PLATFORM_DIR}/bin/platform`].join(' ')} "$@"\n`, 0o755);
   // As the README's install does (README "Running on machines with systemd").
   run('chroot', [root, 'useradd', '--system', '--no-create-home', '--home-dir', '/nonexistent', '--shell', '/usr/sbin/nologin', 'platform']);
 }

@@ -38,3 +38,15 @@ t.test('platform services loads no server package, nor undici', async (t) => {
   t.ok(loaded.includes('commander'), 'the hook saw the packages loaded');
   t.same(loaded.filter((name) => UNNEEDED_PACKAGES.includes(name!)), [], `loaded: ${loaded.join(', ')}`);
 });
+
+// The other way round (issue 29, idle memory): a serving process runs for days, and what only the
+// client commands use (their live cluster view's event-stream parser, the HTTP client) would sit in its memory.
+const CLIENT_PACKAGES = ['eventsource-parser', 'undici'];
+t.test('platform serve loads none of the client commands\' packages', async (t) => {
+  const { stderr } = await new Promise<{ stdout: string; stderr: string }>((resolve, reject) =>
+    execFile(process.execPath, ['--import', hook, cli, 'serve', '--help'], (error, stdout, stderr) => (error ? reject(error) : resolve({ stdout, stderr }))),
+  );
+  const loaded = [...stderr.matchAll(/^package (\S+)$/gm)].map((match) => match[1]);
+  t.ok(loaded.includes('commander'), 'the hook saw the packages loaded');
+  t.same(loaded.filter((name) => CLIENT_PACKAGES.includes(name!)), [], `loaded: ${loaded.join(', ')}`);
+});

@@ -1,9 +1,9 @@
 import t from 'tap';
 import { createRoleServer } from '../../src/http/server.js';
 
-// The request series every role serves (src/http/metrics.ts): prom-client's Counter and Histogram
-// with their labelled children kept per route, method and status, served with the labels,
-// cumulative buckets, sum and count.
+// The request series every role serves (src/http/metrics.ts): prom-client's Counter, which takes
+// in the requests tallied since the last scrape when it is collected, and Histogram, served with the
+// labels, cumulative buckets, sum and count.
 
 t.test('a role serves its requests by method, route and status, and their durations by route', async (t) => {
   const server = await createRoleServer({ role: 'tallied', logger: false, access: { mode: 'none', listenerLoopback: true }, readiness: async () => ({}) });
@@ -28,4 +28,17 @@ t.test('a role serves its requests by method, route and status, and their durati
   t.equal(counts.at(-1), 3);
   t.match(text, /\nplatform_http_request_duration_seconds_count\{role="tallied",route="\/things\/:name"\} 3\n/);
   t.match(text, /\nplatform_http_request_duration_seconds_sum\{role="tallied",route="\/things\/:name"\} [0-9.e-]+\n/);
+});
+
+t.test('each scrape serves every request answered until then, once', async (t) => {
+  const server = await createRoleServer({ role: 'scraped', logger: false, access: { mode: 'none', listenerLoopback: true }, readiness: async () => ({}) });
+  server.get('/things', async () => ({ ok: true }));
+  t.teardown(() => server.close());
+  const answered = async () =>
+    Number(/\nplatform_http_requests_total\{role="scraped",method="GET",route="\/things",status="200"\} (\d+)\n/.exec((await server.inject({ method: 'GET', url: '/metrics' })).body)?.[1]);
+  for (let call = 0; call < 2; call++) await server.inject({ method: 'GET', url: '/things' });
+  t.equal(await answered(), 2);
+  t.equal(await answered(), 2, 'a scrape with no request since adds none');
+  await server.inject({ method: 'GET', url: '/things' });
+  t.equal(await answered(), 3, 'the requests since the last scrape are added to those before');
 });
