@@ -1,6 +1,6 @@
 import { StoreUnavailableError, type Compare, type Operation, type Store, type TxnResult } from '../../src/store/store.js';
 
-// A real store with a hook after the transactions that write one key: to lose their answer after
+// A real store with a hook after the transactions that write some keys: to lose their answer after
 // they committed (etcd's DEADLINE_EXCEEDED after the commit, what a client on a slow machine sees
 // and the one outcome a writer cannot tell from a write that never happened), or to change the
 // store between a write's commit and its answer.
@@ -8,9 +8,9 @@ import { StoreUnavailableError, type Compare, type Operation, type Store, type T
 /** Runs after a transaction writing the key (successful or not) was applied; what it returns or throws is the answer. */
 export type AfterWrite = (result: TxnResult) => Promise<TxnResult>;
 
-/** `inner` with `afterWrite` after every transaction (and create) that puts `key`. */
-export function interceptWritesTo(inner: Store, key: string, afterWrite: AfterWrite): Store {
-  const puts = (operations: Operation[]): boolean => operations.some((operation) => operation.op === 'put' && operation.key === key);
+/** `inner` with `afterWrite` after every transaction (and create) that puts a key starting with `keyPrefix`. */
+export function interceptWritesTo(inner: Store, keyPrefix: string, afterWrite: AfterWrite): Store {
+  const puts = (operations: Operation[]): boolean => operations.some((operation) => operation.op === 'put' && operation.key.startsWith(keyPrefix));
   const txn = async (compares: Compare[], success: Operation[], failure: Operation[] = []): Promise<TxnResult> => {
     const result = await inner.txn(compares, success, failure);
     return puts(success) || puts(failure) ? afterWrite(result) : result;
@@ -33,10 +33,10 @@ export interface LostAnswers {
   readonly lost: number;
 }
 
-/** Loses the answers of the first `times` successful transactions that write `key`, after they committed. */
-export function loseAnswersOfWritesTo(inner: Store, key: string, times = 1): LostAnswers {
+/** Loses the answers of the first `times` successful transactions that write a key starting with `keyPrefix`, after they committed. */
+export function loseAnswersOfWritesTo(inner: Store, keyPrefix: string, times = 1): LostAnswers {
   let lost = 0;
-  const store = interceptWritesTo(inner, key, async (result) => {
+  const store = interceptWritesTo(inner, keyPrefix, async (result) => {
     if (!result.succeeded || lost >= times) return result;
     lost += 1;
     throw new StoreUnavailableError(inner.description, new Error('4 DEADLINE_EXCEEDED: Deadline exceeded (the write committed; its answer was lost)'));
