@@ -30,7 +30,7 @@ t.test('a bootstrap whose write committed but whose answer was lost returns its 
   t.equal(await bootstrapToken(etcdStore), undefined, 'bootstrap is closed after it');
 });
 
-t.test('a bootstrap whose write failed still fails, and one that lost to another bootstrap returns nothing', async (t) => {
+t.test('a bootstrap refused because another won stays an error when its answer is lost', async (t) => {
   await etcdStore.deletePrefix('/platform/');
   const refusing = interceptWritesTo(etcdStore, tokenKey(BOOTSTRAP_TOKEN_NAME), async (result) => {
     // Another bootstrap wins between this one's refused write and its answer.
