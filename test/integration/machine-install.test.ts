@@ -162,7 +162,8 @@ t.test('step 5 and the specification\'s flow: the first token, POST /services 20
   const leader = await waitFor(
     async () => {
       for (const machine of machines) {
-        const ready = await fetch(`http://${machine.address}:9002/readyz`, { signal: AbortSignal.timeout(2000) }).then((r) => r.json() as Promise<{ leader?: boolean }>);
+        // /healthz says whether it leads to any caller; /readyz, under --auth token, only to one with a token.
+        const ready = await fetch(`http://${machine.address}:9002/healthz`, { signal: AbortSignal.timeout(2000) }).then((r) => r.json() as Promise<{ leader?: boolean }>);
         if (ready.leader) return machine;
       }
       return undefined;
