@@ -156,7 +156,7 @@ t.test('step 5 and the specification\'s flow: the first token, POST /services 20
   t.ok(token.secret.length > 20, 'platform token bootstrap printed a token');
 
   const image = await buildTestImage(m1.docker, registry.host, repository, 'v1');
-  const created = await api('POST', `http://${m1.address}:9001/services`, { name: service, description: 'the machine install', containerImage: `${registry.host}/${repository}`, numInstances: 3 });
+  const created = await api('POST', `http://${m1.address}:9001/services`, { name: service, description: 'the machine install', containerImage: `${registry.host}/${repository}`, numInstances: 3, loadBalanced: true, publicFacing: true });
   t.equal(created.status, 201, JSON.stringify(created.body));
 
   const leader = await waitFor(
@@ -205,6 +205,8 @@ interface PlacedUnit {
   active: string;
   sub: string;
 }
+/** The name the agent registers its machine under: the machine id (/etc/machine-id), not the host name. */
+const machineIdOf = (machine: SystemdMachine): string => readFileSync(join(machine.root, 'etc/machine-id'), 'utf8').trim();
 const unitsOf = async (name: string): Promise<PlacedUnit[]> => (await api('GET', `http://${m1.address}:9000/services/${name}/units`)).body as PlacedUnit[];
 const running = (units: PlacedUnit[]): PlacedUnit[] => units.filter((unit) => unit.active === 'active' && unit.sub === 'running');
 /** The machine's containers of the service: id and when it (re)started, which a restart changes. */
@@ -264,14 +266,14 @@ t.test('systemctl restart agent keeps the machine\'s units: the same containers,
 
 t.test('a reboot of one machine keeps its units on it, serving again', async (t) => {
   const machine = machines[2]!;
-  const placed = (await unitsOf(service)).filter((unit) => unit.machine === machine.name || unit.machine.includes(machine.address)).map((unit) => unit.unit);
+  const placed = (await unitsOf(service)).filter((unit) => unit.machine === machineIdOf(machine)).map((unit) => unit.unit);
   t.equal(placed.length, 1, `${machine.name} has a unit: ${JSON.stringify(await unitsOf(service))}`);
   const rebootAt = Date.now();
   await machine.reboot();
   t.comment(`${machine.name} booted again in ${seconds(rebootAt)}`);
   await waitFor(async () => (await serves(machine)) && running(await unitsOf(service)).length === 3, 120_000, { intervalMs: 500, what: `${service} running at 3 and served by ${machine.name} after its reboot` });
   t.comment(`reboot of ${machine.name} → its gateway serving ${service} again, three units running: ${seconds(rebootAt)}`);
-  const after = (await unitsOf(service)).filter((unit) => unit.machine === machine.name || unit.machine.includes(machine.address)).map((unit) => unit.unit);
+  const after = (await unitsOf(service)).filter((unit) => unit.machine === machineIdOf(machine)).map((unit) => unit.unit);
   t.same(after, placed, 'the same unit on the same machine');
 });
 
