@@ -431,6 +431,9 @@ async function bootMachine(plan: MachinePlan): Promise<SystemdMachine> {
       child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
       child.on('error', (error) => (stderr += error.message));
       child.on('close', (status) => resolve({ status, stdout, stderr }));
+      // A command that exits before reading its input (nsenter while the machine is still coming up)
+      // closes the pipe: EPIPE here, unhandled, ended the whole test process. Its status says what happened.
+      child.stdin.on('error', (error) => (stderr += `(its input: ${error.message})`));
       child.stdin.end(options.input ?? '');
     });
 
