@@ -3,6 +3,7 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { request } from 'undici';
 import { documentedBlock } from '../harness/documented-blocks.js';
 import { debianPackage, restampedPackage } from '../harness/debian-package.js';
 import { startLoad } from '../harness/http-load.js';
@@ -115,6 +116,12 @@ t.test('steps 2 and 3: certificates, and the three-member TLS etcd of the doc\'s
 const service = `shop-${randomBytes(2).toString('hex')}`;
 const repository = `team/${service}`;
 
+/** GET / of the service through the machine's gateway, by Host (fetch sends the URL's host whatever the headers say). */
+async function throughGateway(machine: SystemdMachine): Promise<{ status: number; body: string }> {
+  const response = await request(`http://${machine.address}/`, { headers: { host: `${service}.platform.local` }, headersTimeout: 2000, bodyTimeout: 2000 });
+  return { status: response.statusCode, body: await response.body.text() };
+}
+
 t.test('step 4: the units rendered as the doc says, the test registry allowed (step 6), every role enabled', async (t) => {
   const block = documentedBlock('platform systemd render --roles');
   t.comment(`the render and enable commands of ${block.file}`);
@@ -188,8 +195,8 @@ t.test('step 5 and the specification\'s flow: the first token, POST /services 20
   for (const machine of machines) {
     const page = await waitFor(
       async () => {
-        const response = await fetch(`http://${machine.address}/`, { headers: { host: `${service}.platform.local` }, signal: AbortSignal.timeout(2000) });
-        return response.status === 200 ? response.text() : undefined;
+        const response = await throughGateway(machine);
+        return response.status === 200 ? response.body : undefined;
       },
       60_000,
       { intervalMs: 250, what: `${service} through ${machine.name}'s gateway` },
@@ -218,7 +225,7 @@ const containersOn = async (machine: SystemdMachine): Promise<string[]> =>
     }),
   ).then((lines) => lines.sort());
 const serves = async (machine: SystemdMachine): Promise<boolean> =>
-  (await fetch(`http://${machine.address}/`, { headers: { host: `${service}.platform.local` }, signal: AbortSignal.timeout(2000) })).status === 200;
+  (await throughGateway(machine)).status === 200;
 
 /** `/platform/services/<component>` as etcd has it, read over TLS from m1 (etcd's JSON gateway). */
 async function announced(component: string): Promise<string | null> {
