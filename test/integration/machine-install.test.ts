@@ -317,7 +317,7 @@ t.test('an upgrade to a newer package, one machine after the other, under load d
   const results = await Promise.all(loads.map((load) => load.stop()));
   for (const [i, result] of results.entries()) {
     t.ok(result.ok > 0, `${machines[i]!.name}'s gateway answered ${result.ok} requests`);
-    t.equal(result.failed, 0, `${machines[i]!.name}: no request failed: ${result.failures.join('; ')}`);
+    t.equal(result.failed, 0, `${machines[i]!.name}: no request failed (${result.failed} of ${result.ok + result.failed} did; the first reasons: ${result.failures.join('; ')})`);
   }
   t.equal(running(await unitsOf(service)).length, 3, 'three units running');
 });
