@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Operation, Store } from '../store/store.js';
+import { committedDespite } from '../store/unknown-outcome.js';
 import type { CachedValue, PrefixCache } from '../store/prefix-cache.js';
 import { lastSegment, tokenKey, tokenPrefix, tokenUseKey, tokenUsePrefix, tokensIssuedKey } from '../store/keys.js';
 import type { Token, TokenRecord, TokenRole } from '../schemas/token.js';
@@ -41,19 +42,26 @@ function newRecord(spec: TokenSpec, secret: string, now: number): TokenRecord {
 
 /**
  * Writes the token when `absentKey` does not exist, and marks that a token was issued, in one
- * transaction. Returns undefined (and writes nothing) otherwise.
+ * transaction. Returns undefined (and writes nothing) otherwise; the token when the write's answer
+ * was lost but the store holds it.
  */
 async function issueIfAbsent(store: Store, absentKey: string, spec: TokenSpec, now: number): Promise<IssuedToken | undefined> {
   const secret = newSecret();
   const record = newRecord(spec, secret, now);
-  const result = await store.txn(
-    [{ key: absentKey, target: 'createRevision', equals: 0 }],
-    [
-      { op: 'put', key: tokenKey(spec.name), value: JSON.stringify(record) },
-      { op: 'put', key: tokensIssuedKey, value: record.createdAt },
-    ],
-  );
-  return result.succeeded ? { record, secret, revision: result.revision } : undefined;
+  const value = JSON.stringify(record);
+  try {
+    const result = await store.txn(
+      [{ key: absentKey, target: 'createRevision', equals: 0 }],
+      [
+        { op: 'put', key: tokenKey(spec.name), value },
+        { op: 'put', key: tokensIssuedKey, value: record.createdAt },
+      ],
+    );
+    return result.succeeded ? { record, secret, revision: result.revision } : undefined;
+  } catch (error) {
+    // The secret exists only here: when the write committed, losing its answer must not lose the token.
+    return { record, secret, revision: (await committedDespite(error, store, tokenKey(spec.name), value)).modRevision };
+  }
 }
 
 /** The token of this name in a watched copy of the tokens (src/auth/token-cache.ts). */

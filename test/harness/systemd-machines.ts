@@ -273,6 +273,16 @@ export interface SystemdMachine {
   stop(): Promise<void>;
 }
 
+export interface BootOptions {
+  /**
+   * `build` (the default): this clone's built platform bind-mounted read-only at /usr/lib/platform,
+   * run by /usr/local/bin/platform, and the `platform` user made, as the README's install from a
+   * clone does. `none`: none of that, for a test that installs the Debian package (which owns
+   * /usr/lib/platform, /usr/bin/platform and makes the user).
+   */
+  platform?: 'build' | 'none';
+}
+
 export interface MachineNetwork {
   /** `10.213.<x>`: the first three octets of the bridge's /24. */
   readonly prefix: string;
@@ -282,8 +292,8 @@ export interface MachineNetwork {
   readonly machines: SystemdMachine[];
   /** What stop() removes, for a test to check: the bridge, the machines' files and overlays, their cgroups. */
   readonly made: { bridge: string; scratch: string; cgroups: string[] };
-  /** Boots the next machine (address <prefix>.<10 + n>) and waits for systemd to be up. */
-  boot(): Promise<SystemdMachine>;
+  /** Boots the next machine (address <prefix>.<10 + n>) and waits for systemd to be up; several may boot at once. */
+  boot(options?: BootOptions): Promise<SystemdMachine>;
   /** Stops every machine and removes the bridge. */
   stop(): Promise<void>;
 }
@@ -312,15 +322,18 @@ export async function startMachineNetwork(): Promise<MachineNetwork> {
   };
   leftovers.set(scratch, removeNetwork);
   const machines: SystemdMachine[] = [];
+  // Numbered when asked for, not when up: machines booted side by side get distinct names and addresses.
+  let asked = 0;
   return {
     prefix,
     bridgeAddress: `${prefix}.1`,
     base,
     machines,
     made: { bridge, scratch, cgroups: cgroupParents },
-    boot: async () => {
-      const index = machines.length + 1;
-      const machine = await bootMachine({ name: `pt${runId}-m${index}`, address: `${prefix}.${10 + index}`, prefix, bridge, base: base.path, scratch, cgroupParents });
+    boot: async (options = {}) => {
+      const index = ++asked;
+      const platform = options.platform ?? 'build';
+      const machine = await bootMachine({ name: `pt${runId}-m${index}`, address: `${prefix}.${10 + index}`, prefix, bridge, base: base.path, scratch, cgroupParents, platform });
       machines.push(machine);
       return machine;
     },
@@ -339,6 +352,7 @@ interface MachinePlan {
   base: string;
   scratch: string;
   cgroupParents: string[];
+  platform: 'build' | 'none';
 }
 
 /** The machine's own files in its overlay: identity, address, Docker's settings, the platform's wrapper and user. */
@@ -354,6 +368,7 @@ function personalize(root: string, plan: MachinePlan): void {
   write('etc/systemd/network/80-container-host0.network', ['[Match]', 'Name=host0', '', '[Network]', `Address=${plan.address}/24`, 'LinkLocalAddressing=no', 'IPv6AcceptRA=no', ''].join('\n'));
   // Each machine's containers in their own cgroup (v1 controllers are shared with the host's view).
   write('etc/docker/daemon.json', `${JSON.stringify({ 'cgroup-parent': `/platform-${plan.name}`, 'insecure-registries': [`${plan.prefix}.0/24`] }, null, 2)}\n`);
+  if (plan.platform === 'none') return;
   write('usr/local/bin/platform', `#!/bin/sh\nexec /usr/bin/node ${[...nodeFlagsOf(platformBin), `${PLATFORM_DIR}/bin/platform`].join(' ')} "$@"\n`, 0o755);
   // As the README's install does (README "Running on machines with systemd").
   run('chroot', [root, 'useradd', '--system', '--no-create-home', '--home-dir', '/nonexistent', '--shell', '/usr/sbin/nologin', 'platform']);
@@ -392,8 +407,7 @@ async function bootMachine(plan: MachinePlan): Promise<SystemdMachine> {
     '--resolv-conf=off',
     '--timezone=off',
     '--console=read-only',
-    `--bind-ro=${PROJECT_ROOT}:${PLATFORM_DIR}`,
-    `--bind-ro=${nodeBinary}:/usr/bin/node`,
+    ...(plan.platform === 'build' ? [`--bind-ro=${PROJECT_ROOT}:${PLATFORM_DIR}`, `--bind-ro=${nodeBinary}:/usr/bin/node`] : []),
     // Docker's overlay2 cannot stack on the machine's overlay root: its data lives on the host's file system.
     `--bind=${dockerData}:/var/lib/docker`,
     `--bind=${shared}:${SHARED_DIR}`,
@@ -418,6 +432,9 @@ async function bootMachine(plan: MachinePlan): Promise<SystemdMachine> {
       child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
       child.on('error', (error) => (stderr += error.message));
       child.on('close', (status) => resolve({ status, stdout, stderr }));
+      // A command that exits before reading its input (nsenter while the machine is still coming up)
+      // closes the pipe: EPIPE here, unhandled, ended the whole test process. Its status says what happened.
+      child.stdin.on('error', (error) => (stderr += `(its input: ${error.message})`));
       child.stdin.end(options.input ?? '');
     });
 

@@ -93,3 +93,20 @@ export function makeEtcdMemberCertificates(dir: string, address: string): EtcdMe
   const client = signed(dir, 'client', ca, 'extendedKeyUsage=clientAuth\n');
   return { ca: ca.cert, memberCert: member.cert, memberKey: member.key, clientCert: client.cert, clientKey: client.key };
 }
+
+export interface EtcdClusterCertificates {
+  ca: string;
+  /** One per address, in order: its SAN is that address, for server and client use. */
+  members: { cert: string; key: string }[];
+  clientCert: string;
+  clientKey: string;
+}
+
+/** A CA, a member certificate for each address and one client certificate, as docs/install.md's step 2 makes them (into `dir`). */
+export function makeEtcdClusterCertificates(dir: string, addresses: string[]): EtcdClusterCertificates {
+  ensureCommand('openssl', 'openssl');
+  const ca = selfSignedCa(dir, 'etcd-ca');
+  const members = addresses.map((address, i) => signed(dir, `m${i + 1}`, ca, `subjectAltName=IP:${address}\nextendedKeyUsage=serverAuth,clientAuth\n`));
+  const client = signed(dir, 'client', ca, 'extendedKeyUsage=clientAuth\n');
+  return { ca: ca.cert, members, clientCert: client.cert, clientKey: client.key };
+}

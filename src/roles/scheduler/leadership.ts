@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Compare, Lease, Store, Watch } from '../../store/store.js';
 import { schedulerLeaderKey } from '../../store/keys.js';
 import { announcementEntry } from '../../store/records/announcements.js';
+import { WorkQueue } from '../../work-queue.js';
 
 // One scheduler leads at a time: it holds the leader key, created under its own lease, and
 // announces itself as /platform/services/scheduler under the same lease (unless a `platform
@@ -23,14 +24,30 @@ export interface LeadershipEvents {
 }
 
 const RETRY_MS = 500;
+const CAMPAIGN = 'campaign';
+
+function leaderIdOf(value: string): unknown {
+  try {
+    return (JSON.parse(value) as { id?: unknown }).id;
+  } catch {
+    return undefined;
+  }
+}
 
 export class Leadership {
   private lease: Lease | undefined;
   private revision = 0;
   private watch: Watch | undefined;
-  private retryTimer: NodeJS.Timeout | undefined;
-  private campaigning = false;
   private closed = false;
+  /**
+   * Campaigns, one at a time: a deletion of the leader key seen while one runs brings one more
+   * after it (dropping it left no scheduler campaigning), and a failed one is tried again.
+   */
+  private readonly campaigns = new WorkQueue({
+    run: () => this.campaign(),
+    onError: (error) => this.options.log.warn({ err: error }, 'leader election failed; retrying'),
+    retry: { firstMs: RETRY_MS, maxMs: RETRY_MS },
+  });
 
   constructor(
     private readonly store: Store,
@@ -39,9 +56,9 @@ export class Leadership {
 
   async start(): Promise<void> {
     this.watch = await this.store.watchPrefix(schedulerLeaderKey, (event) => {
-      if (event.type === 'delete') void this.campaign();
+      if (event.type === 'delete') void this.campaigns.add(CAMPAIGN);
     });
-    await this.campaign();
+    await this.campaigns.add(CAMPAIGN);
   }
 
   isLeader(): boolean {
@@ -66,7 +83,7 @@ export class Leadership {
   /** Gives leadership up at once (revoking the lease deletes the key), so a follower takes over. */
   async close(): Promise<void> {
     this.closed = true;
-    clearTimeout(this.retryTimer);
+    await this.campaigns.close();
     await this.watch?.close();
     const lease = this.lease;
     this.lease = undefined;
@@ -74,30 +91,36 @@ export class Leadership {
     await lease?.revoke().catch(() => undefined);
   }
 
+  /** One campaign: creates the leader key unless another scheduler holds it (its deletion brings the next). */
   private async campaign(): Promise<void> {
-    if (this.closed || this.campaigning || this.isLeader()) return;
-    this.campaigning = true;
-    try {
-      this.lease ??= await this.grant();
-      const value = JSON.stringify({ id: this.options.id, address: this.options.address, since: new Date().toISOString() });
-      const result = await this.store.txn(
-        [{ key: schedulerLeaderKey, target: 'createRevision', equals: 0 }],
-        [
-          { op: 'put', key: schedulerLeaderKey, value, lease: this.lease.id },
-          ...(this.options.announce ? [{ op: 'put' as const, ...announcementEntry('scheduler', this.options.address), lease: this.lease.id }] : []),
-        ],
-      );
-      if (result.succeeded) {
-        this.revision = result.revision;
-        this.options.log.info({ scheduler: this.options.id, revision: result.revision }, 'elected scheduler leader');
-        this.options.events.elected();
-      }
-    } catch (error) {
-      this.options.log.warn({ err: error }, 'leader election failed; retrying');
-      this.retryTimer = setTimeout(() => void this.campaign(), RETRY_MS);
-    } finally {
-      this.campaigning = false;
-    }
+    if (this.closed || this.isLeader()) return;
+    this.lease ??= await this.grant();
+    const lease = this.lease;
+    const value = JSON.stringify({ id: this.options.id, address: this.options.address, since: new Date().toISOString() });
+    const result = await this.store.txn(
+      [{ key: schedulerLeaderKey, target: 'createRevision', equals: 0 }],
+      [
+        { op: 'put', key: schedulerLeaderKey, value, lease: lease.id },
+        ...(this.options.announce ? [{ op: 'put' as const, ...announcementEntry('scheduler', this.options.address), lease: lease.id }] : []),
+      ],
+    );
+    const revision = result.succeeded ? result.revision : await this.ownKeyRevision(lease);
+    if (revision === undefined || this.closed || this.lease !== lease) return;
+    this.revision = revision;
+    this.options.log.info({ scheduler: this.options.id, revision, recovered: !result.succeeded }, 'elected scheduler leader');
+    this.options.events.elected();
+  }
+
+  /**
+   * The leader key's create revision when the key is this scheduler's, under its current lease.
+   * A refused create may have been refused by our own earlier write: one that committed but whose
+   * answer was lost (DEADLINE_EXCEEDED on a slow machine) and failed the campaign before. That key
+   * is ours while our lease lives, so nobody else can lead; only reading it tells.
+   */
+  private async ownKeyRevision(lease: Lease): Promise<number | undefined> {
+    const key = await this.store.get(schedulerLeaderKey);
+    if (key?.lease !== lease.id) return undefined;
+    return leaderIdOf(key.value) === this.options.id ? key.createRevision : undefined;
   }
 
   private async grant(): Promise<Lease> {
@@ -106,7 +129,7 @@ export class Leadership {
       if (this.lease !== lease) return;
       this.lease = undefined;
       this.depose(`lease lost: ${reason.message}`);
-      this.retryTimer = setTimeout(() => void this.campaign(), RETRY_MS);
+      this.campaigns.addAfter(CAMPAIGN, RETRY_MS);
     });
     return lease;
   }

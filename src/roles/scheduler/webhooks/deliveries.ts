@@ -1,6 +1,7 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Lease, Store } from '../../../store/store.js';
 import { webhookDeliveryKey } from '../../../store/keys.js';
+import { committedDespite } from '../../../store/unknown-outcome.js';
 import type { HookKind } from './matching.js';
 
 // At-least-once senders repeat deliveries (the registry retries until it sees a 2xx, GitHub's
@@ -39,12 +40,17 @@ export class DeliveryLog {
   /** True the first time `event` of `hook` is seen (and records it); false for a repeat. */
   async claim(hook: HookKind, event: string): Promise<boolean> {
     const { lease } = await this.lease();
+    const key = webhookDeliveryKey(hook, hashOf(event));
+    // The claim's own mark: a claim whose answer was lost knows its write from another scheduler's.
+    const value = JSON.stringify({ hook, event, at: new Date().toISOString(), claim: randomUUID() });
     try {
-      return await this.store.create(webhookDeliveryKey(hook, hashOf(event)), JSON.stringify({ hook, event, at: new Date().toISOString() }), { lease: lease.id });
+      return await this.store.create(key, value, { lease: lease.id });
     } catch (error) {
       // The lease may be what failed (expired while the store was away): the next claim grants a new one.
       this.current = undefined;
-      throw error;
+      // A claim that committed, its answer lost, is this delivery's: a redelivery would be taken for a repeat.
+      await committedDespite(error, this.store, key, value);
+      return true;
     }
   }
 
