@@ -1,3 +1,4 @@
+import { Command, JobDuration } from './command.js';
 import { Type, type Static } from '@sinclair/typebox';
 import { ServiceName } from './common.js';
 import { ImageReference } from './image.js';
@@ -128,6 +129,8 @@ export const ServiceConfig = Type.Object(
     placement: Type.Optional(Placement),
     volumes: Type.Optional(Volumes),
     volumeMove: Type.Optional(VolumeMove),
+    releaseCommand: Type.Optional(Command),
+    releaseCommandTimeout: Type.Optional(JobDuration),
   },
   { additionalProperties: false },
 );
@@ -145,7 +148,10 @@ export const rolloutDefaults = {
 /** Fields of the config that shape units and their placement rather than the rollout. */
 type UnitShapeFields = 'numInstances' | 'ports' | 'env' | 'healthCheck' | 'resources' | 'placement' | 'volumes' | 'volumeMove';
 
-export type RolloutSettings = Required<Omit<ServiceConfig, UnitShapeFields>> & Pick<ServiceConfig, 'healthCheck'>;
+/** Fields of the config about the release command a deploy runs first (docs/jobs.md). */
+type ReleaseCommandFields = 'releaseCommand' | 'releaseCommandTimeout';
+
+export type RolloutSettings = Required<Omit<ServiceConfig, UnitShapeFields | ReleaseCommandFields>> & Pick<ServiceConfig, 'healthCheck'>;
 
 export const rolloutSettings = (config: ServiceConfig): RolloutSettings => ({
   maxSurge: config.maxSurge ?? rolloutDefaults.maxSurge,
@@ -182,6 +188,8 @@ export const ServiceConfigPatch = Type.Object(
     placement: Type.Optional(Type.Union([Placement, Type.Null()])),
     volumes: Type.Optional(Type.Union([Volumes, Type.Null()])),
     volumeMove: Type.Optional(Type.Union([VolumeMove, Type.Null()])),
+    releaseCommand: Type.Optional(Type.Union([Command, Type.Null()])),
+    releaseCommandTimeout: Type.Optional(Type.Union([JobDuration, Type.Null()])),
   },
   { additionalProperties: false, minProperties: 1 },
 );

@@ -24,6 +24,12 @@ export const recordFamilies = [
   { family: 'assignments', keys: ['/platform/assignments/<machine>/<unit>@<spec>'], builders: ['assignmentKey'], owners: ['src/store/records/assignments.ts'] },
   { family: 'unit statuses', keys: ['/platform/unit-status/<machine>/<unit>@<spec>'], builders: ['unitStatusKey'], owners: ['src/store/records/unit-statuses.ts'] },
   { family: 'unit outputs', keys: ['/platform/unit-output/<service>/<instance>'], builders: ['unitOutputKey'], owners: ['src/store/records/unit-outputs.ts'] },
+  {
+    family: 'jobs',
+    keys: ['/platform/jobs/<id>', '/platform/job-runs/<id>'],
+    builders: ['jobKey', 'jobRunKey'],
+    owners: ['src/store/records/jobs.ts'],
+  },
   { family: 'scheduler leadership', keys: ['/platform/scheduler/leader'], builders: ['schedulerLeaderKey'], owners: ['src/roles/scheduler/leadership.ts'] },
   {
     family: 'scheduler hand-offs',

@@ -5,6 +5,9 @@ import { notDrained } from '../../../store/records/machine-drains.js';
 import type { Assignment } from '../../../schemas/cluster.js';
 import { checkPlan } from '../../../placement/plan-check.js';
 import type { ServiceRules } from '../../../placement/planner.js';
+import { placeJob } from '../../../placement/job-placement.js';
+import { jobCreate } from '../../../store/records/jobs.js';
+import type { Job } from '../../../schemas/job.js';
 import { KeyedQueue } from '../../../keyed-queue.js';
 import { trace } from '../../../trace.js';
 import { placedUnit, plannerMachine, serviceRules, type ClusterWatch } from '../cluster-snapshot.js';
@@ -55,6 +58,30 @@ export class PlanApplier {
   /** Checks the plan against the newest state and commits it, or says why not. */
   apply(plan: Plan): Promise<PlanResult> {
     return this.queue.run(PLACEMENTS, () => this.checkAndCommit(plan));
+  }
+
+  /**
+   * Checks that the job still fits on its machine, as one more unit would (job-placement.ts), and
+   * creates it there in one transaction with `alsoWrite` (its journal line), unless a job of its id
+   * exists already (a release command's, placed before an election). Jobs are placed on the same
+   * queue as units, so a job and a rollout step never both take a machine's last room.
+   */
+  applyJob(job: Job, rules: ServiceRules, alsoWrite: Operation[]): Promise<PlanResult> {
+    return this.queue.run(PLACEMENTS, async () => {
+      const snapshot = this.cluster.snapshot();
+      const placed = placeJob({
+        machines: snapshot.machines.map((machine) => plannerMachine(machine, snapshot.drained, snapshot.announcedPorts)),
+        current: snapshot.assignments.map(placedUnit),
+        rules: snapshot.services.map(serviceRules),
+        job: rules,
+        required: job.machine,
+      });
+      if ('refusal' in placed) return { applied: false, reason: placed.refusal };
+      const create = jobCreate(job);
+      const committed = await this.store.txn([create.compare, notDrained(job.machine)], [create.operation, ...alsoWrite]);
+      if (!committed.succeeded) return { applied: false, reason: `job ${job.id} exists already, or machine ${job.machine} is being drained` };
+      return { applied: true, revision: committed.revision };
+    });
   }
 
   private async checkAndCommit(stale: Plan): Promise<PlanResult> {
