@@ -1,5 +1,4 @@
-import { checkPlan } from './plan-check.js';
-import { placeInstances, type PlacedUnit, type PlannerMachine, type ServiceRules } from './planner.js';
+import { PlacementState, placeInstances, type PlacedUnit, type PlannerMachine, type ServiceRules } from './planner.js';
 
 // Where a job runs, pure (no I/O): a job is placed as one more unit would be, by the planner's
 // feasibility and ranking (a registered machine that is not drained, whose engine answers, with room
@@ -32,8 +31,8 @@ export const jobRules = (name: string, resources: { memoryMB?: number | undefine
 export function placeJob(input: JobPlacementInput): JobPlacement {
   const rules = [...input.rules.filter((rule) => rule.service !== input.job.service), input.job];
   if (input.required !== undefined) {
-    const [refusal] = checkPlan({ machines: input.machines, current: input.current, rules, service: input.job.service, place: [{ instance: 1, machine: input.required }] });
-    return refusal ? { refusal: refusal.reason } : { machine: input.required };
+    const refusal = new PlacementState(input.machines, input.current, rules).admit(input.job.service, input.required);
+    return refusal ? { refusal: `machine ${input.required} ${refusal}` } : { machine: input.required };
   }
   const result = placeInstances({ machines: input.machines, current: input.current, rules, service: input.job.service, instances: [1] });
   const placed = result.place[0];

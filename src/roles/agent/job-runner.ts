@@ -141,7 +141,7 @@ export class JobRunner {
     try {
       await record({ state: 'starting' });
       container = await this.containerOf(job);
-      const streamEnded = await this.follow(container, output);
+      const { ended: streamEnded } = await this.follow(container, output);
       // Created: this agent made it (or one before it died before starting it). Running or exited: adopted as it is.
       if ((await container.inspect()).State.Status === 'created') await container.start();
       const startedAt = new Date().toISOString();
@@ -193,10 +193,10 @@ export class JobRunner {
 
   /**
    * Feeds the container's output into `output` from its start: attached before it starts (as
-   * `docker run` is), or with what it wrote so far when an earlier agent started it. Resolves
-   * with a promise of the stream's end.
+   * `docker run` is), or with what it wrote so far when an earlier agent started it. `ended`
+   * settles when the stream ends (wrapped: an async function would wait for a promise it returns).
    */
-  private async follow(container: Docker.Container, output: JobOutput): Promise<Promise<void>> {
+  private async follow(container: Docker.Container, output: JobOutput): Promise<{ ended: Promise<void> }> {
     const { docker } = this.options;
     const text = new PassThrough();
     text.setEncoding('utf8');
@@ -207,7 +207,7 @@ export class JobRunner {
       ? await container.logs({ stdout: true, stderr: true, follow: true })
       : await container.attach({ stream: true, stdout: true, stderr: true, logs: true });
     docker.modem.demuxStream(stream, text, text);
-    return new Promise<void>((resolve) => stream.once('end', resolve).once('close', resolve).once('error', () => resolve()));
+    return { ended: new Promise<void>((resolve) => stream.once('end', resolve).once('close', resolve).once('error', () => resolve())) };
   }
 
   /** The job's container: the one an earlier agent started, else a new one. */

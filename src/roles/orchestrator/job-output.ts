@@ -13,15 +13,17 @@ import { finishedJobStates, type JobRun } from '../../schemas/job.js';
 const POLL_MS = 250;
 
 /** The job's kept output; 404 when the service has no such job. */
-export async function jobOutput(store: Store, service: string, id: string, tail: number, follow: boolean): Promise<Readable> {
+export async function jobOutput(store: Store, service: string, id: string, tail: number, follow: boolean, opened: () => void = () => undefined): Promise<Readable> {
   const job = await readJob(store, id);
   if (!job || job.service !== service) throw notFound(`service ${service} has no job ${id}`);
   const first = await readJobRun(store, id);
   if (!follow) return Readable.from([textOf((first?.lines ?? []).slice(tail === 0 ? (first?.lines.length ?? 0) : -tail))]);
-  return Readable.from(followed(store, id, first, tail));
+  return Readable.from(followed(store, id, first, tail, opened));
 }
 
-async function* followed(store: Store, id: string, first: JobRun | undefined, tail: number): AsyncGenerator<string> {
+/** `opened` is called once the reply's head is written: a quiet job must not leave the client without it. */
+async function* followed(store: Store, id: string, first: JobRun | undefined, tail: number, opened: () => void): AsyncGenerator<string> {
+  opened();
   let run = first;
   let sent = Math.max(0, (run?.lineCount ?? 0) - tail);
   for (;;) {

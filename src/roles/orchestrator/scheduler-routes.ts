@@ -65,7 +65,7 @@ export function schedulerViewRoutes(server: RoleServer, store: Store, scheduler:
     handler: async (request, reply) => {
       const { name, id } = request.params;
       if (request.query.follow) tails.admit(reply);
-      const text = await jobOutput(store, name, id, request.query.tail, request.query.follow);
+      const text = await jobOutput(store, name, id, request.query.tail, request.query.follow, () => reply.raw.flushHeaders());
       reply.raw.once('close', () => text.destroy());
       return reply.type('text/plain; charset=utf-8').send(request.query.follow ? followedWhileCredentialsLast(request, reply, text) : text);
     },
