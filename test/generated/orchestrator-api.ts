@@ -334,6 +334,87 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/services/{name}/jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a command once in a container of the service's release (its image, env and volumes; no port, no…
+         * @description Run a command once in a container of the service's release (its image, env and volumes; no port, no route) on a machine the planner picks, or `machine`. Answers at once with the job; follow its output with `GET /services/:name/jobs/:id/output?follow=true`.
+         */
+        post: operations["postServicesByNameJobs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Jobs, newest first (the newest 50 finished ones of each service are kept)
+         * @description Jobs, newest first (the newest 50 finished ones of each service are kept).
+         */
+        get: operations["getJobs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/services/{name}/jobs/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One job */
+        get: operations["getServicesByNameJobsById"];
+        put?: never;
+        post?: never;
+        /**
+         * Stop a job
+         * @description Stop a job: its agent stops the container (SIGTERM, then SIGKILL after 10 s) and records it `stopped`.
+         */
+        delete: operations["deleteServicesByNameJobsById"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/services/{name}/jobs/{id}/output": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A job's output as text
+         * @description A job's output as text: the last lines its agent keeps (at most 1000), stdout and stderr interleaved (`platform logs NAME --job ID`). `follow` streams new lines until the job ends; lines printed faster than they are kept are told as a count.
+         */
+        get: operations["getServicesByNameJobsByIdOutput"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/services/{name}/units/{unit}/logs": {
         parameters: {
             query?: never;
@@ -754,6 +835,10 @@ export interface components {
                  * @enum {string}
                  */
                 volumeMove?: "never" | "allowed";
+                /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                releaseCommand?: string[];
+                /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                releaseCommandTimeout?: string;
             };
             /** Format: date-time */
             createdAt: string;
@@ -1293,6 +1378,10 @@ export interface operations {
                              * @enum {string}
                              */
                             volumeMove?: "never" | "allowed";
+                            /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                            releaseCommand?: string[];
+                            /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                            releaseCommandTimeout?: string;
                         };
                         /** Format: date-time */
                         createdAt: string;
@@ -1586,6 +1675,10 @@ export interface operations {
                          * @enum {string}
                          */
                         volumeMove?: "never" | "allowed";
+                        /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                        releaseCommand?: string[];
+                        /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                        releaseCommandTimeout?: string;
                     };
                 };
             };
@@ -1750,6 +1843,10 @@ export interface operations {
                      * @enum {string|null}
                      */
                     volumeMove?: "never" | "allowed" | null;
+                    /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                    releaseCommand?: string[] | null;
+                    /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                    releaseCommandTimeout?: string | null;
                 };
             };
         };
@@ -1813,6 +1910,10 @@ export interface operations {
                          * @enum {string}
                          */
                         volumeMove?: "never" | "allowed";
+                        /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                        releaseCommand?: string[];
+                        /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                        releaseCommandTimeout?: string;
                     };
                 };
             };
@@ -2028,12 +2129,17 @@ export interface operations {
                              * @enum {string}
                              */
                             volumeMove?: "never" | "allowed";
+                            /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                            releaseCommand?: string[];
+                            /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                            releaseCommandTimeout?: string;
                         };
                         pushedAt: number;
                         triggeredAt?: number;
                         serviceUuid?: string;
                         deployment: string;
                         rollbackOf?: number;
+                        runReleaseCommand?: boolean;
                         createdAt: string;
                     };
                 };
@@ -2211,12 +2317,17 @@ export interface operations {
                              * @enum {string}
                              */
                             volumeMove?: "never" | "allowed";
+                            /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                            releaseCommand?: string[];
+                            /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                            releaseCommandTimeout?: string;
                         };
                         pushedAt: number;
                         triggeredAt?: number;
                         serviceUuid?: string;
                         deployment: string;
                         rollbackOf?: number;
+                        runReleaseCommand?: boolean;
                         createdAt: string;
                     }[];
                 };
@@ -2396,12 +2507,17 @@ export interface operations {
                              * @enum {string}
                              */
                             volumeMove?: "never" | "allowed";
+                            /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                            releaseCommand?: string[];
+                            /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                            releaseCommandTimeout?: string;
                         };
                         pushedAt: number;
                         triggeredAt?: number;
                         serviceUuid?: string;
                         deployment: string;
                         rollbackOf?: number;
+                        runReleaseCommand?: boolean;
                         createdAt: string;
                     };
                 };
@@ -3313,6 +3429,15 @@ export interface operations {
                         attempts?: number;
                         /** @description when healing tries this failed reschedule again (absent: it is not retried) */
                         retryAt?: string;
+                        releaseCommand?: {
+                            /** @description the job id: its whole kept output is `platform logs NAME --job ID` */
+                            job: string;
+                            machine: string;
+                            state: "pending" | "starting" | "running" | "exited" | "stopped" | "timed-out" | "failed";
+                            exitCode?: number;
+                            lines: string[];
+                            lineCount: number;
+                        };
                     }[];
                 };
             };
@@ -3452,6 +3577,15 @@ export interface operations {
                         attempts?: number;
                         /** @description when healing tries this failed reschedule again (absent: it is not retried) */
                         retryAt?: string;
+                        releaseCommand?: {
+                            /** @description the job id: its whole kept output is `platform logs NAME --job ID` */
+                            job: string;
+                            machine: string;
+                            state: "pending" | "starting" | "running" | "exited" | "stopped" | "timed-out" | "failed";
+                            exitCode?: number;
+                            lines: string[];
+                            lineCount: number;
+                        };
                     };
                 };
             };
@@ -3701,6 +3835,8 @@ export interface operations {
                 "application/json": {
                     /** @description a release version: 3, "3" or "v3" */
                     version: number | string;
+                    /** @description true: run the release's releaseCommand before its units replace the running ones (a rollback does not by default) */
+                    runReleaseCommand?: boolean;
                 };
             };
         };
@@ -3831,6 +3967,733 @@ export interface operations {
             };
             /** @description Every error: the HTTP status, its name, and what went wrong. */
             507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    postServicesByNameJobs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                 * @example web
+                 */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                    command: string[];
+                    /** @description a release version: v3 or 3 (default: the release the service runs) */
+                    release?: string;
+                    /** @description 1-128 letters, digits, "_", "." or "-" */
+                    machine?: string;
+                    /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                    timeout?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /**
+                         * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                         * @example web
+                         */
+                        service: string;
+                        kind: "run" | "release-command";
+                        release: number;
+                        /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                        command: string[];
+                        machine: string;
+                        state: "pending" | "starting" | "running" | "exited" | "stopped" | "timed-out" | "failed";
+                        exitCode?: number;
+                        error?: string;
+                        caller?: string;
+                        deployment?: string;
+                        timeoutSeconds: number;
+                        createdAt: string;
+                        startedAt?: string;
+                        endedAt?: string;
+                        stopRequestedAt?: string;
+                        lineCount: number;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description No valid token or session (under --auth token, or a call that is not local under --auth auto). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description The token may not do this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    getJobs: {
+        parameters: {
+            query?: {
+                /**
+                 * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                 * @example web
+                 */
+                service?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /**
+                         * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                         * @example web
+                         */
+                        service: string;
+                        kind: "run" | "release-command";
+                        release: number;
+                        /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                        command: string[];
+                        machine: string;
+                        state: "pending" | "starting" | "running" | "exited" | "stopped" | "timed-out" | "failed";
+                        exitCode?: number;
+                        error?: string;
+                        caller?: string;
+                        deployment?: string;
+                        timeoutSeconds: number;
+                        createdAt: string;
+                        startedAt?: string;
+                        endedAt?: string;
+                        stopRequestedAt?: string;
+                        lineCount: number;
+                    }[];
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description No valid token or session (under --auth token, or a call that is not local under --auth auto). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description The token may not do this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    getServicesByNameJobsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                 * @example web
+                 */
+                name: string;
+                /** @description a job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /**
+                         * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                         * @example web
+                         */
+                        service: string;
+                        kind: "run" | "release-command";
+                        release: number;
+                        /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                        command: string[];
+                        machine: string;
+                        state: "pending" | "starting" | "running" | "exited" | "stopped" | "timed-out" | "failed";
+                        exitCode?: number;
+                        error?: string;
+                        caller?: string;
+                        deployment?: string;
+                        timeoutSeconds: number;
+                        createdAt: string;
+                        startedAt?: string;
+                        endedAt?: string;
+                        stopRequestedAt?: string;
+                        lineCount: number;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description No valid token or session (under --auth token, or a call that is not local under --auth auto). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description The token may not do this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    deleteServicesByNameJobsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                 * @example web
+                 */
+                name: string;
+                /** @description a job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /**
+                         * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                         * @example web
+                         */
+                        service: string;
+                        kind: "run" | "release-command";
+                        release: number;
+                        /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                        command: string[];
+                        machine: string;
+                        state: "pending" | "starting" | "running" | "exited" | "stopped" | "timed-out" | "failed";
+                        exitCode?: number;
+                        error?: string;
+                        caller?: string;
+                        deployment?: string;
+                        timeoutSeconds: number;
+                        createdAt: string;
+                        startedAt?: string;
+                        endedAt?: string;
+                        stopRequestedAt?: string;
+                        lineCount: number;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description No valid token or session (under --auth token, or a call that is not local under --auth auto). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description The token may not do this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    getServicesByNameJobsByIdOutput: {
+        parameters: {
+            query: {
+                /** @description lines from the end of the kept output */
+                tail: number;
+                /** @description keep streaming new lines until the job ends */
+                follow: boolean;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                 * @example web
+                 */
+                name: string;
+                /** @description a job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The job's output. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description No valid token or session (under --auth token, or a call that is not local under --auth auto). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description The token may not do this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

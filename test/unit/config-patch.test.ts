@@ -35,3 +35,11 @@ t.test('the merged config keeps the limits of a declaration: 1,000 variables at 
   t.throws(() => applyConfigPatch(full, { env: { ONE_MORE: 'x' } }), { statusCode: 400, message: /after this patch the config would break a limit of a declaration: env must hold at most 1000 entries/ });
   t.equal(Object.keys(applyConfigPatch(full, { env: { ONE_MORE: 'x', V0: null } }).env).length, 1000);
 });
+
+t.test('a release command is set and removed whole; its timeout is at most 24h', async (t) => {
+  const withCommand = applyConfigPatch(base, { releaseCommand: ['sh', '-c', 'migrate'], releaseCommandTimeout: '15m' });
+  t.same(withCommand.releaseCommand, ['sh', '-c', 'migrate']);
+  t.equal(withCommand.releaseCommandTimeout, '15m');
+  t.same(applyConfigPatch(withCommand, { releaseCommand: null, releaseCommandTimeout: null }), base, 'null removes both');
+  t.throws(() => applyConfigPatch(base, { releaseCommandTimeout: '25h' }), { statusCode: 400, message: /releaseCommandTimeout must be at most 24h, got 25h/ });
+});
