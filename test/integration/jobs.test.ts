@@ -46,16 +46,8 @@ const cli = (...args: string[]) => runCli(orchestrator.url, args);
 const jobContainers = async () => engine.docker.listContainers({ all: true, filters: { label: ['platform.job'] } });
 
 async function declare(name: string, extra: Record<string, unknown> = {}): Promise<void> {
-  const created = await api('POST', '/services', {
-    name,
-    description: '',
-    containerRepository: `${registry.host}/${repository}`,
-    loadBalanced: true,
-    publicFacing: false,
-    numInstances: 1,
-    ports: [],
-    ...extra,
-  });
+  const declaration = { name, description: '', containerRepository: `${registry.host}/${repository}`, loadBalanced: true, publicFacing: false, numInstances: 1, ports: [] };
+  const created = await api('POST', '/services', { ...declaration, ...extra });
   if (created.status !== 201) throw new Error(JSON.stringify(created.body));
 }
 

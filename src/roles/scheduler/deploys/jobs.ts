@@ -5,8 +5,8 @@ import type { Job } from '../../../schemas/job.js';
 import { timeOrderedId } from '../../../store/ids.js';
 import { journalWrite } from '../../../store/records/journal.js';
 import { pruneJobs, readJob, requestJobStop } from '../../../store/records/jobs.js';
-import { jobRules, placeJob } from '../../../placement/job-placement.js';
-import { placedUnit, plannerMachine, serviceRules, type ClusterSnapshot, type ClusterWatch } from '../cluster-snapshot.js';
+import { jobRules } from '../../../placement/job-placement.js';
+import { placeJobIn, type ClusterSnapshot, type ClusterWatch } from '../cluster-snapshot.js';
 import type { PlanApplier } from './plan-applier.js';
 
 // The leader's side of jobs (docs/jobs.md): a job of a release is placed like one more unit (pure
@@ -50,13 +50,7 @@ export class JobLauncher {
     let reason = '';
     for (let attempt = 0; attempt < PLACEMENT_ATTEMPTS; attempt++) {
       const snapshot = this.cluster.snapshot();
-      const placed = placeJob({
-        machines: snapshot.machines.map((machine) => plannerMachine(machine, snapshot.drained, snapshot.announcedPorts)),
-        current: snapshot.assignments.map(placedUnit),
-        rules: snapshot.services.map(serviceRules),
-        job: rules,
-        required: request.machine ?? volumeMachine(snapshot, release),
-      });
+      const placed = placeJobIn(snapshot, rules, request.machine ?? volumeMachine(snapshot, release));
       if ('refusal' in placed) throw conflict(`job of ${release.service} cannot be placed: ${placed.refusal}`);
       const job = jobOf(id, request, placed.machine);
       const line = journalWrite({

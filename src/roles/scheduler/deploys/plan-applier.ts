@@ -5,12 +5,11 @@ import { notDrained } from '../../../store/records/machine-drains.js';
 import type { Assignment } from '../../../schemas/cluster.js';
 import { checkPlan } from '../../../placement/plan-check.js';
 import type { ServiceRules } from '../../../placement/planner.js';
-import { placeJob } from '../../../placement/job-placement.js';
 import { jobCreate } from '../../../store/records/jobs.js';
 import type { Job } from '../../../schemas/job.js';
 import { KeyedQueue } from '../../../keyed-queue.js';
 import { trace } from '../../../trace.js';
-import { placedUnit, plannerMachine, serviceRules, type ClusterWatch } from '../cluster-snapshot.js';
+import { placeJobIn, placedUnit, plannerMachine, serviceRules, type ClusterWatch } from '../cluster-snapshot.js';
 
 // The leader's one writer of unit placements, after Nomad's plan applier. Every rollout step
 // (a deploy, a reschedule that heals a lost machine, a drain) is a plan made from a snapshot; plans
@@ -68,14 +67,7 @@ export class PlanApplier {
    */
   applyJob(job: Job, rules: ServiceRules, alsoWrite: Operation[]): Promise<PlanResult> {
     return this.queue.run(PLACEMENTS, async () => {
-      const snapshot = this.cluster.snapshot();
-      const placed = placeJob({
-        machines: snapshot.machines.map((machine) => plannerMachine(machine, snapshot.drained, snapshot.announcedPorts)),
-        current: snapshot.assignments.map(placedUnit),
-        rules: snapshot.services.map(serviceRules),
-        job: rules,
-        required: job.machine,
-      });
+      const placed = placeJobIn(this.cluster.snapshot(), rules, job.machine);
       if ('refusal' in placed) return { applied: false, reason: placed.refusal };
       const create = jobCreate(job);
       const committed = await this.store.txn([create.compare, notDrained(job.machine)], [create.operation, ...alsoWrite]);
