@@ -52,6 +52,9 @@ const auditedRoutes: Record<string, AuditedRoute> = {
   'POST /hooks/deploy': { kind: 'deploy.requested', service: { body: 'serviceName' } },
   'POST /services/:name/rollback': { kind: 'rollback.requested', service: { param: 'name' } },
   'DELETE /services/:name/units': { kind: 'units.stop-requested', service: { param: 'name' } },
+  // The program only: a command's arguments may carry a secret (a database URL with its password).
+  'POST /services/:name/jobs': { kind: 'job.requested', service: { param: 'name' }, describe: (body) => `command ${Array.isArray(body.command) ? String(body.command[0]) : '?'}${body.release ? `, release ${String(body.release)}` : ''}${body.machine ? `, machine ${String(body.machine)}` : ''}` },
+  'DELETE /services/:name/jobs/:id': { kind: 'job.stop-requested', service: { param: 'name' } },
   'PUT /cluster/machines/:id/drain': { kind: 'machine.drain-started' },
   'DELETE /cluster/machines/:id/drain': { kind: 'machine.drain-stopped' },
   'POST /tokens': { kind: 'token.created', describe: tokenSpec },

@@ -15,6 +15,7 @@ import type { BackupEntry } from '../schemas/backup.js';
 import { StoreSchemaRecord } from '../schemas/store-schema.js';
 import { UnitOutput } from '../schemas/unit-output.js';
 import { RequestHold } from '../schemas/request-hold.js';
+import { Job, JobRun } from '../schemas/job.js';
 import { describeErrors } from './backup-file.js';
 
 // Which schema each key family's records follow, so `platform backup verify` can check a backup
@@ -51,6 +52,8 @@ const families: readonly RecordFamily[] = [
   // Records made before sign-outs named their token hold only the time.
   { name: 'ended sessions', key: keys.endedSessionPrefix, encoding: 'json or text', schema: Type.Union([EndedSessionRecord, isoTime]) },
   { name: 'quotas', key: keys.quotaPrefix, encoding: 'json', schema: Quota },
+  { name: 'jobs', key: keys.jobPrefix, encoding: 'json', schema: Job },
+  { name: 'job runs', key: keys.jobRunPrefix, encoding: 'json', schema: JobRun },
   { name: 'unit outputs', key: keys.unitOutputRoot, encoding: 'json', schema: UnitOutput },
   { name: 'request holds', key: keys.requestHoldRoot, encoding: 'json', schema: RequestHold },
   { name: 'registry logins', key: keys.registryCredentialPrefix, encoding: 'json', schema: withSecrets(RegistryLogin, ['password']) },

@@ -12,6 +12,7 @@ import { DurationError, parseDuration } from '../auth/duration.js';
 import type { Token, TokenRole } from '../schemas/token.js';
 import type { Placement, PortMapping, Volume } from '../schemas/service.js';
 import { addCertificateCommands } from './certificate-commands.js';
+import { addJobCommands } from './job-commands.js';
 import { platformVersion } from '../platform-version.js';
 import { STORE_SCHEMA_VERSION } from '../store/schema-version.js';
 
@@ -224,9 +225,12 @@ export function addClientCommands(program: Command): void {
     });
 
   followFlags(
-    program.command('rollback <name> <version>').description('Deploy an earlier release (v3, or 3) again, as a new release, and follow the deployment until it ends.'),
-  ).action(async (name: string, version: string, options: FollowFlags, command: Command) => {
-    await reportDeploy(command, await client(command).rollback(name, version), options);
+    program
+      .command('rollback <name> <version>')
+      .description('Deploy an earlier release (v3, or 3) again, as a new release, and follow the deployment until it ends.')
+      .option('--run-release-command', "run the release's releaseCommand again before its units replace the running ones (a rollback does not by default)"),
+  ).action(async (name: string, version: string, options: FollowFlags & { runReleaseCommand?: boolean }, command: Command) => {
+    await reportDeploy(command, await client(command).rollback(name, version, options.runReleaseCommand === true), options);
   });
 
   program.command('deployments [service]').description('List deployments, newest first.').action(async (service: string | undefined, _o, command: Command) => {
@@ -244,23 +248,32 @@ export function addClientCommands(program: Command): void {
     });
 
   program
-    .command('logs <service> <unit>')
-    .description("A unit's container output (unit: web-1.service, or just 1).")
+    .command('logs <service> [unit]')
+    .description("A unit's container output (unit: web-1.service, or just 1), or with --job a job's kept output.")
     .option('--tail <lines>', 'lines from the end', wholeNumber, 100)
     .option('-f, --follow', 'keep printing new output')
     .option('--previous', "the last output kept of the unit's newest failed container, after a line naming its deployment, release and how it ended")
-    .action(async (service: string, unit: string, options: { tail: number; follow?: boolean; previous?: boolean }, command: Command) => {
-      const name = /^\d+$/.test(unit) ? `${service}-${unit}.service` : unit;
-      const body = await client(command).logs(service, name, { tail: options.tail, follow: Boolean(options.follow), ...(options.previous ? { previous: true } : {}) });
+    .option('--job <id>', "a job's output (`platform jobs` lists them): its last lines as kept, at most 1000; with -f until it ends")
+    .action(async (service: string, unit: string | undefined, options: { tail: number; follow?: boolean; previous?: boolean; job?: string }, command: Command) => {
+      const follow = Boolean(options.follow);
+      let body;
+      if (options.job !== undefined) body = await client(command).jobOutput(service, options.job, { tail: Math.min(options.tail, 1000), follow });
+      else if (unit === undefined) throw new InvalidArgumentError('name a unit (web-1.service, or 1), or a job with --job ID.');
+      else {
+        const name = /^\d+$/.test(unit) ? `${service}-${unit}.service` : unit;
+        body = await client(command).logs(service, name, { tail: options.tail, follow, ...(options.previous ? { previous: true } : {}) });
+      }
       try {
         await pipeline(body, process.stdout, { end: false });
         // A followed log ends only when the server ends it: say so, or it reads like a quiet unit.
-        if (options.follow) process.stderr.write("platform: the followed log ended (the unit's container stopped, or the token that opened it was revoked or expired)\n");
+        if (options.follow && options.job === undefined) process.stderr.write("platform: the followed log ended (the unit's container stopped, or the token that opened it was revoked or expired)\n");
       } catch (error) {
         // A reader that stopped early (`| head`) is not an error.
         if ((error as NodeJS.ErrnoException).code !== 'EPIPE') throw error;
       }
     });
+
+  addJobCommands(program, client);
 
   program.command('units [service]').description('List units like fleetctl list-units.').action(async (service: string | undefined, _o, command: Command) => {
     const units = await client(command).units(service);

@@ -40,6 +40,8 @@ const optional = (reason: string | undefined) => (reason ? { reason } : {});
 function reasonOf(deployment: Deployment): string | undefined {
   if (deployment.reason) return deployment.reason;
   if (isFinished(deployment)) return undefined;
+  const command = deployment.releaseCommand;
+  if (deployment.state === 'pending' && command) return `release command ${command.state} on ${command.machine}${command.lines.length > 0 ? `: ${command.lines.at(-1)}` : ''}`;
   if (deployment.state === 'pending') return 'waiting for the scheduler';
   if (deployment.state === 'pulling') return 'placing units and pulling the image';
   const failing = deployment.units.find((unit) => unit.error);

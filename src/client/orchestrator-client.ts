@@ -7,6 +7,7 @@ import { requestLine } from '../schemas/route-key.js';
 import type { TokenCreate } from '../schemas/token.js';
 import type { DeliveryState, NotifyEndpointCreate } from '../schemas/notification.js';
 import type { CertificateAdd } from '../schemas/certificate.js';
+import type { JobRequest } from '../schemas/job.js';
 
 /** A typed client of the orchestrator API: each call names its route in the API table, which types it. */
 export class OrchestratorClient {
@@ -49,7 +50,8 @@ export class OrchestratorClient {
   patchNextConfig = (name: string, patch: ServiceConfigPatch) => this.call('PATCH /services/:name/config/next', { params: { name }, body: patch });
   deploy = (name: string, containerRepository?: string) =>
     this.call('POST /services/:name/deploy', { params: { name }, body: containerRepository ? { containerRepository } : {} });
-  rollback = (name: string, version: string) => this.call('POST /services/:name/rollback', { params: { name }, body: { version } });
+  rollback = (name: string, version: string, runReleaseCommand = false) =>
+    this.call('POST /services/:name/rollback', { params: { name }, body: { version, ...(runReleaseCommand ? { runReleaseCommand } : {}) } });
   deployments = (service?: string) => this.call('GET /deployments', { query: { service } });
   journal = (limit: number, service?: string) => this.call('GET /journal', { query: { limit, service } });
   units = (service?: string) => (service ? this.call('GET /services/:name/units', { params: { name: service } }) : this.call('GET /cluster/units'));
@@ -77,6 +79,16 @@ export class OrchestratorClient {
   serviceCertificate = (name: string) => this.call('GET /services/:name/certificate', { params: { name } });
   deployment = (id: string) => this.call('GET /deployments/:id', { params: { id } });
   release = (name: string, version: number) => this.call('GET /services/:name/config/history/:version', { params: { name, version: String(version) } });
+
+  startJob = (name: string, body: JobRequest) => this.call('POST /services/:name/jobs', { params: { name }, body });
+  jobs = (service?: string) => this.call('GET /jobs', { query: { service } });
+  job = (name: string, id: string) => this.call('GET /services/:name/jobs/:id', { params: { name, id } });
+  stopJob = (name: string, id: string) => this.call('DELETE /services/:name/jobs/:id', { params: { name, id } });
+
+  /** A job's kept output, as a text stream (`follow`: until the job ends). */
+  jobOutput(name: string, id: string, options: { tail: number; follow: boolean }): Promise<Readable> {
+    return this.stream(requestLine('GET /services/:name/jobs/:id/output', { name, id }, options).path);
+  }
 
   /** A unit's container output, as a text stream (`follow` keeps it open, however long the unit is quiet). */
   logs(service: string, unit: string, options: { tail: number; follow: boolean; previous?: boolean }): Promise<Readable> {

@@ -3,6 +3,7 @@ import { ErrorReply, NameParams, ServiceName, UnitName, errorResponses, textResp
 import { CreatedReply, OrchestratorServiceCreate, Service, ServiceConfig, ServiceConfigPatch, ServiceDeleteQuery } from './service.js';
 import { DeployReply, ManualDeployRequest, Release, VersionParams, getDeploymentSchema, journalSchema, listDeploymentsSchema, rollbackSchema } from './release.js';
 import { VersionsReply } from './component.js';
+import { JobOutputQuery, JobParams, getJobSchema, listJobsSchema, startJobSchema, stopJobSchema } from './job.js';
 import { ClusterUnit, Machine, MachineDrain, MachineDrainRequest, MachineParams } from './cluster.js';
 import { splitRouteKey, type RouteKey } from './route-key.js';
 import { bootstrapTokenSchema, createTokenSchema, listTokensSchema, revokeTokenSchema } from './token.js';
@@ -92,6 +93,18 @@ export const orchestratorApi = {
     response: { 200: ServiceMetrics, ...errorResponses, 502: ErrorReply },
   },
   'GET /services/:name/tags': serviceTagsSchema,
+  'POST /services/:name/jobs': { ...startJobSchema, ...deployOnName },
+  'GET /jobs': listJobsSchema,
+  'GET /services/:name/jobs/:id': getJobSchema,
+  'DELETE /services/:name/jobs/:id': { ...stopJobSchema, ...deployOnName },
+  'GET /services/:name/jobs/:id/output': {
+    description:
+      "A job's output as text: the last lines its agent keeps (at most 1000), stdout and stderr interleaved (`platform logs NAME --job ID`). " +
+      '`follow` streams new lines until the job ends; lines printed faster than they are kept are told as a count.',
+    params: JobParams,
+    querystring: JobOutputQuery,
+    response: { 200: textResponse('text/plain', "The job's output."), ...errorResponses },
+  },
   'GET /cluster/units': { summary: 'Every unit, on every machine', response: { 200: Type.Array(ClusterUnit), 503: ErrorReply } },
   'GET /cluster/versions': {
     description: 'The store schema version and every running role: its machine, address and platform version (`platform version`).',
@@ -165,6 +178,8 @@ const passedOn: ReadonlySet<OrchestratorRoute> = new Set<OrchestratorRoute>([
   'PATCH /services/:name/config/next',
   'POST /services/:name/deploy',
   'POST /services/:name/rollback',
+  'POST /services/:name/jobs',
+  'DELETE /services/:name/jobs/:id',
 ]);
 
 /** A route of the table as Fastify registers it: method, URL, schemas and, in its config, the access it needs and whether it is journaled here. */

@@ -4,6 +4,7 @@ import { UnitActiveState, UnitSubState } from './cluster.js';
 import { ImageReference } from './image.js';
 import { ServiceConfig } from './service.js';
 import { deploymentStates } from './states.js';
+import { jobStates } from './job.js';
 
 export const Release = Type.Object({
   service: Type.String(),
@@ -27,6 +28,8 @@ export const Release = Type.Object({
   deployment: Type.String(),
   /** Set when this release re-deploys an earlier one (rollback). */
   rollbackOf: Type.Optional(Type.Integer()),
+  /** A rollback asked to run the release command again (a rollback does not, unless asked). */
+  runReleaseCommand: Type.Optional(Type.Boolean()),
   createdAt: Type.String(),
 });
 export type Release = Static<typeof Release>;
@@ -42,6 +45,21 @@ export const UnitProgress = Type.Object({
   error: Type.Optional(Type.String()),
 });
 export type UnitProgress = Static<typeof UnitProgress>;
+
+/** A deployment's release command (docs/jobs.md): its job, how it runs, and its last lines. */
+export const ReleaseCommandProgress = Type.Object({
+  job: Type.String({ description: 'the job id: its whole kept output is `platform logs NAME --job ID`' }),
+  machine: Type.String(),
+  state: literalUnion(jobStates),
+  exitCode: Type.Optional(Type.Integer()),
+  /** The last lines of its output, at most RELEASE_COMMAND_LINES. */
+  lines: Type.Array(Type.String()),
+  lineCount: Type.Integer({ minimum: 0 }),
+});
+export type ReleaseCommandProgress = Static<typeof ReleaseCommandProgress>;
+
+/** Lines of a release command's output a deployment record keeps (the job keeps more). */
+export const RELEASE_COMMAND_LINES = 20;
 
 export const Deployment = Type.Object({
   id: Type.String(),
@@ -61,6 +79,7 @@ export const Deployment = Type.Object({
   attempts: Type.Optional(Type.Integer({ minimum: 1, description: 'how often healing tried this reschedule in its failure episode (absent: once)' })),
   /** When healing tries this failed reschedule again, unless something changes first (absent: it is not tried again). */
   retryAt: Type.Optional(Type.String({ description: 'when healing tries this failed reschedule again (absent: it is not retried)' })),
+  releaseCommand: Type.Optional(ReleaseCommandProgress),
 });
 export type Deployment = Static<typeof Deployment>;
 
@@ -103,7 +122,10 @@ export const ManualDeployRequest = Type.Object(
 export type ManualDeployRequest = Static<typeof ManualDeployRequest>;
 
 export const RollbackRequest = Type.Object(
-  { version: Type.Union([Type.Integer({ minimum: 1 }), Type.String({ pattern: '^v?[1-9][0-9]{0,8}$' })], { description: 'a release version: 3, "3" or "v3"' }) },
+  {
+    version: Type.Union([Type.Integer({ minimum: 1 }), Type.String({ pattern: '^v?[1-9][0-9]{0,8}$' })], { description: 'a release version: 3, "3" or "v3"' }),
+    runReleaseCommand: Type.Optional(Type.Boolean({ description: "true: run the release's releaseCommand before its units replace the running ones (a rollback does not by default)" })),
+  },
   { additionalProperties: false },
 );
 export type RollbackRequest = Static<typeof RollbackRequest>;

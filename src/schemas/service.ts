@@ -1,3 +1,4 @@
+import { Command, JobDuration } from './command.js';
 import { Type, type Static } from '@sinclair/typebox';
 import { ServiceName } from './common.js';
 import { ImageReference } from './image.js';
@@ -144,6 +145,8 @@ export const ServiceConfig = Type.Object(
     placement: Type.Optional(Placement),
     volumes: Type.Optional(Volumes),
     volumeMove: Type.Optional(VolumeMove),
+    releaseCommand: Type.Optional(Command),
+    releaseCommandTimeout: Type.Optional(JobDuration),
   },
   { additionalProperties: false },
 );
@@ -163,7 +166,10 @@ export const rolloutDefaults = {
 /** Fields of the config that shape units and their placement rather than the rollout. */
 type UnitShapeFields = 'numInstances' | 'ports' | 'env' | 'healthCheck' | 'resources' | 'placement' | 'volumes' | 'volumeMove';
 
-export type RolloutSettings = Required<Omit<ServiceConfig, UnitShapeFields | 'rollout'>> &
+/** Fields of the config about the release command a deploy runs first (docs/jobs.md). */
+type ReleaseCommandFields = 'releaseCommand' | 'releaseCommandTimeout';
+
+export type RolloutSettings = Required<Omit<ServiceConfig, UnitShapeFields | ReleaseCommandFields | 'rollout'>> &
   Pick<ServiceConfig, 'healthCheck'> & { strategy: RolloutStrategy; handoverTimeoutSeconds: number };
 
 export const rolloutSettings = (config: ServiceConfig): RolloutSettings => ({
@@ -204,6 +210,8 @@ export const ServiceConfigPatch = Type.Object(
     placement: Type.Optional(Type.Union([Placement, Type.Null()])),
     volumes: Type.Optional(Type.Union([Volumes, Type.Null()])),
     volumeMove: Type.Optional(Type.Union([VolumeMove, Type.Null()])),
+    releaseCommand: Type.Optional(Type.Union([Command, Type.Null()])),
+    releaseCommandTimeout: Type.Optional(Type.Union([JobDuration, Type.Null()])),
   },
   { additionalProperties: false, minProperties: 1 },
 );

@@ -80,6 +80,16 @@ export const unitOutputKey = (service: string, instance: number): string => `${u
 export const requestHoldRoot = `${ROOT}request-holds/`;
 export const requestHoldKey = (service: string): string => `${requestHoldRoot}${service}`;
 
+/**
+ * Jobs (docs/jobs.md): the job the leading scheduler placed on a machine (intent, by job id), and
+ * what that machine's agent observed of its run (state, exit, the last lines of its output), kept
+ * after its container is removed. Written only through src/store/records/jobs.ts.
+ */
+export const jobPrefix = `${ROOT}jobs/`;
+export const jobKey = (id: string): string => `${jobPrefix}${id}`;
+export const jobRunPrefix = `${ROOT}job-runs/`;
+export const jobRunKey = (id: string): string => `${jobRunPrefix}${id}`;
+
 /** Scheduler leadership: held by the leading scheduler under its lease; its create revision fences every write. */
 export const schedulerLeaderKey = `${ROOT}scheduler/leader`;
 

@@ -25,6 +25,12 @@ export const recordFamilies = [
   { family: 'unit statuses', keys: ['/platform/unit-status/<machine>/<unit>@<spec>'], builders: ['unitStatusKey'], owners: ['src/store/records/unit-statuses.ts'] },
   { family: 'request holds', keys: ['/platform/request-holds/<service>'], builders: ['requestHoldKey'], owners: ['src/store/records/request-holds.ts'] },
   { family: 'unit outputs', keys: ['/platform/unit-output/<service>/<instance>'], builders: ['unitOutputKey'], owners: ['src/store/records/unit-outputs.ts'] },
+  {
+    family: 'jobs',
+    keys: ['/platform/jobs/<id>', '/platform/job-runs/<id>'],
+    builders: ['jobKey', 'jobRunKey'],
+    owners: ['src/store/records/jobs.ts'],
+  },
   { family: 'scheduler leadership', keys: ['/platform/scheduler/leader'], builders: ['schedulerLeaderKey'], owners: ['src/roles/scheduler/leadership.ts'] },
   {
     family: 'scheduler hand-offs',

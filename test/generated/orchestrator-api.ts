@@ -334,7 +334,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/services/{name}/tags": {
+    "/services/{name}/jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a command once in a container of the service's release (its image, env and volumes; no port, no…
+         * @description Run a command once in a container of the service's release (its image, env and volumes; no port, no route) on a machine the planner picks, or `machine`. Answers at once with the job; follow its output with `GET /services/:name/jobs/:id/output?follow=true`.
+         */
+        post: operations["postServicesByNameJobs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/jobs": {
         parameters: {
             query?: never;
             header?: never;
@@ -342,10 +362,51 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The tags of the service's repository, as its registry lists them, newest version first (the schedul…
-         * @description The tags of the service's repository, as its registry lists them, newest version first (the scheduler asks, with the registry's stored login: no credential reaches the caller). 400 when the registry is not allowed or refuses the login, 502 when it fails.
+         * Jobs, newest first (the newest 50 finished ones of each service are kept)
+         * @description Jobs, newest first (the newest 50 finished ones of each service are kept).
          */
-        get: operations["getServicesByNameTags"];
+        get: operations["getJobs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/services/{name}/jobs/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One job */
+        get: operations["getServicesByNameJobsById"];
+        put?: never;
+        post?: never;
+        /**
+         * Stop a job
+         * @description Stop a job: its agent stops the container (SIGTERM, then SIGKILL after 10 s) and records it `stopped`.
+         */
+        delete: operations["deleteServicesByNameJobsById"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/services/{name}/jobs/{id}/output": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A job's output as text
+         * @description A job's output as text: the last lines its agent keeps (at most 1000), stdout and stderr interleaved (`platform logs NAME --job ID`). `follow` streams new lines until the job ends; lines printed faster than they are kept are told as a count.
+         */
+        get: operations["getServicesByNameJobsByIdOutput"];
         put?: never;
         post?: never;
         delete?: never;
@@ -366,26 +427,6 @@ export interface paths {
          * @description A unit's container output as text, from the agent of its machine; `follow` streams. `previous`: the last output kept of the unit's newest failed container (`platform logs NAME N --previous`), after a line naming its deployment, release and how it ended; 404 when none is kept.
          */
         get: operations["getServicesByNameUnitsByUnitLogs"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/services/{name}/metrics": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * The service's last hour for the dashboard's graphs, one point per --metrics-interval
-         * @description The service's last hour for the dashboard's graphs, one point per --metrics-interval: requests per second, 5xx answers per second and the 95th percentile of the time to answer, summed over every gateway (both data planes), and each unit's CPU (cores) and memory (bytes) as its machine's engine reports them. Gateways and agents that do not answer are named in `unreachable` (their share is missing); 502 when none answers. See docs/dashboard.md "Graphs".
-         */
-        get: operations["getServicesByNameMetrics"];
         put?: never;
         post?: never;
         delete?: never;
@@ -770,16 +811,6 @@ export interface components {
                     /** @description an absolute URL path such as /healthz */
                     path: string;
                 };
-                /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
-                rollout?: {
-                    /**
-                     * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
-                     * @enum {string}
-                     */
-                    strategy?: "rolling" | "handover";
-                    /** @description an integer number of seconds from 1 to 600 */
-                    handoverTimeout?: number;
-                };
                 /** @description memoryMB and/or cpus */
                 resources?: {
                     /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
@@ -804,6 +835,10 @@ export interface components {
                  * @enum {string}
                  */
                 volumeMove?: "never" | "allowed";
+                /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                releaseCommand?: string[];
+                /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                releaseCommandTimeout?: string;
             };
             /** Format: date-time */
             createdAt: string;
@@ -1319,16 +1354,6 @@ export interface operations {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
                             };
-                            /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
-                            rollout?: {
-                                /**
-                                 * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
-                                 * @enum {string}
-                                 */
-                                strategy?: "rolling" | "handover";
-                                /** @description an integer number of seconds from 1 to 600 */
-                                handoverTimeout?: number;
-                            };
                             /** @description memoryMB and/or cpus */
                             resources?: {
                                 /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
@@ -1353,6 +1378,10 @@ export interface operations {
                              * @enum {string}
                              */
                             volumeMove?: "never" | "allowed";
+                            /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                            releaseCommand?: string[];
+                            /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                            releaseCommandTimeout?: string;
                         };
                         /** Format: date-time */
                         createdAt: string;
@@ -1622,16 +1651,6 @@ export interface operations {
                             /** @description an absolute URL path such as /healthz */
                             path: string;
                         };
-                        /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
-                        rollout?: {
-                            /**
-                             * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
-                             * @enum {string}
-                             */
-                            strategy?: "rolling" | "handover";
-                            /** @description an integer number of seconds from 1 to 600 */
-                            handoverTimeout?: number;
-                        };
                         /** @description memoryMB and/or cpus */
                         resources?: {
                             /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
@@ -1656,6 +1675,10 @@ export interface operations {
                          * @enum {string}
                          */
                         volumeMove?: "never" | "allowed";
+                        /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                        releaseCommand?: string[];
+                        /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                        releaseCommandTimeout?: string;
                     };
                 };
             };
@@ -1796,16 +1819,6 @@ export interface operations {
                         /** @description an absolute URL path such as /healthz */
                         path: string;
                     } | null;
-                    /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
-                    rollout?: {
-                        /**
-                         * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
-                         * @enum {string}
-                         */
-                        strategy?: "rolling" | "handover";
-                        /** @description an integer number of seconds from 1 to 600 */
-                        handoverTimeout?: number;
-                    } | null;
                     /** @description memoryMB and/or cpus */
                     resources?: {
                         /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
@@ -1830,6 +1843,10 @@ export interface operations {
                      * @enum {string|null}
                      */
                     volumeMove?: "never" | "allowed" | null;
+                    /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                    releaseCommand?: string[] | null;
+                    /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                    releaseCommandTimeout?: string | null;
                 };
             };
         };
@@ -1869,16 +1886,6 @@ export interface operations {
                             /** @description an absolute URL path such as /healthz */
                             path: string;
                         };
-                        /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
-                        rollout?: {
-                            /**
-                             * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
-                             * @enum {string}
-                             */
-                            strategy?: "rolling" | "handover";
-                            /** @description an integer number of seconds from 1 to 600 */
-                            handoverTimeout?: number;
-                        };
                         /** @description memoryMB and/or cpus */
                         resources?: {
                             /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
@@ -1903,6 +1910,10 @@ export interface operations {
                          * @enum {string}
                          */
                         volumeMove?: "never" | "allowed";
+                        /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                        releaseCommand?: string[];
+                        /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                        releaseCommandTimeout?: string;
                     };
                 };
             };
@@ -2094,16 +2105,6 @@ export interface operations {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
                             };
-                            /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
-                            rollout?: {
-                                /**
-                                 * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
-                                 * @enum {string}
-                                 */
-                                strategy?: "rolling" | "handover";
-                                /** @description an integer number of seconds from 1 to 600 */
-                                handoverTimeout?: number;
-                            };
                             /** @description memoryMB and/or cpus */
                             resources?: {
                                 /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
@@ -2128,12 +2129,17 @@ export interface operations {
                              * @enum {string}
                              */
                             volumeMove?: "never" | "allowed";
+                            /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                            releaseCommand?: string[];
+                            /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                            releaseCommandTimeout?: string;
                         };
                         pushedAt: number;
                         triggeredAt?: number;
                         serviceUuid?: string;
                         deployment: string;
                         rollbackOf?: number;
+                        runReleaseCommand?: boolean;
                         createdAt: string;
                     };
                 };
@@ -2287,16 +2293,6 @@ export interface operations {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
                             };
-                            /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
-                            rollout?: {
-                                /**
-                                 * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
-                                 * @enum {string}
-                                 */
-                                strategy?: "rolling" | "handover";
-                                /** @description an integer number of seconds from 1 to 600 */
-                                handoverTimeout?: number;
-                            };
                             /** @description memoryMB and/or cpus */
                             resources?: {
                                 /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
@@ -2321,12 +2317,17 @@ export interface operations {
                              * @enum {string}
                              */
                             volumeMove?: "never" | "allowed";
+                            /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                            releaseCommand?: string[];
+                            /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                            releaseCommandTimeout?: string;
                         };
                         pushedAt: number;
                         triggeredAt?: number;
                         serviceUuid?: string;
                         deployment: string;
                         rollbackOf?: number;
+                        runReleaseCommand?: boolean;
                         createdAt: string;
                     }[];
                 };
@@ -2482,16 +2483,6 @@ export interface operations {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
                             };
-                            /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
-                            rollout?: {
-                                /**
-                                 * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
-                                 * @enum {string}
-                                 */
-                                strategy?: "rolling" | "handover";
-                                /** @description an integer number of seconds from 1 to 600 */
-                                handoverTimeout?: number;
-                            };
                             /** @description memoryMB and/or cpus */
                             resources?: {
                                 /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
@@ -2516,12 +2507,17 @@ export interface operations {
                              * @enum {string}
                              */
                             volumeMove?: "never" | "allowed";
+                            /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                            releaseCommand?: string[];
+                            /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                            releaseCommandTimeout?: string;
                         };
                         pushedAt: number;
                         triggeredAt?: number;
                         serviceUuid?: string;
                         deployment: string;
                         rollbackOf?: number;
+                        runReleaseCommand?: boolean;
                         createdAt: string;
                     };
                 };
@@ -3106,8 +3102,6 @@ export interface operations {
                             version: string;
                             /** Format: date-time */
                             startedAt: string;
-                            /** @description gateways: whether it orders certificates from ACME (--acme-email) */
-                            acme?: boolean;
                         }[];
                     };
                 };
@@ -3435,6 +3429,15 @@ export interface operations {
                         attempts?: number;
                         /** @description when healing tries this failed reschedule again (absent: it is not retried) */
                         retryAt?: string;
+                        releaseCommand?: {
+                            /** @description the job id: its whole kept output is `platform logs NAME --job ID` */
+                            job: string;
+                            machine: string;
+                            state: "pending" | "starting" | "running" | "exited" | "stopped" | "timed-out" | "failed";
+                            exitCode?: number;
+                            lines: string[];
+                            lineCount: number;
+                        };
                     }[];
                 };
             };
@@ -3574,6 +3577,15 @@ export interface operations {
                         attempts?: number;
                         /** @description when healing tries this failed reschedule again (absent: it is not retried) */
                         retryAt?: string;
+                        releaseCommand?: {
+                            /** @description the job id: its whole kept output is `platform logs NAME --job ID` */
+                            job: string;
+                            machine: string;
+                            state: "pending" | "starting" | "running" | "exited" | "stopped" | "timed-out" | "failed";
+                            exitCode?: number;
+                            lines: string[];
+                            lineCount: number;
+                        };
                     };
                 };
             };
@@ -3823,6 +3835,8 @@ export interface operations {
                 "application/json": {
                     /** @description a release version: 3, "3" or "v3" */
                     version: number | string;
+                    /** @description true: run the release's releaseCommand before its units replace the running ones (a rollback does not by default) */
+                    runReleaseCommand?: boolean;
                 };
             };
         };
@@ -3966,7 +3980,7 @@ export interface operations {
             };
         };
     };
-    getServicesByNameTags: {
+    postServicesByNameJobs: {
         parameters: {
             query?: never;
             header?: never;
@@ -3979,6 +3993,185 @@ export interface operations {
             };
             cookie?: never;
         };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                    command: string[];
+                    /** @description a release version: v3 or 3 (default: the release the service runs) */
+                    release?: string;
+                    /** @description 1-128 letters, digits, "_", "." or "-" */
+                    machine?: string;
+                    /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                    timeout?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /**
+                         * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                         * @example web
+                         */
+                        service: string;
+                        kind: "run" | "release-command";
+                        release: number;
+                        /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                        command: string[];
+                        machine: string;
+                        state: "pending" | "starting" | "running" | "exited" | "stopped" | "timed-out" | "failed";
+                        exitCode?: number;
+                        error?: string;
+                        caller?: string;
+                        deployment?: string;
+                        timeoutSeconds: number;
+                        createdAt: string;
+                        startedAt?: string;
+                        endedAt?: string;
+                        stopRequestedAt?: string;
+                        lineCount: number;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description No valid token or session (under --auth token, or a call that is not local under --auth auto). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description The token may not do this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    getJobs: {
+        parameters: {
+            query?: {
+                /**
+                 * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                 * @example web
+                 */
+                service?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
         requestBody?: never;
         responses: {
             /** @description Default Response */
@@ -3988,9 +4181,437 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        repository: string;
-                        tags: string[];
+                        id: string;
+                        /**
+                         * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                         * @example web
+                         */
+                        service: string;
+                        kind: "run" | "release-command";
+                        release: number;
+                        /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                        command: string[];
+                        machine: string;
+                        state: "pending" | "starting" | "running" | "exited" | "stopped" | "timed-out" | "failed";
+                        exitCode?: number;
+                        error?: string;
+                        caller?: string;
+                        deployment?: string;
+                        timeoutSeconds: number;
+                        createdAt: string;
+                        startedAt?: string;
+                        endedAt?: string;
+                        stopRequestedAt?: string;
+                        lineCount: number;
+                    }[];
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
                     };
+                };
+            };
+            /** @description No valid token or session (under --auth token, or a call that is not local under --auth auto). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description The token may not do this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    getServicesByNameJobsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                 * @example web
+                 */
+                name: string;
+                /** @description a job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /**
+                         * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                         * @example web
+                         */
+                        service: string;
+                        kind: "run" | "release-command";
+                        release: number;
+                        /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                        command: string[];
+                        machine: string;
+                        state: "pending" | "starting" | "running" | "exited" | "stopped" | "timed-out" | "failed";
+                        exitCode?: number;
+                        error?: string;
+                        caller?: string;
+                        deployment?: string;
+                        timeoutSeconds: number;
+                        createdAt: string;
+                        startedAt?: string;
+                        endedAt?: string;
+                        stopRequestedAt?: string;
+                        lineCount: number;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description No valid token or session (under --auth token, or a call that is not local under --auth auto). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description The token may not do this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    deleteServicesByNameJobsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                 * @example web
+                 */
+                name: string;
+                /** @description a job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /**
+                         * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                         * @example web
+                         */
+                        service: string;
+                        kind: "run" | "release-command";
+                        release: number;
+                        /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                        command: string[];
+                        machine: string;
+                        state: "pending" | "starting" | "running" | "exited" | "stopped" | "timed-out" | "failed";
+                        exitCode?: number;
+                        error?: string;
+                        caller?: string;
+                        deployment?: string;
+                        timeoutSeconds: number;
+                        createdAt: string;
+                        startedAt?: string;
+                        endedAt?: string;
+                        stopRequestedAt?: string;
+                        lineCount: number;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description No valid token or session (under --auth token, or a call that is not local under --auth auto). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description The token may not do this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    getServicesByNameJobsByIdOutput: {
+        parameters: {
+            query: {
+                /** @description lines from the end of the kept output */
+                tail: number;
+                /** @description keep streaming new lines until the job ends */
+                follow: boolean;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                 * @example web
+                 */
+                name: string;
+                /** @description a job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The job's output. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
                 };
             };
             /** @description Every error: the HTTP status, its name, and what went wrong. */
@@ -4187,144 +4808,6 @@ export interface operations {
             };
             /** @description Every error: the HTTP status, its name, and what went wrong. */
             429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        statusCode: number;
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
-            /** @description Every error: the HTTP status, its name, and what went wrong. */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        statusCode: number;
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
-            /** @description Every error: the HTTP status, its name, and what went wrong. */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        statusCode: number;
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
-        };
-    };
-    getServicesByNameMetrics: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /**
-                 * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
-                 * @example web
-                 */
-                name: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Default Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        service: string;
-                        intervalSeconds: number;
-                        traffic: {
-                            /** @description start of the interval, Unix milliseconds (a multiple of the interval) */
-                            at: number;
-                            requestsPerSecond: number;
-                            errorsPerSecond: number;
-                            p95Seconds: number | null;
-                        }[];
-                        units: {
-                            unit: string;
-                            machine: string;
-                            samples: {
-                                /** @description start of the interval, Unix milliseconds (a multiple of the interval) */
-                                at: number;
-                                cpu: number | null;
-                                memoryBytes: number;
-                            }[];
-                        }[];
-                        unreachable: string[];
-                    };
-                };
-            };
-            /** @description Every error: the HTTP status, its name, and what went wrong. */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        statusCode: number;
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
-            /** @description No valid token or session (under --auth token, or a call that is not local under --auth auto). */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        statusCode: number;
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
-            /** @description The token may not do this. */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        statusCode: number;
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
-            /** @description Every error: the HTTP status, its name, and what went wrong. */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        statusCode: number;
-                        error: string;
-                        message: string;
-                    };
-                };
-            };
-            /** @description Every error: the HTTP status, its name, and what went wrong. */
-            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6470,10 +6953,6 @@ export interface operations {
                         publicFacing: boolean;
                         certificate?: components["schemas"]["Certificate"];
                         acme?: components["schemas"]["AcmeStatus"];
-                        /** @description where the service is reached through the gateways: https://<service>.<domain>/ when its host has a certificate, http:// when not; http://<service>.<internal domain>/ when it is not public-facing; absent when it is not load balanced (no gateway routes it) */
-                        url?: string;
-                        /** @description without a certificate: why none will come unless an operator adds one (a domain no public DNS answers for, no gateway ordering from ACME, single-machine mode) */
-                        noCertificateExpected?: string;
                     };
                 };
             };

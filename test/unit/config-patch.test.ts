@@ -43,3 +43,11 @@ t.test('rollout.strategy handover with its timeout is set as a whole; a bad stra
   t.throws(() => applyConfigPatch(base, { rollout: { strategy: 'recreate' as 'handover' } }), /rollout\/strategy|rollout\.strategy/);
   t.throws(() => applyConfigPatch(base, { rollout: { handoverTimeout: 0 } }), /handoverTimeout/);
 });
+
+t.test('a release command is set and removed whole; its timeout is at most 24h', async (t) => {
+  const withCommand = applyConfigPatch(base, { releaseCommand: ['sh', '-c', 'migrate'], releaseCommandTimeout: '15m' });
+  t.same(withCommand.releaseCommand, ['sh', '-c', 'migrate']);
+  t.equal(withCommand.releaseCommandTimeout, '15m');
+  t.same(applyConfigPatch(withCommand, { releaseCommand: null, releaseCommandTimeout: null }), base, 'null removes both');
+  t.throws(() => applyConfigPatch(base, { releaseCommandTimeout: '25h' }), { statusCode: 400, message: /releaseCommandTimeout must be at most 24h, got 25h/ });
+});

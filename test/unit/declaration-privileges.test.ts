@@ -72,6 +72,7 @@ const acceptedBodies: Record<string, Record<string, unknown>> = {
   'PATCH /services/:name/config/next': { numInstances: 2 },
   'POST /services/:name/deploy': {},
   'POST /services/:name/rollback': { version: 1 },
+  'POST /services/:name/jobs': { command: ['sh', '-c', 'true'] },
   'PUT /cluster/machines/:id/drain': {},
   'POST /tokens': { name: 'ci', role: 'read' },
   'POST /session': { token: 'plt_x' },

@@ -26,6 +26,8 @@ const deployment = (change: Partial<Deployment> = {}): Deployment => ({
 t.test('progress counts running units of wanted and says what a waiting unit is doing', async (t) => {
   t.same(progressOf(deployment(), 3), { state: 'rolling', release: 3, ready: 1, wanted: 3, reason: 'web-2.service on m1: exited with code 1' });
   t.same(progressOf(deployment({ state: 'pending', units: [] }), 2).reason, 'waiting for the scheduler');
+  const migrating = { job: 'd1-release', machine: 'm1', state: 'running' as const, lines: ['step 1', 'step 2'], lineCount: 2 };
+  t.same(progressOf(deployment({ state: 'pending', units: [], releaseCommand: migrating }), 2).reason, 'release command running on m1: step 2', "a release command's newest line while it runs");
   t.same(progressOf(deployment({ state: 'failed', reason: 'web-2.service crashed' }), 2).reason, 'web-2.service crashed');
   t.same(progressOf(deployment({ state: 'succeeded', units: [] }), 2), { state: 'succeeded', release: 3, ready: 2, wanted: 2 }, 'success means every unit is ready');
 });

@@ -24,6 +24,7 @@ import { registerAgentRoutes } from './routes.js';
 import { UnitStatusReporter, type UnitFailure } from './status-reporter.js';
 import { keepFailedOutput } from './failed-output.js';
 import { UnitReconciler, observedStatus } from './unit-reconciler.js';
+import { JobRunner } from './job-runner.js';
 
 // The agent makes its machine run what the scheduler assigned to it, like fleet's agent or a
 // kubelet: on every trigger (assignment watch, Docker event, periodic resync) it recomputes from
@@ -107,6 +108,8 @@ class MachineAgent implements Agent {
   private readonly units: UnitReconciler;
   private readonly assignmentCheck: AssignmentCheck;
   private readonly engine: EngineCheck;
+  /** The jobs placed on this machine (job-runner.ts): apart from its units, on their own watch. */
+  private readonly jobs: JobRunner;
   private assignmentWatch: Watch | undefined;
   private dockerEvents: DockerEventWatch | undefined;
   private resyncTimer: NodeJS.Timeout | undefined;
@@ -154,6 +157,17 @@ class MachineAgent implements Agent {
       keepFailedOutput: (assignment, containerId, exit) => keepFailedOutput(this.docker, options.store, options.machineId, assignment, containerId, exit),
       log: options.log,
     });
+    this.jobs = new JobRunner({
+      store: options.store,
+      docker: this.docker,
+      machineId: options.machineId,
+      network: options.network ?? 'bridge',
+      hostNetworkUser: options.hostNetworkUser ?? defaultHostNetworkUser,
+      unitLogs: options.unitLogs ?? defaultUnitLogs,
+      ...(options.defaultMemoryMB ? { defaultMemoryMB: options.defaultMemoryMB } : {}),
+      credentials: (registry) => credentialFor(options.store, registry),
+      log: options.log,
+    });
     this.assignmentCheck = new AssignmentCheck(options.log, () => this.platformPorts());
     this.passes = new WorkQueue({
       run: () => this.reconcileOnce(),
@@ -175,6 +189,7 @@ class MachineAgent implements Agent {
     this.dockerEvents = watchContainerEvents(this.docker, this.machineId, trigger, this.options.log);
     this.resyncTimer = setInterval(trigger, this.options.resyncIntervalMs ?? 5_000);
     await this.reconcile();
+    await this.jobs.start();
   }
 
   /** Resolves once a pass that started after this call has ended. */
@@ -199,6 +214,7 @@ class MachineAgent implements Agent {
     clearInterval(this.resyncTimer);
     this.dockerEvents?.close();
     await this.assignmentWatch?.close();
+    await this.jobs.close();
     await this.components?.close();
     await this.passes.close();
     await this.units.settled();

@@ -90,8 +90,8 @@ export const unitCapabilities: readonly string[] = ['CHOWN', 'DAC_OVERRIDE', 'FO
  */
 export const UNIT_PIDS_LIMIT = 1024;
 
-/** What confines every unit, whatever its assignment says (PID namespace: its own, Docker's default). */
-const unitConfinement = (): HostConfig => ({
+/** What confines every unit (and job), whatever its assignment says (PID namespace: its own, Docker's default). */
+export const unitConfinement = (): HostConfig => ({
   Privileged: false,
   SecurityOpt: ['no-new-privileges'],
   CapDrop: ['ALL'],
@@ -107,7 +107,7 @@ const MIB = 1024 * 1024;
  * beyond the limit, so a unit that outgrows it is killed for memory (and reported so) rather than
  * slowing the machine down by swapping.
  */
-export function unitLimits(assignment: Assignment, defaultMemoryMB?: number): HostConfig {
+export function unitLimits(assignment: Pick<Assignment, 'resources'>, defaultMemoryMB?: number): HostConfig {
   const { memoryMB = defaultMemoryMB, cpus } = assignment.resources ?? {};
   return {
     ...(memoryMB ? { Memory: memoryMB * MIB, MemorySwap: memoryMB * MIB } : {}),

@@ -12,6 +12,8 @@ import { labels } from './container-spec.js';
 // service and instance, so one made (or relabelled) for anyone else is refused, never shared.
 
 type UnitOfService = Pick<Assignment, 'service' | 'instance'>;
+/** A unit's volumes, or a job's (which mounts its service's instance 1's). */
+type VolumesOfUnit = Pick<Assignment, 'service' | 'instance' | 'volumes'>;
 
 /** `<service>.<instance>.<name>`: the unit's volume, kept across its containers (and releases). */
 export const unitVolumeName = (unit: UnitOfService, name: string): string => `${unit.service}.${unit.instance}.${name}`;
@@ -53,7 +55,7 @@ async function labelsOf(docker: Docker, name: string): Promise<Record<string, st
  * unit's name that is labelled for another service or instance (or not labelled at all) is
  * refused with UnitRefusal; one under the old name is adopted only when labelled for this unit.
  */
-async function unitVolumeSources(docker: Docker, assignment: Assignment): Promise<Map<string, string>> {
+async function unitVolumeSources(docker: Docker, assignment: VolumesOfUnit): Promise<Map<string, string>> {
   const sources = new Map<string, string>();
   for (const { name } of assignment.volumes ?? []) {
     const current = unitVolumeName(assignment, name);
@@ -69,7 +71,7 @@ async function unitVolumeSources(docker: Docker, assignment: Assignment): Promis
 }
 
 /** The unit's named volumes as mounts; Docker creates a missing one at the first mount, with the unit's labels. */
-export async function unitMounts(docker: Docker, assignment: Assignment, machineId: string): Promise<MountSettings[]> {
+export async function unitMounts(docker: Docker, assignment: VolumesOfUnit, machineId: string): Promise<MountSettings[]> {
   const sources = await unitVolumeSources(docker, assignment);
   return (assignment.volumes ?? []).map((volume) => ({
     Type: 'volume',

@@ -1,5 +1,6 @@
 import { badRequest, describeValidation } from '../../http/errors.js';
 import { buildAjv } from '../../http/server.js';
+import { jobDurationSeconds } from '../../schemas/command.js';
 import { ServiceConfig, defaultConfig, rolloutDefaults, type ServiceConfigPatch } from '../../schemas/service.js';
 
 // A patch is valid on its own, yet merges add up: six patches of 1,000 variables each once built a
@@ -7,7 +8,7 @@ import { ServiceConfig, defaultConfig, rolloutDefaults, type ServiceConfigPatch 
 const validConfig = buildAjv(false).compile(ServiceConfig);
 
 /** Keys a patch sets whole or, with null, removes (the default applies). */
-const replacedKeys = ['maxSurge', 'maxUnavailable', 'minReadySeconds', 'progressDeadlineSeconds', 'autoRevert', 'stopGraceSeconds', 'healthCheck', 'rollout', 'resources', 'placement', 'volumes', 'volumeMove'] as const;
+const replacedKeys = ['maxSurge', 'maxUnavailable', 'minReadySeconds', 'progressDeadlineSeconds', 'autoRevert', 'stopGraceSeconds', 'healthCheck', 'rollout', 'resources', 'placement', 'volumes', 'volumeMove', 'releaseCommand', 'releaseCommandTimeout'] as const;
 
 /** RFC 7396 merge patch of a service's next config: `env` merges key by key, `null` removes or resets. */
 export function applyConfigPatch(config: ServiceConfig, patch: ServiceConfigPatch): ServiceConfig {
@@ -38,6 +39,9 @@ export function applyConfigPatch(config: ServiceConfig, patch: ServiceConfigPatc
 export function assertConsistent(config: ServiceConfig): void {
   if ((config.maxSurge ?? rolloutDefaults.maxSurge) === 0 && (config.maxUnavailable ?? rolloutDefaults.maxUnavailable) === 0) {
     throw badRequest('maxSurge and maxUnavailable cannot both be 0: a rollout could never replace a unit');
+  }
+  if (config.releaseCommandTimeout !== undefined && jobDurationSeconds(config.releaseCommandTimeout) === undefined) {
+    throw badRequest(`releaseCommandTimeout must be at most 24h, got ${config.releaseCommandTimeout}`);
   }
   const volumes = config.volumes ?? [];
   for (const field of ['name', 'path'] as const) {

@@ -13,6 +13,8 @@ import { previousOutputText } from './previous-output.js';
 import { passedOnAuthorization } from '../../auth/caller.js';
 import { MAX_LOG_TAILS, StreamLimit } from '../../http/stream-limit.js';
 import { followedWhileCredentialsLast } from '../../auth/credential-lifetime.js';
+import type { JobView } from '../../schemas/job.js';
+import { jobOutput } from './job-output.js';
 
 // The orchestrator's view of deployments, the journal, rollbacks, a service's tags and unit logs: forwarded to the
 // scheduler, or to the agent of the machine a unit runs on.
@@ -43,7 +45,38 @@ export function schedulerViewRoutes(server: RoleServer, store: Store, scheduler:
     handler: async (request) => (await scheduler.actingFor(request).call<ServiceTags>('GET', `/services/${request.params.name}/tags`)).body,
   });
 
+  server.route({
+    ...apiRoute('POST /services/:name/jobs'),
+    handler: async (request, reply) => reply.status(201).send((await scheduler.actingFor(request).call<JobView>('POST', `/services/${request.params.name}/jobs`, request.body)).body),
+  });
+
+  server.route({
+    ...apiRoute('GET /jobs'),
+    handler: async (request) => (await scheduler.actingFor(request).call<JobView[]>('GET', `/jobs${queryString(request.query)}`)).body,
+  });
+
+  server.route({
+    ...apiRoute('GET /services/:name/jobs/:id'),
+    handler: async (request) => (await scheduler.actingFor(request).call<JobView>('GET', `/services/${request.params.name}/jobs/${request.params.id}`)).body,
+  });
+
+  server.route({
+    ...apiRoute('DELETE /services/:name/jobs/:id'),
+    handler: async (request) => (await scheduler.actingFor(request).call<JobView>('DELETE', `/services/${request.params.name}/jobs/${request.params.id}`)).body,
+  });
+
   const tails = new StreamLimit('followed log tails', MAX_LOG_TAILS);
+  server.route({
+    ...apiRoute('GET /services/:name/jobs/:id/output'),
+    handler: async (request, reply) => {
+      const { name, id } = request.params;
+      if (request.query.follow) tails.admit(reply);
+      const text = await jobOutput(store, name, id, request.query.tail, request.query.follow, () => reply.raw.flushHeaders());
+      reply.raw.once('close', () => text.destroy());
+      return reply.type('text/plain; charset=utf-8').send(request.query.follow ? followedWhileCredentialsLast(request, reply, text) : text);
+    },
+  });
+
   server.route({
     ...apiRoute('GET /services/:name/units/:unit/logs'),
     handler: async (request, reply) => {

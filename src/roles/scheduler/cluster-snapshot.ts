@@ -5,6 +5,7 @@ import { cachedDeclaration } from '../../store/records/services.js';
 import type { Assignment, Machine, MachineAway, MachineDrain, UnitStatus } from '../../schemas/cluster.js';
 import { announcedPorts, keepsUnitsWithVolumes, type Service } from '../../schemas/service.js';
 import type { PlacedUnit, PlannerMachine, ServiceRules } from '../../placement/planner.js';
+import { placeJob, type JobPlacement } from '../../placement/job-placement.js';
 import { defaultEngineGraceSeconds, defaultMachineGraceMs } from '../../config.js';
 
 // What the scheduler plans from: every machine, assignment, service declaration, drain and unit
@@ -198,3 +199,13 @@ export const placedUnit = (assignment: Assignment): PlacedUnit => ({
   memoryMB: assignment.resources?.memoryMB,
   cpus: assignment.resources?.cpus,
 });
+
+/** Where a job with `rules` may run in the snapshot (src/placement/job-placement.ts); `required`: there or nowhere. */
+export const placeJobIn = (snapshot: ClusterSnapshot, rules: ServiceRules, required: string | undefined): JobPlacement =>
+  placeJob({
+    machines: snapshot.machines.map((machine) => plannerMachine(machine, snapshot.drained, snapshot.announcedPorts)),
+    current: snapshot.assignments.map(placedUnit),
+    rules: snapshot.services.map(serviceRules),
+    job: rules,
+    required,
+  });

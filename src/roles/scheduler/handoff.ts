@@ -11,7 +11,7 @@ import { timeOrderedId } from '../../store/ids.js';
 
 export type LeaderRequest =
   | { kind: 'deploy'; trigger: DeployTrigger }
-  | { kind: 'rollback'; service: string; version: number }
+  | { kind: 'rollback'; service: string; version: number; runReleaseCommand?: boolean }
   | { kind: 'stop'; service: string };
 
 export interface LeaderReply {

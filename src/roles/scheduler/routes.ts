@@ -1,7 +1,9 @@
 import { trace } from '../../trace.js';
 import { Type } from '@sinclair/typebox';
 import type { RoleServer } from '../../http/server.js';
-import { notFound, unavailable } from '../../http/errors.js';
+import { badRequest, conflict, notFound, unavailable } from '../../http/errors.js';
+import { DEFAULT_JOB_SECONDS, getJobSchema, jobDurationSeconds, jobView, listJobsSchema, startJobSchema, stopJobSchema } from '../../schemas/job.js';
+import { listJobViews, readJobRun } from '../../store/records/jobs.js';
 import { ErrorReply, NameParams, errorResponses, writeRefusals } from '../../schemas/common.js';
 import {
   DeployReply,
@@ -23,7 +25,7 @@ import { triggerTime } from './deploys/deploy.js';
 import { readJournal } from '../../store/records/journal.js';
 import { serviceTagsSchema } from '../../schemas/registry.js';
 import { withConfigFor } from '../../auth/env-redaction.js';
-import { callerToken } from '../../auth/guard.js';
+import { callerName, callerToken } from '../../auth/guard.js';
 import type { FastifyRequest } from 'fastify';
 import type { WriteLimits } from '../../auth/write-budget.js';
 
@@ -39,6 +41,18 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler, limits
     if (!callerToken(request)) return;
     const config = (await readService(store, name))?.record.config;
     if (config) limits.budget.charge(request, Buffer.byteLength(JSON.stringify(config)) * (config.numInstances + 1));
+  };
+  /** The release a job runs: the one asked for, else the one the service runs now. */
+  const jobRelease = async (service: Service, asked: string | undefined): Promise<Release> => {
+    if (asked !== undefined) {
+      const release = await getRelease(store, service, versionNumber(asked));
+      if (!release) throw notFound(`service ${service.name} has no release ${asked}`);
+      return release;
+    }
+    const running = (await listDeployments(store, service.name)).find((deployment) => deployment.state === 'succeeded' && deployment.trigger !== 'stop');
+    const release = running && (await getRelease(store, service, running.release));
+    if (!release) throw conflict(`service ${service.name} runs no release yet: deploy it first, or name one with release`);
+    return release;
   };
   /** Releases are the declaration's own: a deleted predecessor's are not shown. */
   const declared = async (name: string): Promise<Service> => {
@@ -71,7 +85,41 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler, limits
     { schema: { ...rollbackSchema, params: NameParams }, config: { access: 'deploy', service: { param: 'name' } } },
     async (request) => {
       await admitDeploy(request, request.params.name);
-      return scheduler.rollback(request.params.name, versionNumber(request.body.version));
+      return scheduler.rollback(request.params.name, versionNumber(request.body.version), request.body.runReleaseCommand === true);
+    },
+  );
+
+  server.post(
+    '/services/:name/jobs',
+    { schema: startJobSchema, config: { access: 'deploy', service: { param: 'name' } } },
+    async (request, reply) => {
+      const { name } = request.params;
+      const { command, machine, timeout } = request.body;
+      await limits.space.assertRoom();
+      const release = await jobRelease(await declared(name), request.body.release);
+      const timeoutSeconds = timeout === undefined ? DEFAULT_JOB_SECONDS : jobDurationSeconds(timeout);
+      if (timeoutSeconds === undefined) throw badRequest(`timeout must be at most 24h, got ${timeout}`);
+      const job = await scheduler.startJob({ kind: 'run', release, command, timeoutSeconds, machine, caller: callerName(request) });
+      return reply.status(201).send(jobView(job, undefined));
+    },
+  );
+
+  server.get('/jobs', { schema: listJobsSchema }, async (request) => listJobViews(store, request.query.service));
+
+  server.get('/services/:name/jobs/:id', { schema: getJobSchema }, async (request) => {
+    const { name, id } = request.params;
+    const found = (await listJobViews(store, name)).find((job) => job.id === id);
+    if (!found) throw notFound(`service ${name} has no job ${id}`);
+    return found;
+  });
+
+  server.delete(
+    '/services/:name/jobs/:id',
+    { schema: stopJobSchema, config: { access: 'deploy', service: { param: 'name' } } },
+    async (request) => {
+      const { name, id } = request.params;
+      const job = await scheduler.stopJob(name, id);
+      return jobView(job, await readJobRun(store, id));
     },
   );
 

@@ -12,6 +12,8 @@ import { idTime, sortAfter } from '../../store/ids.js';
 import { ClusterWatch, type ClusterSnapshot, type MachineAwayUntil } from './cluster-snapshot.js';
 import type { Machine, MachineAway } from '../../schemas/cluster.js';
 import { DeploymentRunner } from './deploys/runner.js';
+import type { JobStart } from './deploys/jobs.js';
+import type { Job } from '../../schemas/job.js';
 import { Healer } from './healing/healer.js';
 import { Housekeeping } from './housekeeping/housekeeping.js';
 import { defaultEngineGraceSeconds, defaultMachineGraceMs, defaultRetention, type BackupSchedule, type RetentionLimits } from '../../config.js';
@@ -272,9 +274,18 @@ export class Scheduler {
     return { repository: repositoryName(image), tags: tags.sort((a, b) => b.localeCompare(a, 'en', { numeric: true })) };
   }
 
-  async rollback(service: string, version: number): Promise<DeployReply> {
-    if (!this.isLeader()) return (await this.handOff.send({ kind: 'rollback', service, version }, HANDOFF_TIMEOUT_MS)) as DeployReply;
-    return this.leading().rollback(service, version);
+  async rollback(service: string, version: number, runReleaseCommand = false): Promise<DeployReply> {
+    if (!this.isLeader()) return (await this.handOff.send({ kind: 'rollback', service, version, ...(runReleaseCommand ? { runReleaseCommand } : {}) }, HANDOFF_TIMEOUT_MS)) as DeployReply;
+    return this.leading().rollback(service, version, runReleaseCommand);
+  }
+
+  /** Places a job of the service's release (the leader's work: a follower answers 503 naming it). */
+  async startJob(request: JobStart): Promise<Job> {
+    return this.leading().jobs.start(request);
+  }
+
+  async stopJob(service: string, id: string): Promise<Job> {
+    return this.leading().jobs.stop(service, id);
   }
 
   /** Removes the service's assignments and waits for its units to stop; returns those still running. */
@@ -355,7 +366,7 @@ export class Scheduler {
   private async execute(request: LeaderRequest): Promise<LeaderReply> {
     try {
       if (request.kind === 'deploy') return { status: 200, body: await this.deploy(request.trigger) };
-      if (request.kind === 'rollback') return { status: 200, body: await this.rollback(request.service, request.version) };
+      if (request.kind === 'rollback') return { status: 200, body: await this.rollback(request.service, request.version, request.runReleaseCommand) };
       return { status: 200, body: await this.stopService(request.service) };
     } catch (error) {
       const status = error instanceof HttpError ? error.statusCode : 500;

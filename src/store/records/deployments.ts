@@ -1,7 +1,7 @@
 import type { Operation, Store } from '../store.js';
 import { deploymentKey, deploymentPrefix } from '../keys.js';
 import { deleteKeys, listRecords, readRecord, updateRecord, type Versioned } from '../json-records.js';
-import { currentTarget, type Deployment, type Release, type UnitProgress } from '../../schemas/release.js';
+import { currentTarget, type Deployment, type Release, type ReleaseCommandProgress, type UnitProgress } from '../../schemas/release.js';
 import { isFinished } from '../../schemas/states.js';
 import { timeOrderedId } from '../ids.js';
 import { appendJournal, journalWrite } from './journal.js';
@@ -88,6 +88,10 @@ export const recordPhase = async (store: Store, deployment: Deployment, state: '
 
 /** What the deployment's units are doing now, for people watching it. */
 export const recordProgress = async (store: Store, deployment: Deployment, units: UnitProgress[]): Promise<void> => void (await updateDeployment(store, deployment.id, withChange({ units })));
+
+/** How the deployment's release command runs now, and its last lines (docs/jobs.md). */
+export const recordReleaseCommand = async (store: Store, deployment: Deployment, releaseCommand: ReleaseCommandProgress): Promise<void> =>
+  void (await updateDeployment(store, deployment.id, withChange({ releaseCommand })));
 
 /**
  * Healing tries a failed reschedule again (src/roles/scheduler/healing/healing-backoff.ts): the same

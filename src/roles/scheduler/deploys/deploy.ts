@@ -53,6 +53,8 @@ interface ReleaseDraft {
   triggeredAt: number;
   trigger: string;
   rollbackOf?: number;
+  /** A rollback that runs the release's releaseCommand again (`--run-release-command`). */
+  runReleaseCommand?: boolean;
 }
 
 async function declaredService(store: Store, name: string): Promise<Service> {
@@ -102,7 +104,7 @@ export async function acceptDeploy(store: Store, registry: RegistryClient, trigg
 }
 
 /** Deploys an earlier release's digest and config as a new release that records where it came from. */
-export async function acceptRollback(store: Store, serviceName: string, version: number): Promise<AcceptedDeploy> {
+export async function acceptRollback(store: Store, serviceName: string, version: number, runReleaseCommand = false): Promise<AcceptedDeploy> {
   const service = await declaredService(store, serviceName);
   const earlier = await getRelease(store, service, version);
   if (!earlier) throw notFound(`service ${serviceName} has no release v${version}`);
@@ -115,6 +117,7 @@ export async function acceptRollback(store: Store, serviceName: string, version:
     triggeredAt: Date.now(),
     trigger: 'rollback',
     rollbackOf: earlier.version,
+    ...(runReleaseCommand ? { runReleaseCommand } : {}),
   });
 }
 
@@ -157,6 +160,7 @@ async function recordRelease(store: Store, service: Service, draft: ReleaseDraft
     triggeredAt: draft.triggeredAt,
     deployment: id,
     ...(draft.rollbackOf ? { rollbackOf: draft.rollbackOf } : {}),
+    ...(draft.runReleaseCommand ? { runReleaseCommand: true } : {}),
   }, releases, (release) => {
     const start = deploymentStart(release, draft.trigger, { id });
     deployment = start.deployment;

@@ -5,9 +5,11 @@ import { notDrained } from '../../../store/records/machine-drains.js';
 import type { Assignment } from '../../../schemas/cluster.js';
 import { checkPlan } from '../../../placement/plan-check.js';
 import type { ServiceRules } from '../../../placement/planner.js';
+import { jobCreate } from '../../../store/records/jobs.js';
+import type { Job } from '../../../schemas/job.js';
 import { KeyedQueue } from '../../../keyed-queue.js';
 import { trace } from '../../../trace.js';
-import { placedUnit, plannerMachine, serviceRules, type ClusterWatch } from '../cluster-snapshot.js';
+import { placeJobIn, placedUnit, plannerMachine, serviceRules, type ClusterWatch } from '../cluster-snapshot.js';
 
 // The leader's one writer of unit placements, after Nomad's plan applier. Every rollout step
 // (a deploy, a reschedule that heals a lost machine, a drain) is a plan made from a snapshot; plans
@@ -55,6 +57,23 @@ export class PlanApplier {
   /** Checks the plan against the newest state and commits it, or says why not. */
   apply(plan: Plan): Promise<PlanResult> {
     return this.queue.run(PLACEMENTS, () => this.checkAndCommit(plan));
+  }
+
+  /**
+   * Checks that the job still fits on its machine, as one more unit would (job-placement.ts), and
+   * creates it there in one transaction with `alsoWrite` (its journal line), unless a job of its id
+   * exists already (a release command's, placed before an election). Jobs are placed on the same
+   * queue as units, so a job and a rollout step never both take a machine's last room.
+   */
+  applyJob(job: Job, rules: ServiceRules, alsoWrite: Operation[]): Promise<PlanResult> {
+    return this.queue.run(PLACEMENTS, async () => {
+      const placed = placeJobIn(this.cluster.snapshot(), rules, job.machine);
+      if ('refusal' in placed) return { applied: false, reason: placed.refusal };
+      const create = jobCreate(job);
+      const committed = await this.store.txn([create.compare, notDrained(job.machine)], [create.operation, ...alsoWrite]);
+      if (!committed.succeeded) return { applied: false, reason: `job ${job.id} exists already, or machine ${job.machine} is being drained` };
+      return { applied: true, revision: committed.revision };
+    });
   }
 
   private async checkAndCommit(stale: Plan): Promise<PlanResult> {

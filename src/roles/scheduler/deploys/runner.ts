@@ -13,6 +13,8 @@ import { defaultBackoff } from '../healing/healing-backoff.js';
 import { rollOut, type RolloutOutcome } from './rollout.js';
 import { handOver } from './handover.js';
 import { PlanApplier } from './plan-applier.js';
+import { JobLauncher } from './jobs.js';
+import { runReleaseCommand } from './release-command.js';
 import type { ClusterWatch } from '../cluster-snapshot.js';
 import { KeyedQueue } from '../../../keyed-queue.js';
 
@@ -53,9 +55,12 @@ export class DeploymentRunner {
   private closed = false;
   /** Every rollout's placements are checked and committed through it, one plan at a time. */
   private readonly applier: PlanApplier;
+  /** Jobs are placed through the same applier: one-off jobs, and the release commands run here. */
+  readonly jobs: JobLauncher;
 
   constructor(private readonly options: RunnerOptions) {
     this.applier = new PlanApplier(options.store, options.cluster, options.log);
+    this.jobs = new JobLauncher(options.store, options.cluster, this.applier);
   }
 
   /** Accepts a deploy trigger (deploy.ts) and rolls out the release it records. */
@@ -64,8 +69,8 @@ export class DeploymentRunner {
   }
 
   /** Accepts a rollback to an earlier release (deploy.ts) and rolls out the release it records. */
-  rollback(service: string, version: number): Promise<DeployReply> {
-    return this.accept(service, () => acceptRollback(this.options.store, service, version));
+  rollback(service: string, version: number, runReleaseCommand = false): Promise<DeployReply> {
+    return this.accept(service, () => acceptRollback(this.options.store, service, version, runReleaseCommand));
   }
 
   /** Accepts a trigger with `decide` (one at a time per service) and schedules what it created. */
@@ -176,6 +181,13 @@ export class DeploymentRunner {
     // record. A fresh deployment had nothing queued before it: the read would only cost its units time.
     if (!fresh && currentTarget(await listDeployments(store, deployment.service))?.id !== deployment.id) {
       await recordOutcome(store, deployment, 'superseded', 'superseded by a newer deployment or a stop before it started');
+      return;
+    }
+    // Before any unit is replaced: a release command that fails leaves the running units alone.
+    const command = await runReleaseCommand({ store, launcher: this.jobs, isCurrent: this.isCurrent(deployment) }, release, deployment);
+    if (command.state === 'failed') return void (await recordOutcome(store, deployment, 'failed', command.reason));
+    if (command.state === 'superseded') {
+      if (!this.closed && this.options.isLeader()) await recordOutcome(store, deployment, 'superseded', 'superseded by a newer deployment during its release command');
       return;
     }
     const outcome = await this.rollOutThroughStoreOutages(release, deployment);

@@ -1,0 +1,52 @@
+import { jobKey, jobPrefix, jobRunKey, jobRunPrefix } from '../keys.js';
+import type { Compare, Operation, Store } from '../store.js';
+import { deleteKeys, listRecords, readRecord, updateRecord } from '../json-records.js';
+import { JOBS_KEPT_PER_SERVICE, finishedJobStates, jobView, type Job, type JobRun, type JobView } from '../../schemas/job.js';
+
+// The one owner of /platform/jobs/<id> and /platform/job-runs/<id> (docs/jobs.md). A job is intent:
+// placed by the leading scheduler's plan applier, asked to stop by the leading scheduler, pruned by
+// it when a service has more than JOBS_KEPT_PER_SERVICE. Its run is what the agent of the job's
+// machine observed (state, exit code, the last lines of output), written by that agent only and
+// not leased: it outlives the container, which the agent removes once the run is recorded.
+
+/** The transaction parts that create a job where no job of its id exists yet. */
+export const jobCreate = (job: Job): { compare: Compare; operation: Operation } => ({
+  compare: { key: jobKey(job.id), target: 'createRevision', equals: 0 },
+  operation: { op: 'put', key: jobKey(job.id), value: JSON.stringify(job) },
+});
+
+export async function readJob(store: Store, id: string): Promise<Job | undefined> {
+  return (await readRecord<Job>(store, jobKey(id)))?.record;
+}
+
+export async function readJobRun(store: Store, id: string): Promise<JobRun | undefined> {
+  return (await readRecord<JobRun>(store, jobRunKey(id)))?.record;
+}
+
+/** Asks the job's agent to stop it (once: a later ask keeps the first time). Undefined when there is no such job. */
+export async function requestJobStop(store: Store, id: string): Promise<Job | undefined> {
+  const at = new Date().toISOString();
+  return (await updateRecord<Job>(store, jobKey(id), (job) => ({ ...job, stopRequestedAt: job.stopRequestedAt ?? at })))?.record;
+}
+
+/** The agent's record of the run, replacing the one before. */
+export async function writeJobRun(store: Store, run: JobRun): Promise<void> {
+  await store.put(jobRunKey(run.id), JSON.stringify(run));
+}
+
+/** Jobs with what their agents saw, newest first; of one service when given. */
+export async function listJobViews(store: Store, service?: string): Promise<JobView[]> {
+  const [jobs, runs] = await Promise.all([listRecords<Job>(store, jobPrefix), listRecords<JobRun>(store, jobRunPrefix)]);
+  const runOf = new Map(runs.map((run) => [run.id, run]));
+  return jobs
+    .filter((job) => !service || job.service === service)
+    .sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0))
+    .map((job) => jobView(job, runOf.get(job.id)));
+}
+
+/** Deletes the service's finished jobs (and their runs) beyond the newest JOBS_KEPT_PER_SERVICE. */
+export async function pruneJobs(store: Store, service: string): Promise<void> {
+  const views = await listJobViews(store, service);
+  const doomed = views.slice(JOBS_KEPT_PER_SERVICE).filter((view) => finishedJobStates.has(view.state));
+  await deleteKeys(store, doomed.flatMap((view) => [jobKey(view.id), jobRunKey(view.id)]));
+}

@@ -1,0 +1,176 @@
+import t from 'tap';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { startEtcd } from '../harness/etcd.js';
+import { startDockerd } from '../harness/docker.js';
+import { startRegistry } from '../harness/registry.js';
+import { buildTestImage } from '../harness/test-image.js';
+import { freePort } from '../harness/free-port.js';
+import { http, platformBin, runCli, serveRole, waitHealthy } from '../harness/platform.js';
+import { waitFor } from '../harness/wait.js';
+
+// Jobs on real etcd, Docker and a registry (issue 32 items 1 and 2): `platform run` runs a command
+// in a container of the service's release with its env, prints its output and exits with its exit
+// code; Ctrl-C stops the container; jobs are listed and their output read back with `platform logs
+// --job`. A release command runs once before a deploy replaces any unit: one that writes a marker
+// into the service's volume is seen by the units it rolls; one that exits 3 fails the deployment
+// with its last lines and leaves the running unit alone; a rollback runs it again only when asked.
+
+const etcd = await startEtcd();
+const engine = await startDockerd();
+const registry = await startRegistry();
+const repository = `jobs/app-${randomBytes(3).toString('hex')}`;
+const [first, second] = await Promise.all([
+  buildTestImage(engine.docker, registry.host, repository, 'v1'),
+  buildTestImage(engine.docker, registry.host, repository, 'v2', { label: 'second' }),
+]);
+const flags = ['--etcd', etcd.url, '--announce-ttl', '3'];
+const machine = `jobs-${randomBytes(2).toString('hex')}`;
+const roles = await Promise.all([
+  serveRole('directory', await freePort(), flags),
+  serveRole('scheduler', await freePort(), flags),
+  serveRole('orchestrator', await freePort(), flags),
+  serveRole('agent', await freePort(), [...flags, '--network', 'host', '--machine-id', machine, '--stop-grace', '1'], { DOCKER_HOST: engine.dockerHost }),
+]);
+const orchestrator = roles[2]!;
+await waitHealthy(orchestrator.url, orchestrator, 60_000, '/readyz');
+t.teardown(async () => {
+  await Promise.all(roles.map((role) => role.stop()));
+  await registry.stop();
+  await engine.stop();
+  await etcd.stop();
+});
+
+const api = (method: string, path: string, body?: unknown) => http(method, `${orchestrator.url}${path}`, body);
+const cli = (...args: string[]) => runCli(orchestrator.url, args);
+const jobContainers = async () => engine.docker.listContainers({ all: true, filters: { label: ['platform.job'] } });
+
+async function declare(name: string, extra: Record<string, unknown> = {}): Promise<void> {
+  const declaration = { name, description: '', containerRepository: `${registry.host}/${repository}`, loadBalanced: true, publicFacing: false, numInstances: 1, ports: [] };
+  const created = await api('POST', '/services', { ...declaration, ...extra });
+  if (created.status !== 201) throw new Error(JSON.stringify(created.body));
+}
+
+t.test('platform run prints the env value and exits with the command\'s code; jobs lists it, logs --job reads it', async (t) => {
+  await declare('greet', { env: { GREETING: 'hello-from-the-release' } });
+  const deploy = await cli('deploy', 'greet', '--image', first.reference);
+  t.equal(deploy.code, 0, deploy.stderr);
+
+  const run = await cli('run', 'greet', '--', 'sh', '-c', 'echo $GREETING; echo to-stderr >&2; exit 7');
+  t.equal(run.code, 7, `exit code of the command (stderr: ${run.stderr}; agent: ${roles[3]!.output()}; scheduler: ${roles[1]!.output()})`);
+  t.match(run.stdout, /^hello-from-the-release\n/m, 'the env value printed');
+  t.match(run.stdout, /to-stderr/, 'stderr is passed on too');
+  const id = /job (\S+) of greet v1 on /.exec(run.stderr)?.[1];
+  t.ok(id, `the job is named on stderr: ${run.stderr}`);
+
+  const jobs = await cli('jobs', 'greet');
+  t.equal(jobs.code, 0, jobs.stderr);
+  t.match(jobs.stdout, new RegExp(`${id} +greet +run +v1 +${machine} +exited +7 +local`), `listed with its exit code and caller: ${jobs.stdout}`);
+  const logs = await cli('logs', 'greet', '--job', id!);
+  // stdout and stderr are two pipes: their lines may interleave either way.
+  t.same(logs.stdout.split('\n').sort(), ['', 'hello-from-the-release', 'to-stderr'], 'the kept output');
+  const journal = await api('GET', '/journal?service=greet');
+  const ended = (journal.body as { kind: string; message: string }[]).find((entry) => entry.kind === 'job.ended');
+  t.match(ended?.message, new RegExp(`job ${id} \\(sh\\) of v1 on ${machine} for local: exited with code 7`), 'the journal has the job, its caller and its exit');
+  t.ok((journal.body as { kind: string }[]).some((entry) => entry.kind === 'job.requested'), 'and the request');
+  t.same(await jobContainers(), [], 'the job container is removed once its end is recorded');
+});
+
+t.test('bad job requests are refused with 400 naming the field', async (t) => {
+  const empty = await api('POST', '/services/greet/jobs', { command: [] });
+  t.equal(empty.status, 400);
+  t.match(empty.body.message, /command/);
+  const long = await api('POST', '/services/greet/jobs', { command: Array.from({ length: 300 }, () => 'x') });
+  t.equal(long.status, 400);
+  t.match(long.body.message, /command/);
+  const badTimeout = await api('POST', '/services/greet/jobs', { command: ['true'], timeout: '10x' });
+  t.equal(badTimeout.status, 400);
+  t.match(badTimeout.body.message, /timeout/);
+  const tooLong = await api('POST', '/services/greet/jobs', { command: ['true'], timeout: '48h' });
+  t.equal(tooLong.status, 400);
+  t.match(tooLong.body.message, /timeout must be at most 24h/);
+  const unknownMachine = await api('POST', '/services/greet/jobs', { command: ['true'], machine: 'nowhere' });
+  t.equal(unknownMachine.status, 409);
+  t.match(unknownMachine.body.message, /job of greet cannot be placed: machine nowhere is not registered/);
+  const noRelease = await api('POST', '/services/greet/jobs', { command: ['true'], release: 'v9' });
+  t.equal(noRelease.status, 404);
+});
+
+t.test('Ctrl-C stops the job: the CLI exits 130 and the container is gone from the engine', async (t) => {
+  const child = spawn(process.execPath, [platformBin, 'run', 'greet', '--', 'sh', '-c', "trap 'exit 143' TERM; echo started; sleep 300 & wait"], {
+    env: { ...process.env, PLATFORM_ORCHESTRATOR: orchestrator.url },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let [stdout, stderr] = ['', ''];
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
+  await waitFor(() => stdout.includes('started\n'), 60_000, { what: `the job's first line (stderr: ${stderr})` });
+  t.equal((await jobContainers()).length, 1, 'its container runs');
+  child.kill('SIGINT');
+  t.equal(await exited, 130, `the CLI exits 130 (stderr: ${stderr})`);
+  t.match(stderr, /stopping job/);
+  t.same(await jobContainers(), [], 'no job container is left on the engine');
+  const listed = (await api('GET', '/jobs?service=greet')).body as { state: string; stopRequestedAt?: string }[];
+  t.equal(listed[0]?.state, 'stopped');
+  t.ok(listed[0]?.stopRequestedAt);
+});
+
+t.test('a release command runs before the units are replaced; a failing one fails the deployment and rolls nothing', async (t) => {
+  await declare('ledger', { volumes: [{ name: 'data', path: '/data' }] });
+  const patched = await api('PATCH', '/services/ledger/config/next', {
+    releaseCommand: ['sh', '-c', 'echo migrating; echo "migrated by $PLATFORM_RELEASE" > /data/marker; echo done'],
+  });
+  t.equal(patched.status, 200, JSON.stringify(patched.body));
+  const deploy = await cli('deploy', 'ledger', '--image', first.reference);
+  t.equal(deploy.code, 0, deploy.stderr);
+  const [good] = (await api('GET', '/deployments?service=ledger')).body as { id: string; state: string; releaseCommand?: { state: string; exitCode?: number; lines: string[] } }[];
+  t.equal(good?.state, 'succeeded');
+  t.same(good?.releaseCommand && { state: good.releaseCommand.state, exitCode: good.releaseCommand.exitCode, lines: good.releaseCommand.lines }, { state: 'exited', exitCode: 0, lines: ['migrating', 'done'] }, 'its output is kept with the deployment');
+  const [unit] = await engine.docker.listContainers({ filters: { label: ['platform.service=ledger'] } });
+  t.ok(unit, 'the unit runs');
+  t.equal(await execText(unit!.Id, ['cat', '/data/marker']), 'migrated by v1\n', 'the unit sees what the release command wrote in its volume');
+
+  const failing = await api('PATCH', '/services/ledger/config/next', { releaseCommand: ['sh', '-c', 'echo step one; echo table exists >&2; exit 3'] });
+  t.equal(failing.status, 200);
+  const failed = await cli('deploy', 'ledger', '--image', second.reference);
+  t.not(failed.code, 0, 'the deploy fails');
+  const [bad] = (await api('GET', '/deployments?service=ledger')).body as { state: string; reason?: string }[];
+  t.equal(bad?.state, 'failed');
+  t.match(bad?.reason, /release command exited with code 3; nothing was rolled; its last lines: step one \| table exists/, `with the command's last lines: ${bad?.reason}`);
+  const [still] = await engine.docker.listContainers({ filters: { label: ['platform.service=ledger'] } });
+  t.equal(still?.Id, unit!.Id, 'the old unit is untouched');
+  t.equal(still?.Labels['platform.release'], '1');
+  t.equal(await execText(unit!.Id, ['cat', '/data/marker']), 'migrated by v1\n');
+});
+
+t.test('a rollback runs the release command again only with --run-release-command', async (t) => {
+  const commands = async () => ((await api('GET', '/jobs?service=ledger')).body as { kind: string }[]).filter((job) => job.kind === 'release-command').length;
+  const fixed = await api('PATCH', '/services/ledger/config/next', { releaseCommand: ['sh', '-c', 'echo "v2 by $PLATFORM_RELEASE" >> /data/marker'] });
+  t.equal(fixed.status, 200);
+  t.equal((await cli('deploy', 'ledger', '--image', second.reference)).code, 0);
+  const before = await commands();
+  const rollback = await cli('rollback', 'ledger', 'v1');
+  t.equal(rollback.code, 0, rollback.stderr);
+  t.match(rollback.stdout, /rollback to v1/);
+  t.equal(await commands(), before, 'a rollback does not run it');
+  // v2 failed, v3 is the fixed command, v4 the rollback to v1: back to v3, with its command.
+  const again = await cli('rollback', 'ledger', 'v3', '--run-release-command');
+  t.equal(again.code, 0, again.stderr);
+  t.equal(await commands(), before + 1, 'unless asked');
+});
+
+async function execText(container: string, cmd: string[]): Promise<string> {
+  const exec = await engine.docker.getContainer(container).exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true });
+  const stream = await exec.start({});
+  const chunks: Buffer[] = [];
+  await new Promise<void>((resolve) => {
+    stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+    stream.once('end', resolve);
+  });
+  // Docker's multiplexed frames: an 8-byte header before each payload.
+  const raw = Buffer.concat(chunks);
+  const parts: Buffer[] = [];
+  for (let at = 0; at + 8 <= raw.length; at += 8 + raw.readUInt32BE(at + 4)) parts.push(raw.subarray(at + 8, at + 8 + raw.readUInt32BE(at + 4)));
+  return Buffer.concat(parts).toString();
+}
