@@ -334,6 +334,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/services/{name}/tags": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tags of the service's repository, as its registry lists them, newest version first (the schedul…
+         * @description The tags of the service's repository, as its registry lists them, newest version first (the scheduler asks, with the registry's stored login: no credential reaches the caller). 400 when the registry is not allowed or refuses the login, 502 when it fails.
+         */
+        get: operations["getServicesByNameTags"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/services/{name}/jobs": {
         parameters: {
             query?: never;
@@ -427,6 +447,26 @@ export interface paths {
          * @description A unit's container output as text, from the agent of its machine; `follow` streams. `previous`: the last output kept of the unit's newest failed container (`platform logs NAME N --previous`), after a line naming its deployment, release and how it ended; 404 when none is kept.
          */
         get: operations["getServicesByNameUnitsByUnitLogs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/services/{name}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The service's last hour for the dashboard's graphs, one point per --metrics-interval
+         * @description The service's last hour for the dashboard's graphs, one point per --metrics-interval: requests per second, 5xx answers per second and the 95th percentile of the time to answer, summed over every gateway (both data planes), and each unit's CPU (cores) and memory (bytes) as its machine's engine reports them. Gateways and agents that do not answer are named in `unreachable` (their share is missing); 502 when none answers. See docs/dashboard.md "Graphs".
+         */
+        get: operations["getServicesByNameMetrics"];
         put?: never;
         post?: never;
         delete?: never;
@@ -810,6 +850,16 @@ export interface components {
                 healthCheck?: {
                     /** @description an absolute URL path such as /healthz */
                     path: string;
+                };
+                /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
+                rollout?: {
+                    /**
+                     * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
+                     * @enum {string}
+                     */
+                    strategy?: "rolling" | "handover";
+                    /** @description an integer number of seconds from 1 to 600 */
+                    handoverTimeout?: number;
                 };
                 /** @description memoryMB and/or cpus */
                 resources?: {
@@ -1354,6 +1404,16 @@ export interface operations {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
                             };
+                            /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
+                            rollout?: {
+                                /**
+                                 * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
+                                 * @enum {string}
+                                 */
+                                strategy?: "rolling" | "handover";
+                                /** @description an integer number of seconds from 1 to 600 */
+                                handoverTimeout?: number;
+                            };
                             /** @description memoryMB and/or cpus */
                             resources?: {
                                 /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
@@ -1651,6 +1711,16 @@ export interface operations {
                             /** @description an absolute URL path such as /healthz */
                             path: string;
                         };
+                        /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
+                        rollout?: {
+                            /**
+                             * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
+                             * @enum {string}
+                             */
+                            strategy?: "rolling" | "handover";
+                            /** @description an integer number of seconds from 1 to 600 */
+                            handoverTimeout?: number;
+                        };
                         /** @description memoryMB and/or cpus */
                         resources?: {
                             /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
@@ -1819,6 +1889,16 @@ export interface operations {
                         /** @description an absolute URL path such as /healthz */
                         path: string;
                     } | null;
+                    /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
+                    rollout?: {
+                        /**
+                         * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
+                         * @enum {string}
+                         */
+                        strategy?: "rolling" | "handover";
+                        /** @description an integer number of seconds from 1 to 600 */
+                        handoverTimeout?: number;
+                    } | null;
                     /** @description memoryMB and/or cpus */
                     resources?: {
                         /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
@@ -1885,6 +1965,16 @@ export interface operations {
                         healthCheck?: {
                             /** @description an absolute URL path such as /healthz */
                             path: string;
+                        };
+                        /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
+                        rollout?: {
+                            /**
+                             * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
+                             * @enum {string}
+                             */
+                            strategy?: "rolling" | "handover";
+                            /** @description an integer number of seconds from 1 to 600 */
+                            handoverTimeout?: number;
                         };
                         /** @description memoryMB and/or cpus */
                         resources?: {
@@ -2105,6 +2195,16 @@ export interface operations {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
                             };
+                            /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
+                            rollout?: {
+                                /**
+                                 * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
+                                 * @enum {string}
+                                 */
+                                strategy?: "rolling" | "handover";
+                                /** @description an integer number of seconds from 1 to 600 */
+                                handoverTimeout?: number;
+                            };
                             /** @description memoryMB and/or cpus */
                             resources?: {
                                 /** @description an integer number of megabytes from 6 (the least Docker accepts) to 1048576 (1 TiB) */
@@ -2292,6 +2392,16 @@ export interface operations {
                             healthCheck?: {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
+                            };
+                            /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
+                            rollout?: {
+                                /**
+                                 * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
+                                 * @enum {string}
+                                 */
+                                strategy?: "rolling" | "handover";
+                                /** @description an integer number of seconds from 1 to 600 */
+                                handoverTimeout?: number;
                             };
                             /** @description memoryMB and/or cpus */
                             resources?: {
@@ -2482,6 +2592,16 @@ export interface operations {
                             healthCheck?: {
                                 /** @description an absolute URL path such as /healthz */
                                 path: string;
+                            };
+                            /** @description {strategy?, handoverTimeout?}: how a deploy replaces units */
+                            rollout?: {
+                                /**
+                                 * @description "rolling" (the default: new units start beside the old ones) or "handover" (for a single-writer service: per unit, the gateways hold its requests, the old unit stops, the new one starts on the same volumes, the held requests go to it)
+                                 * @enum {string}
+                                 */
+                                strategy?: "rolling" | "handover";
+                                /** @description an integer number of seconds from 1 to 600 */
+                                handoverTimeout?: number;
                             };
                             /** @description memoryMB and/or cpus */
                             resources?: {
@@ -3102,6 +3222,8 @@ export interface operations {
                             version: string;
                             /** Format: date-time */
                             startedAt: string;
+                            /** @description gateways: whether it orders certificates from ACME (--acme-email) */
+                            acme?: boolean;
                         }[];
                     };
                 };
@@ -3980,6 +4102,126 @@ export interface operations {
             };
         };
     };
+    getServicesByNameTags: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                 * @example web
+                 */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        repository: string;
+                        tags: string[];
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description No valid token or session (under --auth token, or a call that is not local under --auth auto). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description The token may not do this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
     postServicesByNameJobs: {
         parameters: {
             query?: never;
@@ -4808,6 +5050,144 @@ export interface operations {
             };
             /** @description Every error: the HTTP status, its name, and what went wrong. */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    getServicesByNameMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                 * @example web
+                 */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        service: string;
+                        intervalSeconds: number;
+                        traffic: {
+                            /** @description start of the interval, Unix milliseconds (a multiple of the interval) */
+                            at: number;
+                            requestsPerSecond: number;
+                            errorsPerSecond: number;
+                            p95Seconds: number | null;
+                        }[];
+                        units: {
+                            unit: string;
+                            machine: string;
+                            samples: {
+                                /** @description start of the interval, Unix milliseconds (a multiple of the interval) */
+                                at: number;
+                                cpu: number | null;
+                                memoryBytes: number;
+                            }[];
+                        }[];
+                        unreachable: string[];
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description No valid token or session (under --auth token, or a call that is not local under --auth auto). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description The token may not do this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6953,6 +7333,10 @@ export interface operations {
                         publicFacing: boolean;
                         certificate?: components["schemas"]["Certificate"];
                         acme?: components["schemas"]["AcmeStatus"];
+                        /** @description where the service is reached through the gateways: https://<service>.<domain>/ when its host has a certificate, http:// when not; http://<service>.<internal domain>/ when it is not public-facing; absent when it is not load balanced (no gateway routes it) */
+                        url?: string;
+                        /** @description without a certificate: why none will come unless an operator adds one (a domain no public DNS answers for, no gateway ordering from ACME, single-machine mode) */
+                        noCertificateExpected?: string;
                     };
                 };
             };
