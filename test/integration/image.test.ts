@@ -7,7 +7,7 @@ import { startEtcd } from '../harness/etcd.js';
 import { startRegistry } from '../harness/registry.js';
 import { buildTestImage } from '../harness/test-image.js';
 import { freePort } from '../harness/free-port.js';
-import { http } from '../harness/platform.js';
+import { http, nodeFlagsOf, platformBin } from '../harness/platform.js';
 import { buildPlatformImage, makeNodeBaseImage, repositoryRoot, runRoleContainer, waitAnswering, type RoleContainer } from '../harness/platform-image.js';
 import { ensureCommand } from '../harness/system-packages.js';
 import { waitFor } from '../harness/wait.js';
@@ -54,7 +54,8 @@ t.test('the image builds from BASE_IMAGE with a small context, exposes every def
   t.ok(build.contextBytes < 5e6, `the context is ${build.contextBytes} bytes: no node_modules, tests or docs`);
   const image = await engine.docker.getImage(build.tag).inspect();
   t.same(Object.keys(image.Config.ExposedPorts ?? {}).sort(), ['8080/tcp', '8443/tcp', '9000/tcp', '9001/tcp', '9002/tcp', '9003/tcp', '9004/tcp']);
-  t.same(image.Config.Entrypoint, ['node', 'bin/platform']);
+  // Node's flags as every launcher gives them (bin/platform's shebang; node-flags.test keeps them the same).
+  t.same(image.Config.Entrypoint, ['node', ...nodeFlagsOf(platformBin), 'bin/platform']);
   const probe = await engine.docker.createContainer({
     Image: build.tag,
     Entrypoint: ['sh', '-c', 'test -f dist/src/cli.js && test -f dist/src/web/index.html && test -d node_modules/fastify && test ! -e node_modules/typescript && test ! -e node_modules/tap && test ! -e src && test ! -e dist/test'],
