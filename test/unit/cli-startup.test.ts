@@ -7,17 +7,20 @@ import type { AddressInfo } from 'node:net';
 
 // A client command loads only the client (issue 31: `platform services` spent about 0.9 s of CPU
 // loading the servers' dependencies). A resolve hook lists every package the command loads; the
-// servers' ones must not be among them. CPU time itself is measured in bench/, not here.
+// servers' ones must not be among them. CPU time itself is measured in bench/, not here. The hook
+// writes with writeSync: on Node 24 hooks run on their own thread, whose process.stderr is a pipe
+// to the main thread, and `--help` exits before it is flushed (the hook then seemed to see nothing).
 
 const cli = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 const hook = `data:text/javascript,${encodeURIComponent(`
 import { register } from 'node:module';
 register('data:text/javascript,' + encodeURIComponent(\`
+import { writeSync } from 'node:fs';
 const seen = new Set();
 export async function resolve(specifier, context, next) {
   const resolved = await next(specifier, context);
   const match = /node_modules\\\\/((@[^/]+\\\\/)?[^/]+)/.exec(resolved.url);
-  if (match && !seen.has(match[1])) { seen.add(match[1]); process.stderr.write('package ' + match[1] + '\\\\n'); }
+  if (match && !seen.has(match[1])) { seen.add(match[1]); writeSync(2, 'package ' + match[1] + '\\\\n'); }
   return resolved;
 }\`));
 `)}`;
