@@ -110,6 +110,11 @@ t.test('Ctrl-C stops the job: the CLI exits 130 and the container is gone from t
   child.kill('SIGINT');
   t.equal(await exited, 130, `the CLI exits 130 (stderr: ${stderr})`);
   t.match(stderr, /stopping job/);
+  // The run ends when its container has stopped (that is what the CLI waits for); the agent
+  // removes the container once it has kept its output, a moment later (CI caught it still there,
+  // "Exited (143) Less than a second ago").
+  t.ok((await jobContainers()).every((container) => container.State !== 'running'), 'its container has stopped');
+  await waitFor(async () => (await jobContainers()).length === 0, 10_000, { what: 'the stopped job container to be removed' });
   t.same(await jobContainers(), [], 'no job container is left on the engine');
   const listed = (await api('GET', '/jobs?service=greet')).body as { state: string; stopRequestedAt?: string }[];
   t.equal(listed[0]?.state, 'stopped');
@@ -131,7 +136,8 @@ t.test('a release command runs before the units are replaced; a failing one fail
   t.ok(unit, 'the unit runs');
   t.equal(await execText(unit!.Id, ['cat', '/data/marker']), 'migrated by v1\n', 'the unit sees what the release command wrote in its volume');
 
-  const failing = await api('PATCH', '/services/ledger/config/next', { releaseCommand: ['sh', '-c', 'echo step one; echo table exists >&2; exit 3'] });
+  const failing = await api('PATCH', '/services/ledger/config/next', { releaseCommand: ['sh', '-c', 'echo step one; sleep 0.2; echo table exists >&2; exit 3'] });
+  // The pause orders the two lines: the engine copies stdout and stderr apart (CI saw them swapped).
   t.equal(failing.status, 200);
   const failed = await cli('deploy', 'ledger', '--image', second.reference);
   t.not(failed.code, 0, 'the deploy fails');
