@@ -1,6 +1,6 @@
 import type { QuotaLimits } from '../schemas/quota.js';
 import type { Readable } from 'node:stream';
-import { messageOf, parseOrText, requestJson, sendRequest } from '../http/json-request.js';
+import { messageOf, parseOrText, requestJson, sendRequest, textOf } from '../http/json-request.js';
 import type { OrchestratorServiceCreate, ServiceConfigPatch } from '../schemas/service.js';
 import type { ApiRequest, OrchestratorRoute, ReplyOf, RequestArgs } from '../schemas/api.js';
 import { requestLine } from '../schemas/route-key.js';
@@ -107,9 +107,7 @@ export class OrchestratorClient {
       sendRequest(`${this.base}${path}`, { method: 'GET', headers: this.headers, idleTimeoutMs: 0, headersTimeoutMs: 30_000, ...(signal ? { signal } : {}) }),
     );
     if (response.statusCode === 200) return response;
-    const chunks: Buffer[] = [];
-    for await (const chunk of response) chunks.push(chunk as Buffer);
-    const text = Buffer.concat(chunks).toString('utf8');
+    const text = await textOf(response);
     throw failure(response.statusCode ?? 0, parseOrText(text), text);
   }
 }

@@ -26,11 +26,16 @@ export async function requestJson(url: string, method: JsonMethod, body?: unknow
     body: payload,
     idleTimeoutMs: timeoutMs,
   });
-  const chunks: Buffer[] = [];
-  for await (const chunk of response) chunks.push(chunk as Buffer);
-  const text = Buffer.concat(chunks).toString('utf8');
+  const text = await textOf(response);
   const retryAfter = response.headers['retry-after'];
   return { status: response.statusCode ?? 0, body: text ? parseOrText(text) : undefined, text, ...(typeof retryAfter === 'string' ? { retryAfter } : {}) };
+}
+
+/** An answer's body read whole, as UTF-8 text. */
+export async function textOf(response: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of response) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 export interface SentRequest {
