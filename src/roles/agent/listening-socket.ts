@@ -106,7 +106,10 @@ export async function listenerOf(pid: number, containerId: string, port: number)
   if (nearby === undefined) return 'unseen';
   if (nearby) return 'own';
   const namespace = await readlink(`/proc/${pid}/ns/pid`).catch(() => '');
-  if (!namespace) return 'unseen';
+  // Unreadable because the process exited while its sockets were looked at (a unit failing to bind
+  // a port another process holds dies within milliseconds): it listens nowhere. Only a live
+  // process's namespace unreadable means this agent cannot see (not root).
+  if (!namespace) return (await hasExited(pid)) ? 'other' : 'unseen';
   const anywhere = await holdsAny(await processesIn(namespace), inodes);
   return anywhere === undefined ? 'unseen' : anywhere ? 'own' : 'other';
 }
