@@ -50,10 +50,20 @@ function isTimeZone(zone: string): boolean {
 
 /** The newest tick in (afterMs, nowMs], as ms since the epoch; undefined when none fell in it. */
 export function newestTick(spec: ScheduleSpec, afterMs: number, nowMs: number): number | undefined {
-  // prev() answers the newest tick strictly before its current date: one ms on counts a tick at nowMs.
-  const tick = expression(spec, nowMs + 1).prev().getTime();
-  return tick > afterMs ? tick : undefined;
+  // prev() finds the neighbourhood (it answers the newest tick strictly before its current date), but
+  // in an hour a zone repeats in autumn it answers the repeat, which next() skips: ticks are then
+  // counted forward, as next() counts them, from before that hour. Otherwise a run at 01:30 EDT would
+  // be followed by a second at 01:30 EST.
+  const near = expression(spec, nowMs + 1).prev().getTime();
+  const from = Math.max(afterMs, near - DST_SHIFT_BOUND_MS);
+  const ticks = expression(spec, from);
+  let newest: number | undefined;
+  for (let tick = ticks.next().getTime(); tick <= nowMs; tick = ticks.next().getTime()) newest = tick;
+  return newest !== undefined && newest > afterMs ? newest : undefined;
 }
+
+/** More than any zone's clock change (an hour; Lord Howe's half hour). */
+const DST_SHIFT_BOUND_MS = 2 * 3600_000;
 
 /** The first tick after nowMs. */
 export const nextTick = (spec: ScheduleSpec, nowMs: number): number => expression(spec, nowMs).next().getTime();
