@@ -58,11 +58,15 @@ export class ScheduledRuns {
     this.resync = setInterval(() => void this.lookAtAll(), RESYNC_MS);
   }
 
-  /** On election, and every RESYNC_MS while leading: a pass for every declared service and every schedule state. */
+  /**
+   * On election, and every RESYNC_MS while leading: a pass for every service that may be a scheduled
+   * job: one whose next config has a schedule (a deploy copies it into the release), and one the
+   * leader kept a schedule's state for (its schedule may have been deployed away, or the service deleted).
+   */
   async lookAtAll(): Promise<void> {
     if (!this.options.isLeader()) return;
     try {
-      const names = new Set(this.options.cluster.snapshot().services.map((service) => service.name));
+      const names = new Set(this.options.cluster.snapshot().services.filter((service) => service.config.schedule !== undefined).map((service) => service.name));
       for (const state of await listScheduleStates(this.options.store)) names.add(state.service);
       for (const name of names) void this.passes.add(name);
     } catch (error) {
