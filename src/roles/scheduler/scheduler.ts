@@ -142,6 +142,7 @@ export class Scheduler {
         elected: () => void this.lead(),
         deposed: () => {
           this.runner?.forget();
+          this.scheduledRuns?.forget();
           this.backups?.stop();
         },
       },
@@ -316,13 +317,13 @@ export class Scheduler {
       this.startRenewalGrace();
       this.healer?.forgetAttempts();
       void this.backups?.lead();
+      // Ticks due while no scheduler led (this election among them) run now: the newest one of each schedule.
+      void this.scheduledRuns?.lead();
       await this.handOff.serve((request) => this.execute(request), () => this.isLeader());
       // Deliveries the last leader left pending go out from here.
       this.notifier?.kick();
       await this.cleanUp();
       await this.leading().resume();
-      // Ticks due while no scheduler led (this election among them) run now: the newest one of each schedule.
-      void this.scheduledRuns?.lookAtAll();
       await this.heal();
     } catch (error) {
       this.log.warn({ err: error }, 'taking over as leader failed part-way; the next event retries');

@@ -53,18 +53,30 @@ export class ScheduledRuns {
     retry: { firstMs: 1000, maxMs: RESYNC_MS },
   });
   private readonly resync: NodeJS.Timeout;
+  /** Set once this scheduler has taken over as leader (its ids sort after its predecessor's); cleared when deposed. */
+  private leading = false;
 
   constructor(private readonly options: ScheduledRunsOptions) {
     this.resync = setInterval(() => void this.lookAtAll(), RESYNC_MS);
   }
 
+  /** On election, once the leader has taken over: ticks due while no scheduler led run now (the newest of each schedule). */
+  lead(): Promise<void> {
+    this.leading = true;
+    return this.lookAtAll();
+  }
+
+  forget(): void {
+    this.leading = false;
+  }
+
   /**
-   * On election, and every RESYNC_MS while leading: a pass for every service that may be a scheduled
+   * On taking over, and every RESYNC_MS while leading: a pass for every service that may be a scheduled
    * job: one whose next config has a schedule (a deploy copies it into the release), and one the
    * leader kept a schedule's state for (its schedule may have been deployed away, or the service deleted).
    */
-  async lookAtAll(): Promise<void> {
-    if (!this.options.isLeader()) return;
+  private async lookAtAll(): Promise<void> {
+    if (!this.leading || !this.options.isLeader()) return;
     try {
       const names = new Set(this.options.cluster.snapshot().services.filter((service) => service.config.schedule !== undefined).map((service) => service.name));
       for (const state of await listScheduleStates(this.options.store)) names.add(state.service);
@@ -80,7 +92,7 @@ export class ScheduledRuns {
   }
 
   private async pass(service: string): Promise<void> {
-    if (!this.options.isLeader()) return;
+    if (!this.leading || !this.options.isLeader()) return;
     const { store } = this.options;
     const [scheduled, state] = await Promise.all([this.scheduledRelease(service), readScheduleState(store, service)]);
     if (!scheduled) {
