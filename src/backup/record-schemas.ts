@@ -16,6 +16,7 @@ import { StoreSchemaRecord } from '../schemas/store-schema.js';
 import { UnitOutput } from '../schemas/unit-output.js';
 import { RequestHold } from '../schemas/request-hold.js';
 import { Job, JobRun } from '../schemas/job.js';
+import { ScheduleState } from '../schemas/schedule.js';
 import { describeErrors } from './backup-file.js';
 
 // Which schema each key family's records follow, so `platform backup verify` can check a backup
@@ -54,6 +55,7 @@ const families: readonly RecordFamily[] = [
   { name: 'quotas', key: keys.quotaPrefix, encoding: 'json', schema: Quota },
   { name: 'jobs', key: keys.jobPrefix, encoding: 'json', schema: Job },
   { name: 'job runs', key: keys.jobRunPrefix, encoding: 'json', schema: JobRun },
+  { name: 'job schedules', key: keys.jobSchedulePrefix, encoding: 'json', schema: ScheduleState },
   { name: 'unit outputs', key: keys.unitOutputRoot, encoding: 'json', schema: UnitOutput },
   { name: 'request holds', key: keys.requestHoldRoot, encoding: 'json', schema: RequestHold },
   { name: 'registry logins', key: keys.registryCredentialPrefix, encoding: 'json', schema: withSecrets(RegistryLogin, ['password']) },

@@ -53,7 +53,7 @@ export function addJobCommands(program: Command, client: (command: Command) => O
     print(
       table(
         ['ID', 'SERVICE', 'KIND', 'RELEASE', 'MACHINE', 'STATE', 'EXIT', 'BY', 'CREATED', 'COMMAND'],
-        jobs.map((job) => [job.id, job.service, job.kind, `v${job.release}`, job.machine, job.state, job.exitCode === undefined ? '-' : String(job.exitCode), job.caller ?? '-', job.createdAt, job.command.join(' ')]),
+        jobs.map((job) => [job.id, job.service, job.kind, `v${job.release}`, job.machine, job.state, job.exitCode === undefined ? '-' : String(job.exitCode), job.caller ?? '-', job.createdAt, job.command?.join(' ') ?? '(the image\'s command)']),
       ),
     );
   });

@@ -83,6 +83,30 @@ export function machineLostEvent(machine: string, revision: number, services: re
   };
 }
 
+/** What a failed scheduled run's event tells: the run, its tick and why it failed. */
+export interface ScheduledRunFailure {
+  service: string;
+  run: string;
+  tick: string;
+  release: number;
+  /** `exited with code 3`, `timed out after 600 s`, `could not run: …`. */
+  reason: string;
+  exitCode?: number | undefined;
+  at: string;
+}
+
+/** A scheduled run failed (non-zero exit, timeout, or it could not run): one event per run, its id from the run's. */
+export function jobFailedEvent(failure: ScheduledRunFailure): NotificationEvent {
+  return {
+    id: eventId('job.failed', failure.run),
+    event: 'job.failed',
+    service: failure.service,
+    timestamp: failure.at,
+    details: { job: failure.run, tick: failure.tick, release: failure.release, reason: failure.reason, ...(failure.exitCode !== undefined ? { exitCode: failure.exitCode } : {}) },
+    text: slackEscape(`${failure.service}: scheduled run ${failure.run} (tick ${failure.tick}, v${failure.release}) failed: ${failure.reason}`),
+  };
+}
+
 /**
  * Whether the endpoint takes the event: one of its events (all when it names none), and a service
  * its glob matches (all when it has none); a machine's event matches through the services that ran

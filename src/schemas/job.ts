@@ -22,7 +22,8 @@ export const JobRequest = Type.Object(
 );
 export type JobRequest = Static<typeof JobRequest>;
 
-export const jobKinds = ['run', 'release-command'] as const;
+/** `run`: `platform run`; `release-command`: a deploy's; `scheduled`: a tick of the service's schedule. */
+export const jobKinds = ['run', 'release-command', 'scheduled'] as const;
 
 /**
  * Intent: the job the leading scheduler placed on a machine. Its agent runs it; `stopRequestedAt`
@@ -34,7 +35,8 @@ export const Job = Type.Object({
   kind: literalUnion(jobKinds),
   release: Type.Integer({ minimum: 1 }),
   image: Type.String(),
-  command: Command,
+  /** None: the image's own command (CMD), as a scheduled job without `command` runs. */
+  command: Type.Optional(Command),
   env: Env,
   resources: Type.Optional(Resources),
   /** The service's volumes, mounted as its instance 1 has them (docs/jobs.md "Volumes"). */
@@ -84,7 +86,7 @@ export const JobView = Type.Object({
   service: ServiceName,
   kind: literalUnion(jobKinds),
   release: Type.Integer(),
-  command: Command,
+  command: Type.Optional(Command),
   machine: Type.String(),
   state: literalUnion(jobStates),
   exitCode: Type.Optional(Type.Integer()),
@@ -105,7 +107,7 @@ export const jobView = (job: Job, run: JobRun | undefined): JobView => ({
   service: job.service,
   kind: job.kind,
   release: job.release,
-  command: job.command,
+  ...(job.command ? { command: job.command } : {}),
   machine: job.machine,
   state: run?.state ?? 'pending',
   ...(run?.exitCode !== undefined ? { exitCode: run.exitCode } : {}),

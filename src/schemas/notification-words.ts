@@ -10,6 +10,7 @@ export const notifyEventNames = [
   'deployment.superseded',
   'unit.failed',
   'machine.lost',
+  'job.failed',
 ] as const;
 export type NotifyEventName = (typeof notifyEventNames)[number];
 

@@ -2,6 +2,7 @@ import { Command, JobDuration } from './command.js';
 import { Type, type Static } from '@sinclair/typebox';
 import { ServiceName } from './common.js';
 import { ImageReference } from './image.js';
+import { scheduleFields } from './schedule.js';
 
 // The service declaration, as the directory stores it and as the orchestrator presents it.
 
@@ -147,6 +148,11 @@ export const ServiceConfig = Type.Object(
     volumeMove: Type.Optional(VolumeMove),
     releaseCommand: Type.Optional(Command),
     releaseCommandTimeout: Type.Optional(JobDuration),
+    schedule: Type.Optional(scheduleFields.schedule),
+    timeZone: Type.Optional(scheduleFields.timeZone),
+    concurrency: Type.Optional(scheduleFields.concurrency),
+    timeout: Type.Optional(JobDuration),
+    command: Type.Optional(Command),
   },
   { additionalProperties: false },
 );
@@ -169,7 +175,16 @@ type UnitShapeFields = 'numInstances' | 'ports' | 'env' | 'healthCheck' | 'resou
 /** Fields of the config about the release command a deploy runs first (docs/jobs.md). */
 type ReleaseCommandFields = 'releaseCommand' | 'releaseCommandTimeout';
 
-export type RolloutSettings = Required<Omit<ServiceConfig, UnitShapeFields | ReleaseCommandFields | 'rollout'>> &
+/** Fields of the config of a scheduled job (docs/jobs.md "Scheduled jobs"). */
+type ScheduleFields = 'schedule' | 'timeZone' | 'concurrency' | 'timeout' | 'command';
+
+/**
+ * The long-lived units a release runs: none for a scheduled job (a service with `schedule`), whose
+ * runs are jobs the leader starts at its ticks; numInstances otherwise.
+ */
+export const unitsWanted = (config: Pick<ServiceConfig, 'numInstances' | 'schedule'>): number => (config.schedule === undefined ? config.numInstances : 0);
+
+export type RolloutSettings = Required<Omit<ServiceConfig, UnitShapeFields | ReleaseCommandFields | ScheduleFields | 'rollout'>> &
   Pick<ServiceConfig, 'healthCheck'> & { strategy: RolloutStrategy; handoverTimeoutSeconds: number };
 
 export const rolloutSettings = (config: ServiceConfig): RolloutSettings => ({
@@ -212,6 +227,11 @@ export const ServiceConfigPatch = Type.Object(
     volumeMove: Type.Optional(Type.Union([VolumeMove, Type.Null()])),
     releaseCommand: Type.Optional(Type.Union([Command, Type.Null()])),
     releaseCommandTimeout: Type.Optional(Type.Union([JobDuration, Type.Null()])),
+    schedule: Type.Optional(Type.Union([scheduleFields.schedule, Type.Null()])),
+    timeZone: Type.Optional(Type.Union([scheduleFields.timeZone, Type.Null()])),
+    concurrency: Type.Optional(Type.Union([scheduleFields.concurrency, Type.Null()])),
+    timeout: Type.Optional(Type.Union([JobDuration, Type.Null()])),
+    command: Type.Optional(Type.Union([Command, Type.Null()])),
   },
   { additionalProperties: false, minProperties: 1 },
 );

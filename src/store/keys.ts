@@ -89,6 +89,9 @@ export const jobPrefix = `${ROOT}jobs/`;
 export const jobKey = (id: string): string => `${jobPrefix}${id}`;
 export const jobRunPrefix = `${ROOT}job-runs/`;
 export const jobRunKey = (id: string): string => `${jobRunPrefix}${id}`;
+/** A service's schedule as the leader handled it: the last tick, failures notified, skipped ticks. */
+export const jobSchedulePrefix = `${ROOT}job-schedules/`;
+export const jobScheduleKey = (service: string): string => `${jobSchedulePrefix}${service}`;
 
 /** Scheduler leadership: held by the leading scheduler under its lease; its create revision fences every write. */
 export const schedulerLeaderKey = `${ROOT}scheduler/leader`;

@@ -27,8 +27,8 @@ export const recordFamilies = [
   { family: 'unit outputs', keys: ['/platform/unit-output/<service>/<instance>'], builders: ['unitOutputKey'], owners: ['src/store/records/unit-outputs.ts'] },
   {
     family: 'jobs',
-    keys: ['/platform/jobs/<id>', '/platform/job-runs/<id>'],
-    builders: ['jobKey', 'jobRunKey'],
+    keys: ['/platform/jobs/<id>', '/platform/job-runs/<id>', '/platform/job-schedules/<service>'],
+    builders: ['jobKey', 'jobRunKey', 'jobScheduleKey'],
     owners: ['src/store/records/jobs.ts'],
   },
   { family: 'scheduler leadership', keys: ['/platform/scheduler/leader'], builders: ['schedulerLeaderKey'], owners: ['src/roles/scheduler/leadership.ts'] },

@@ -889,6 +889,19 @@ export interface components {
                 releaseCommand?: string[];
                 /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
                 releaseCommandTimeout?: string;
+                /** @description a five-field cron expression (minute hour day-of-month month day-of-week), such as "*\/15 * * * *" or "30 2 * * 1-5" */
+                schedule?: string;
+                /** @description an IANA time zone the schedule is read in, such as Europe/Paris (default UTC) */
+                timeZone?: string;
+                /**
+                 * @description "forbid" (the default: a tick is skipped while a run is still going), "allow" (runs overlap) or "replace" (the running one is stopped)
+                 * @enum {string}
+                 */
+                concurrency?: "forbid" | "allow" | "replace";
+                /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                timeout?: string;
+                /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                command?: string[];
             };
             /** Format: date-time */
             createdAt: string;
@@ -1442,6 +1455,19 @@ export interface operations {
                             releaseCommand?: string[];
                             /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
                             releaseCommandTimeout?: string;
+                            /** @description a five-field cron expression (minute hour day-of-month month day-of-week), such as "*\/15 * * * *" or "30 2 * * 1-5" */
+                            schedule?: string;
+                            /** @description an IANA time zone the schedule is read in, such as Europe/Paris (default UTC) */
+                            timeZone?: string;
+                            /**
+                             * @description "forbid" (the default: a tick is skipped while a run is still going), "allow" (runs overlap) or "replace" (the running one is stopped)
+                             * @enum {string}
+                             */
+                            concurrency?: "forbid" | "allow" | "replace";
+                            /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                            timeout?: string;
+                            /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                            command?: string[];
                         };
                         /** Format: date-time */
                         createdAt: string;
@@ -1749,6 +1775,19 @@ export interface operations {
                         releaseCommand?: string[];
                         /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
                         releaseCommandTimeout?: string;
+                        /** @description a five-field cron expression (minute hour day-of-month month day-of-week), such as "*\/15 * * * *" or "30 2 * * 1-5" */
+                        schedule?: string;
+                        /** @description an IANA time zone the schedule is read in, such as Europe/Paris (default UTC) */
+                        timeZone?: string;
+                        /**
+                         * @description "forbid" (the default: a tick is skipped while a run is still going), "allow" (runs overlap) or "replace" (the running one is stopped)
+                         * @enum {string}
+                         */
+                        concurrency?: "forbid" | "allow" | "replace";
+                        /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                        timeout?: string;
+                        /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                        command?: string[];
                     };
                 };
             };
@@ -1927,6 +1966,19 @@ export interface operations {
                     releaseCommand?: string[] | null;
                     /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
                     releaseCommandTimeout?: string | null;
+                    /** @description a five-field cron expression (minute hour day-of-month month day-of-week), such as "*\/15 * * * *" or "30 2 * * 1-5" */
+                    schedule?: string | null;
+                    /** @description an IANA time zone the schedule is read in, such as Europe/Paris (default UTC) */
+                    timeZone?: string | null;
+                    /**
+                     * @description "forbid" (the default: a tick is skipped while a run is still going), "allow" (runs overlap) or "replace" (the running one is stopped)
+                     * @enum {string|null}
+                     */
+                    concurrency?: "forbid" | "allow" | "replace" | null;
+                    /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                    timeout?: string | null;
+                    /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                    command?: string[] | null;
                 };
             };
         };
@@ -2004,6 +2056,19 @@ export interface operations {
                         releaseCommand?: string[];
                         /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
                         releaseCommandTimeout?: string;
+                        /** @description a five-field cron expression (minute hour day-of-month month day-of-week), such as "*\/15 * * * *" or "30 2 * * 1-5" */
+                        schedule?: string;
+                        /** @description an IANA time zone the schedule is read in, such as Europe/Paris (default UTC) */
+                        timeZone?: string;
+                        /**
+                         * @description "forbid" (the default: a tick is skipped while a run is still going), "allow" (runs overlap) or "replace" (the running one is stopped)
+                         * @enum {string}
+                         */
+                        concurrency?: "forbid" | "allow" | "replace";
+                        /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                        timeout?: string;
+                        /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                        command?: string[];
                     };
                 };
             };
@@ -2233,6 +2298,19 @@ export interface operations {
                             releaseCommand?: string[];
                             /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
                             releaseCommandTimeout?: string;
+                            /** @description a five-field cron expression (minute hour day-of-month month day-of-week), such as "*\/15 * * * *" or "30 2 * * 1-5" */
+                            schedule?: string;
+                            /** @description an IANA time zone the schedule is read in, such as Europe/Paris (default UTC) */
+                            timeZone?: string;
+                            /**
+                             * @description "forbid" (the default: a tick is skipped while a run is still going), "allow" (runs overlap) or "replace" (the running one is stopped)
+                             * @enum {string}
+                             */
+                            concurrency?: "forbid" | "allow" | "replace";
+                            /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                            timeout?: string;
+                            /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                            command?: string[];
                         };
                         pushedAt: number;
                         triggeredAt?: number;
@@ -2431,6 +2509,19 @@ export interface operations {
                             releaseCommand?: string[];
                             /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
                             releaseCommandTimeout?: string;
+                            /** @description a five-field cron expression (minute hour day-of-month month day-of-week), such as "*\/15 * * * *" or "30 2 * * 1-5" */
+                            schedule?: string;
+                            /** @description an IANA time zone the schedule is read in, such as Europe/Paris (default UTC) */
+                            timeZone?: string;
+                            /**
+                             * @description "forbid" (the default: a tick is skipped while a run is still going), "allow" (runs overlap) or "replace" (the running one is stopped)
+                             * @enum {string}
+                             */
+                            concurrency?: "forbid" | "allow" | "replace";
+                            /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                            timeout?: string;
+                            /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                            command?: string[];
                         };
                         pushedAt: number;
                         triggeredAt?: number;
@@ -2631,6 +2722,19 @@ export interface operations {
                             releaseCommand?: string[];
                             /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
                             releaseCommandTimeout?: string;
+                            /** @description a five-field cron expression (minute hour day-of-month month day-of-week), such as "*\/15 * * * *" or "30 2 * * 1-5" */
+                            schedule?: string;
+                            /** @description an IANA time zone the schedule is read in, such as Europe/Paris (default UTC) */
+                            timeZone?: string;
+                            /**
+                             * @description "forbid" (the default: a tick is skipped while a run is still going), "allow" (runs overlap) or "replace" (the running one is stopped)
+                             * @enum {string}
+                             */
+                            concurrency?: "forbid" | "allow" | "replace";
+                            /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
+                            timeout?: string;
+                            /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
+                            command?: string[];
                         };
                         pushedAt: number;
                         triggeredAt?: number;
@@ -4263,10 +4367,10 @@ export interface operations {
                          * @example web
                          */
                         service: string;
-                        kind: "run" | "release-command";
+                        kind: "run" | "release-command" | "scheduled";
                         release: number;
                         /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
-                        command: string[];
+                        command?: string[];
                         machine: string;
                         state: "pending" | "starting" | "running" | "exited" | "stopped" | "timed-out" | "failed";
                         exitCode?: number;
@@ -4429,10 +4533,10 @@ export interface operations {
                          * @example web
                          */
                         service: string;
-                        kind: "run" | "release-command";
+                        kind: "run" | "release-command" | "scheduled";
                         release: number;
                         /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
-                        command: string[];
+                        command?: string[];
                         machine: string;
                         state: "pending" | "starting" | "running" | "exited" | "stopped" | "timed-out" | "failed";
                         exitCode?: number;
@@ -4571,10 +4675,10 @@ export interface operations {
                          * @example web
                          */
                         service: string;
-                        kind: "run" | "release-command";
+                        kind: "run" | "release-command" | "scheduled";
                         release: number;
                         /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
-                        command: string[];
+                        command?: string[];
                         machine: string;
                         state: "pending" | "starting" | "running" | "exited" | "stopped" | "timed-out" | "failed";
                         exitCode?: number;
@@ -4713,10 +4817,10 @@ export interface operations {
                          * @example web
                          */
                         service: string;
-                        kind: "run" | "release-command";
+                        kind: "run" | "release-command" | "scheduled";
                         release: number;
                         /** @description an argv array of 1 to 256 strings, each at most 4096 characters, such as ["sh", "-c", "echo hi"] */
-                        command: string[];
+                        command?: string[];
                         machine: string;
                         state: "pending" | "starting" | "running" | "exited" | "stopped" | "timed-out" | "failed";
                         exitCode?: number;
@@ -5703,7 +5807,7 @@ export interface operations {
                          * @example web-*
                          */
                         services?: string;
-                        events?: ("deployment.started" | "deployment.succeeded" | "deployment.failed" | "deployment.reverted" | "deployment.superseded" | "unit.failed" | "machine.lost")[];
+                        events?: ("deployment.started" | "deployment.succeeded" | "deployment.failed" | "deployment.reverted" | "deployment.superseded" | "unit.failed" | "machine.lost" | "job.failed")[];
                         /** Format: date-time */
                         createdAt: string;
                     }[];
@@ -5822,7 +5926,7 @@ export interface operations {
                      * @example web-*
                      */
                     services?: string;
-                    events?: ("deployment.started" | "deployment.succeeded" | "deployment.failed" | "deployment.reverted" | "deployment.superseded" | "unit.failed" | "machine.lost")[];
+                    events?: ("deployment.started" | "deployment.succeeded" | "deployment.failed" | "deployment.reverted" | "deployment.superseded" | "unit.failed" | "machine.lost" | "job.failed")[];
                 };
             };
         };
@@ -5843,7 +5947,7 @@ export interface operations {
                              * @example web-*
                              */
                             services?: string;
-                            events?: ("deployment.started" | "deployment.succeeded" | "deployment.failed" | "deployment.reverted" | "deployment.superseded" | "unit.failed" | "machine.lost")[];
+                            events?: ("deployment.started" | "deployment.succeeded" | "deployment.failed" | "deployment.reverted" | "deployment.superseded" | "unit.failed" | "machine.lost" | "job.failed")[];
                             /** Format: date-time */
                             createdAt: string;
                         };
@@ -6080,10 +6184,10 @@ export interface operations {
                             /** @description the same for every retry of the event: receivers deduplicate by it */
                             id: string;
                             /**
-                             * @description one of deployment.started, deployment.succeeded, deployment.failed, deployment.reverted, deployment.superseded, unit.failed, machine.lost
+                             * @description one of deployment.started, deployment.succeeded, deployment.failed, deployment.reverted, deployment.superseded, unit.failed, machine.lost, job.failed
                              * @enum {string}
                              */
-                            event: "deployment.started" | "deployment.succeeded" | "deployment.failed" | "deployment.reverted" | "deployment.superseded" | "unit.failed" | "machine.lost";
+                            event: "deployment.started" | "deployment.succeeded" | "deployment.failed" | "deployment.reverted" | "deployment.superseded" | "unit.failed" | "machine.lost" | "job.failed";
                             service: string | null;
                             /** Format: date-time */
                             timestamp: string;

@@ -180,7 +180,7 @@ export class JobRunner {
         service: job.service,
         ...(job.deployment ? { deployment: job.deployment } : {}),
         kind: 'job.ended',
-        message: `job ${job.id} (${job.command[0]}) of v${job.release} on ${this.options.machineId}${job.caller ? ` for ${job.caller}` : ''}: ${describeEnd(state, exit.StatusCode)}`,
+        message: `job ${job.id} (${job.command?.[0] ?? 'its image\'s command'}) of v${job.release} on ${this.options.machineId}${job.caller ? ` for ${job.caller}` : ''}: ${describeEnd(state, exit.StatusCode)}`,
       });
     } catch (error) {
       log.warn({ job: job.id, reason: dockerErrorMessage(error) }, 'job could not run');

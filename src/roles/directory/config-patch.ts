@@ -1,6 +1,7 @@
 import { badRequest, describeValidation } from '../../http/errors.js';
 import { buildAjv } from '../../http/server.js';
 import { jobDurationSeconds } from '../../schemas/command.js';
+import { scheduleProblem } from '../../schedules/schedule-plan.js';
 import { ServiceConfig, defaultConfig, rolloutDefaults, type ServiceConfigPatch } from '../../schemas/service.js';
 
 // A patch is valid on its own, yet merges add up: six patches of 1,000 variables each once built a
@@ -8,7 +9,7 @@ import { ServiceConfig, defaultConfig, rolloutDefaults, type ServiceConfigPatch 
 const validConfig = buildAjv(false).compile(ServiceConfig);
 
 /** Keys a patch sets whole or, with null, removes (the default applies). */
-const replacedKeys = ['maxSurge', 'maxUnavailable', 'minReadySeconds', 'progressDeadlineSeconds', 'autoRevert', 'stopGraceSeconds', 'healthCheck', 'rollout', 'resources', 'placement', 'volumes', 'volumeMove', 'releaseCommand', 'releaseCommandTimeout'] as const;
+const replacedKeys = ['maxSurge', 'maxUnavailable', 'minReadySeconds', 'progressDeadlineSeconds', 'autoRevert', 'stopGraceSeconds', 'healthCheck', 'rollout', 'resources', 'placement', 'volumes', 'volumeMove', 'releaseCommand', 'releaseCommandTimeout', 'schedule', 'timeZone', 'concurrency', 'timeout', 'command'] as const;
 
 /** RFC 7396 merge patch of a service's next config: `env` merges key by key, `null` removes or resets. */
 export function applyConfigPatch(config: ServiceConfig, patch: ServiceConfigPatch): ServiceConfig {
@@ -43,6 +44,7 @@ export function assertConsistent(config: ServiceConfig): void {
   if (config.releaseCommandTimeout !== undefined && jobDurationSeconds(config.releaseCommandTimeout) === undefined) {
     throw badRequest(`releaseCommandTimeout must be at most 24h, got ${config.releaseCommandTimeout}`);
   }
+  assertScheduleConsistent(config);
   const volumes = config.volumes ?? [];
   for (const field of ['name', 'path'] as const) {
     const seen = new Set<string>();
@@ -51,4 +53,16 @@ export function assertConsistent(config: ServiceConfig): void {
       seen.add(volume[field]);
     }
   }
+}
+
+/** A scheduled job's fields: a schedule that parses in a zone that exists, and no field of it without a schedule. */
+function assertScheduleConsistent(config: ServiceConfig): void {
+  if (config.timeout !== undefined && jobDurationSeconds(config.timeout) === undefined) throw badRequest(`timeout must be at most 24h, got ${config.timeout}`);
+  if (config.schedule === undefined) {
+    const orphan = (['timeZone', 'concurrency', 'timeout', 'command'] as const).find((field) => config[field] !== undefined);
+    if (orphan) throw badRequest(`${orphan} applies to a scheduled job only: set schedule too (or remove ${orphan})`);
+    return;
+  }
+  const problem = scheduleProblem({ schedule: config.schedule, timeZone: config.timeZone });
+  if (problem) throw badRequest(problem);
 }

@@ -19,6 +19,7 @@ import { Housekeeping } from './housekeeping/housekeeping.js';
 import { defaultEngineGraceSeconds, defaultMachineGraceMs, defaultRetention, type BackupSchedule, type RetentionLimits } from '../../config.js';
 import { ScheduledBackups, type BackupReadiness } from './housekeeping/scheduled-backups.js';
 import { Notifier } from './notifications/notifier.js';
+import { ScheduledRuns } from './schedules/scheduled-runs.js';
 import { onStorePing } from '../../store/store-heartbeat.js';
 import { RENEWAL_GRACE_TTLS } from '../../store/leased-keys.js';
 import { migrateStoreSchema } from './housekeeping/schema-migration.js';
@@ -31,8 +32,8 @@ import { parseImageReference, repositoryName } from '../../image-reference.js';
 // The scheduler role's lifecycle: leadership (one leader at a time, every write fenced on it), the
 // watched cluster snapshot, and the wiring of what the leader does: deployments (deploys/),
 // self-healing (healing/: its pass runs on the leader's work queue, with the renewal grace kept
-// here), housekeeping (housekeeping/) and notifications (notifications/). A follower hands
-// deploys, rollbacks and stops to the leader (handoff.ts).
+// here), housekeeping (housekeeping/), notifications (notifications/) and scheduled jobs
+// (schedules/). A follower hands deploys, rollbacks and stops to the leader (handoff.ts).
 
 export interface SchedulerOptions {
   store: Store;
@@ -100,6 +101,8 @@ export class Scheduler {
   /** The leader's heal pass (healing/healer.ts); its triggers and the renewal grace it asks about are here. */
   private healer?: Healer;
   private notifier?: Notifier;
+  /** Scheduled jobs' ticks (schedules/). */
+  private scheduledRuns?: ScheduledRuns;
   private healTimer?: NodeJS.Timeout;
   private pruneTimer?: NodeJS.Timeout;
   /**
@@ -139,6 +142,7 @@ export class Scheduler {
         elected: () => void this.lead(),
         deposed: () => {
           this.runner?.forget();
+          this.scheduledRuns?.forget();
           this.backups?.stop();
         },
       },
@@ -161,6 +165,7 @@ export class Scheduler {
     const cluster = await ClusterWatch.start(this.store, this.engineGraceSeconds, this.options.machineGraceMs);
     this.cluster = cluster;
     this.runner = new DeploymentRunner({ store: this.store, log: this.log, cluster, registry: this.registry, isLeader: () => this.isLeader(), stopTimeoutSeconds: this.stopTimeoutSeconds });
+    this.scheduledRuns = new ScheduledRuns({ store: this.store, cluster, jobs: this.runner.jobs, isLeader: () => this.isLeader(), log: this.log });
     this.healer = new Healer({ store: this.store, cluster, runner: this.runner, renewing: (snapshot) => this.renewing(snapshot), renewalGraceUntil: () => this.renewalGraceUntil });
     this.notifier = await Notifier.start({
       store: this.options.store,
@@ -255,6 +260,7 @@ export class Scheduler {
     await this.backups?.close();
     await this.handOff.close();
     await this.leadership.close();
+    await this.scheduledRuns?.close();
     await this.runner?.close();
     await this.notifier?.close();
     await this.cluster?.close();
@@ -311,6 +317,8 @@ export class Scheduler {
       this.startRenewalGrace();
       this.healer?.forgetAttempts();
       void this.backups?.lead();
+      // Ticks due while no scheduler led (this election among them) run now: the newest one of each schedule.
+      void this.scheduledRuns?.lead();
       await this.handOff.serve((request) => this.execute(request), () => this.isLeader());
       // Deliveries the last leader left pending go out from here.
       this.notifier?.kick();

@@ -1,13 +1,16 @@
-import { jobKey, jobPrefix, jobRunKey, jobRunPrefix } from '../keys.js';
+import { jobKey, jobPrefix, jobRunKey, jobRunPrefix, jobScheduleKey, jobSchedulePrefix } from '../keys.js';
 import type { Compare, Operation, Store } from '../store.js';
 import { deleteKeys, listRecords, readRecord, updateRecord } from '../json-records.js';
 import { JOBS_KEPT_PER_SERVICE, finishedJobStates, jobView, type Job, type JobRun, type JobView } from '../../schemas/job.js';
+import type { ScheduleState } from '../../schemas/schedule.js';
 
 // The one owner of /platform/jobs/<id> and /platform/job-runs/<id> (docs/jobs.md). A job is intent:
 // placed by the leading scheduler's plan applier, asked to stop by the leading scheduler, pruned by
 // it when a service has more than JOBS_KEPT_PER_SERVICE. Its run is what the agent of the job's
 // machine observed (state, exit code, the last lines of output), written by that agent only and
-// not leased: it outlives the container, which the agent removes once the run is recorded.
+// not leased: it outlives the container, which the agent removes once the run is recorded. A
+// scheduled job's state (/platform/job-schedules/<service>: the last tick handled, the failures
+// notified) is the leading scheduler's bookkeeping, written in the transaction of what it did.
 
 /** The transaction parts that create a job where no job of its id exists yet. */
 export const jobCreate = (job: Job): { compare: Compare; operation: Operation } => ({
@@ -49,4 +52,18 @@ export async function pruneJobs(store: Store, service: string): Promise<void> {
   const views = await listJobViews(store, service);
   const doomed = views.slice(JOBS_KEPT_PER_SERVICE).filter((view) => finishedJobStates.has(view.state));
   await deleteKeys(store, doomed.flatMap((view) => [jobKey(view.id), jobRunKey(view.id)]));
+}
+
+export async function readScheduleState(store: Store, service: string): Promise<ScheduleState | undefined> {
+  return (await readRecord<ScheduleState>(store, jobScheduleKey(service)))?.record;
+}
+
+export const listScheduleStates = (store: Store): Promise<ScheduleState[]> => listRecords<ScheduleState>(store, jobSchedulePrefix);
+
+/** The operation that records a schedule's state, for the transaction of the tick it handled. */
+export const scheduleStateWrite = (state: ScheduleState): Operation => ({ op: 'put', key: jobScheduleKey(state.service), value: JSON.stringify(state) });
+
+/** Deletes the schedule state of a service that is no longer a scheduled job (or no longer declared). */
+export async function deleteScheduleState(store: Store, service: string): Promise<void> {
+  await deleteKeys(store, [jobScheduleKey(service)]);
 }

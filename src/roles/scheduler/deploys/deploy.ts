@@ -2,7 +2,7 @@ import type { Store } from '../../../store/store.js';
 import { readService } from '../../../store/records/services.js';
 import { badRequest, notFound } from '../../../http/errors.js';
 import { formatImageReference, parseImageReference, repositoryName } from '../../../image-reference.js';
-import type { Service, ServiceConfig } from '../../../schemas/service.js';
+import { unitsWanted, type Service, type ServiceConfig } from '../../../schemas/service.js';
 import { currentTarget, type Deployment, type DeployReply, type Release } from '../../../schemas/release.js';
 import type { RegistryClient } from './registry-client.js';
 import { claimReleases, createRelease, getRelease } from '../../../store/records/releases.js';
@@ -168,7 +168,7 @@ async function recordRelease(store: Store, service: Service, draft: ReleaseDraft
   });
   if (!deployment) throw new Error('the release was written without its deployment');
   const origin = draft.rollbackOf ? `, rollback to v${draft.rollbackOf}` : '';
-  return { release, deployment, reply: reply('created', release, id, `deploying ${service.name} v${release.version} (${release.config.numInstances} units${origin})`) };
+  return { release, deployment, reply: reply('created', release, id, `deploying ${service.name} v${release.version} (${unitsWanted(release.config)} units${origin})`) };
 }
 
 function reply(outcome: DeployReply['outcome'], release: Release, deployment: string, message: string): DeployReply {

@@ -1,6 +1,6 @@
 import type { Assignment, UnitStatus } from '../../../schemas/cluster.js';
 import type { Deployment, Release } from '../../../schemas/release.js';
-import { rolloutSettings, type RolloutSettings } from '../../../schemas/service.js';
+import { rolloutSettings, unitsWanted, type RolloutSettings } from '../../../schemas/service.js';
 import { isRunning } from '../../../units.js';
 import { holdRequests, releaseRequests } from '../../../store/records/request-holds.js';
 import { rolloutRecorder } from '../../../store/records/deployments.js';
@@ -36,7 +36,7 @@ export async function handOver(options: RolloutOptions, release: Release, deploy
   let rolling = false;
   for (;;) {
     if (!options.isCurrent()) return { state: 'superseded' };
-    const old = nextHandover(serviceAssignments(options.cluster.snapshot(), release.service), release.config.numInstances, handover.spec);
+    const old = nextHandover(serviceAssignments(options.cluster.snapshot(), release.service), unitsWanted(release.config), handover.spec);
     if (old === undefined) break;
     if (!rolling) {
       rolling = true;

@@ -1,4 +1,4 @@
-import type { Store } from '../../../store/store.js';
+import type { Operation, Store } from '../../../store/store.js';
 import { conflict, notFound } from '../../../http/errors.js';
 import type { Release } from '../../../schemas/release.js';
 import type { Job } from '../../../schemas/job.js';
@@ -17,7 +17,8 @@ import type { PlanApplier } from './plan-applier.js';
 export interface JobStart {
   kind: Job['kind'];
   release: Release;
-  command: string[];
+  /** None: the image's own command (a scheduled job without `command`). */
+  command?: string[] | undefined;
   timeoutSeconds: number;
   /** The machine it must run on (`--machine`); by default the planner picks one. */
   machine?: string | undefined;
@@ -25,7 +26,13 @@ export interface JobStart {
   caller?: string | undefined;
   /** A release command's deployment: the job's id follows from it, so the command is placed once per deployment. */
   deployment?: string | undefined;
+  /** A scheduled run's id, derived from its tick, so one scheduler only starts it (docs/jobs.md "Scheduled jobs"). */
+  id?: string | undefined;
+  /** Written in the placement's transaction, only when the job is created by it (a scheduled run's bookkeeping). */
+  alsoWrite?: Operation[] | undefined;
 }
+
+const jobNoun: Record<Job['kind'], string> = { run: 'job', 'release-command': 'release command', scheduled: 'scheduled run' };
 
 /** How often a job is placed again when the applier refused it (the cluster changed since it was planned). */
 const PLACEMENT_ATTEMPTS = 3;
@@ -44,7 +51,7 @@ export class JobLauncher {
   /** Places and records the job, or 409 naming why no machine takes it; a release command placed before is returned as it is. */
   async start(request: JobStart): Promise<Job> {
     const { release } = request;
-    const id = request.deployment ? releaseCommandJobId(request.deployment) : timeOrderedId();
+    const id = request.id ?? (request.deployment ? releaseCommandJobId(request.deployment) : timeOrderedId());
     const name = `${release.service}-run-${id}`;
     const rules = jobRules(name, release.config.resources);
     let reason = '';
@@ -57,9 +64,9 @@ export class JobLauncher {
         service: release.service,
         ...(job.deployment ? { deployment: job.deployment } : {}),
         kind: 'job.started',
-        message: `${job.kind === 'release-command' ? 'release command' : 'job'} ${id} of v${release.version} placed on ${job.machine}${job.caller ? ` for ${job.caller}` : ''}`,
+        message: `${jobNoun[job.kind]} ${id} of v${release.version} placed on ${job.machine}${job.caller ? ` for ${job.caller}` : ''}`,
       });
-      const applied = await this.applier.applyJob(job, rules, [line]);
+      const applied = await this.applier.applyJob(job, rules, [line, ...(request.alsoWrite ?? [])]);
       if (applied.applied) {
         // History is bounded per service: older finished jobs go as a new one comes.
         await pruneJobs(this.store, release.service).catch(() => undefined);
@@ -97,7 +104,7 @@ function jobOf(id: string, request: JobStart, machine: string): Job {
     kind: request.kind,
     release: release.version,
     image: release.image,
-    command: request.command,
+    ...(request.command ? { command: request.command } : {}),
     env: release.config.env,
     ...(release.config.resources ? { resources: release.config.resources } : {}),
     ...(release.config.volumes?.length ? { volumes: release.config.volumes } : {}),

@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Store } from '../../../store/store.js';
 import type { Assignment, UnitStatus } from '../../../schemas/cluster.js';
 import type { Deployment, Release, UnitProgress } from '../../../schemas/release.js';
-import { rolloutSettings, type RolloutSettings } from '../../../schemas/service.js';
+import { rolloutSettings, unitsWanted, type RolloutSettings } from '../../../schemas/service.js';
 import { planRolloutStep, type RolloutUnit } from '../../../placement/rollout-step.js';
 import { isRunning, slotOf, specHash, unitName } from '../../../units.js';
 import { evictedMachines, placedUnit, plannerMachine, serviceRules, type ClusterSnapshot, type ClusterWatch } from '../cluster-snapshot.js';
@@ -98,7 +98,7 @@ async function rollOutSteps(options: RolloutOptions, release: Release, deploymen
     const units = trackUnits(snapshot, release.service, readySince, settings);
     const step = planRolloutStep({
       service: release.service,
-      instances: release.config.numInstances,
+      instances: unitsWanted(release.config),
       spec,
       maxSurge: settings.maxSurge,
       maxUnavailable: settings.maxUnavailable,

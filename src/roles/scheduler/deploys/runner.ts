@@ -3,7 +3,7 @@ import { StoreUnavailableError, type Store } from '../../../store/store.js';
 import { assignmentDelete } from '../../../store/records/assignments.js';
 import { FencedWriteError } from '../../../store/fenced-store.js';
 import { currentTarget, type Deployment, type DeployReply, type Release } from '../../../schemas/release.js';
-import { rolloutSettings } from '../../../schemas/service.js';
+import { rolloutSettings, unitsWanted } from '../../../schemas/service.js';
 import { NotLeaderError } from '../leadership.js';
 import { acceptDeploy, acceptRollback, type AcceptedDeploy, type DeployTrigger } from './deploy.js';
 import type { RegistryClient } from './registry-client.js';
@@ -194,7 +194,7 @@ export class DeploymentRunner {
     // Shutting down or deposed: the next leader resumes it from the store.
     if ((this.closed || !this.options.isLeader()) && outcome.state === 'superseded') return;
     if (outcome.state === 'failed') return this.failOrRevert(release, deployment, outcome);
-    const reason = outcome.state === 'succeeded' ? `${release.config.numInstances} units run v${release.version}` : (outcome.reason ?? 'superseded by a newer deployment');
+    const reason = outcome.state === 'succeeded' ? `${unitsWanted(release.config)} units run v${release.version}` : (outcome.reason ?? 'superseded by a newer deployment');
     await recordOutcome(store, deployment, outcome.state, reason);
   }
 

@@ -2,7 +2,7 @@ import type { Store } from '../../../store/store.js';
 import { endEpisode, listDeployments } from '../../../store/records/deployments.js';
 import { getRelease } from '../../../store/records/releases.js';
 import { currentTarget, type Deployment, type Release } from '../../../schemas/release.js';
-import { keepsUnitsWithVolumes } from '../../../schemas/service.js';
+import { keepsUnitsWithVolumes, unitsWanted } from '../../../schemas/service.js';
 import type { ClusterSnapshot, ClusterWatch } from '../cluster-snapshot.js';
 import { planHealing, type Reschedule } from './healing.js';
 import { conditionsOf, decideHeal, endedEpisodes, openEpisode } from './healing-backoff.js';
@@ -56,7 +56,7 @@ export class Healer {
     for (const service of declared) {
       const target = currentTarget(deployments.filter((d) => d.service === service));
       const release = target?.state === 'succeeded' && !runner.busy(service) ? await getRelease(store, service, target.release) : undefined;
-      if (release) instances.set(`${service}/${release.version}`, release.config.numInstances);
+      if (release) instances.set(`${service}/${release.version}`, unitsWanted(release.config));
       if (release && keepsUnitsWithVolumes(release.config)) staying.add(`${service}/${release.version}`);
     }
     const plan = planHealing({
