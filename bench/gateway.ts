@@ -16,6 +16,7 @@ import { cpuTicks, cpuUsPerRequest, haproxyWorkers } from './proxy-cpu.js';
 import { convergenceRows } from './route-convergence.js';
 import { startGateway, type DataPlaneName, type Gateway } from '../test/harness/gateway-cluster.js';
 import { openStore } from '../src/store/open-store.js';
+import { gatewayTimedRequests, startLineCounter, udpReceiveBufferErrors, type LineCounter } from './traffic-log-lines.js';
 
 // Issues 6 and 16: requests per second and latency through the gateway's two data planes (HAProxy
 // driven by the gateway, and the Node proxy), against a hand-written HAProxy 2.6 configuration
@@ -34,7 +35,10 @@ import { openStore } from '../src/store/open-store.js';
 // generated configuration run by hand (a backend copy per thread, as the plane, and one backend
 // shared by the threads: what the plane's process adds, and what the copies add), and hand-written configurations
 // adding the gateway's balancing and retry one at a time, with how requests spread over the units
-// and how often a unit's accept queue overflowed (docs/benchmarks.md, issue 16).
+// and how often a unit's accept queue overflowed (docs/benchmarks.md, issue 16). `traffic-log`
+// (keep-alive units) measures what the HAProxy plane's line per request costs: the generated
+// configuration by hand with and without it, the plane and the reference in the same rounds, and
+// how many lines arrive of the requests sent (docs/benchmarks.md, issue 31).
 
 const UNITS = 3;
 const CONNECTIONS = 32;
@@ -64,13 +68,13 @@ const HAND_WRITTEN = {
 } as const;
 type HandWritten = keyof typeof HAND_WRITTEN;
 
-// Sections: `keep-alive`, `busybox`, `tail`, `convergence`; none named: keep-alive, busybox and convergence.
+// Sections: `keep-alive`, `busybox`, `tail`, `convergence`, `traffic-log`; none named: keep-alive, busybox and convergence.
 // `--rounds=N`: full-load rounds per unit kind (3 by default, each target 8 s a round).
 const roundsFlag = process.argv.slice(2).find((arg) => arg.startsWith('--rounds='));
 const ROUNDS = countArgument(roundsFlag?.slice('--rounds='.length), '--rounds', 3);
 const args = process.argv.slice(2).filter((arg) => arg !== roundsFlag);
-const unknown = args.filter((arg) => ![...unitKinds, 'tail', 'convergence'].includes(arg));
-if (unknown.length > 0) throw new Error(`unknown section ${unknown.join(', ')}: keep-alive, busybox, tail or convergence`);
+const unknown = args.filter((arg) => ![...unitKinds, 'tail', 'convergence', 'traffic-log'].includes(arg));
+if (unknown.length > 0) throw new Error(`unknown section ${unknown.join(', ')}: keep-alive, busybox, tail, convergence or traffic-log`);
 const kinds = args.length === 0 ? unitKinds : unitKinds.filter((kind) => args.includes(kind));
 
 // Every HAProxy the bench starts kills itself on exit (reference-haproxy.ts): the tail section runs seven.
@@ -91,6 +95,8 @@ interface Measure {
   p99_9: number;
   max: number;
   errors: number;
+  /** Requests answered. */
+  requests: number;
   /** CPU time of the proxy process per request, in microseconds (0 for direct). */
   cpuUs: number;
   /** Requests each unit got, from HAProxy's counters (HAProxy targets only). */
@@ -103,7 +109,7 @@ interface Measure {
  * What is measured: the two planes; the hand-written configurations (HAND_WRITTEN); the gateway's
  * generated configuration run by hand with one backend shared by the threads; one unit directly.
  */
-type Target = 'haproxyPlane' | 'nodePlane' | HandWritten | 'generated' | 'generatedShared' | 'direct';
+type Target = 'haproxyPlane' | 'nodePlane' | HandWritten | 'generated' | 'generatedLogged' | 'generatedShared' | 'direct';
 type Targets = Partial<Record<Target, { url: string; host?: string; pids?: number[]; socket?: string }>>;
 const targetLabels: Record<Target, string> = {
   haproxyPlane: 'HAProxy plane',
@@ -113,6 +119,7 @@ const targetLabels: Record<Target, string> = {
   haproxyRetry: 'hand-written, round robin, L7 retry',
   haproxyLeastconn: 'hand-written, leastconn, no L7 retry',
   generated: 'generated config by hand, a backend copy per thread (as the plane)',
+  generatedLogged: 'generated config by hand with the traffic log line (as the plane)',
   generatedShared: 'generated config by hand, one backend shared by the threads',
   direct: 'direct to one unit',
 };
@@ -138,6 +145,9 @@ const TAIL_PACED_ROUNDS = 3;
  * (what the copies add), the gateway's policy hand-written and the reference.
  */
 const lowRateTargets: Target[] = ['haproxyPlane', 'generated', 'generatedShared', 'haproxyPolicy', 'haproxy'];
+/** The `traffic-log` section: the generated configuration with and without its line per request, the plane, the reference. */
+const trafficLogTargets: Target[] = ['generatedLogged', 'generated', 'haproxyPlane', 'haproxy'];
+const TRAFFIC_LOG_ROUNDS = 5;
 
 type TargetSpec = NonNullable<Targets[Target]>;
 
@@ -159,6 +169,7 @@ async function load(target: TargetSpec, addresses: string[], duration = DURATION
     p99_9: result.latency.p99_9,
     max: result.latency.max,
     errors: result.errors + result.timeouts + result.non2xx,
+    requests: result.requests.total,
     cpuUs: cpuUsPerRequest(ticks, result.requests.total),
     ...(socket === undefined ? {} : { perUnit: sessionsBetween(countsBefore, await serverCounts(socket, addresses), addresses) }),
   };
@@ -227,7 +238,7 @@ function pacedDifference(runs: PacedResult[], reference: PacedResult[]): string 
 }
 
 /** Starts the targets named for the service's units (the planes already run); `stop` ends those it started. */
-async function startTargets(service: string, addresses: string[], names: readonly Target[]): Promise<{ targets: Targets; configs: Record<string, string>; stop(): void }> {
+async function startTargets(service: string, addresses: string[], names: readonly Target[]): Promise<{ targets: Targets; configs: Record<string, string>; lines: LineCounter; stop(): void }> {
   const host = `${service}.platform.internal`;
   // undici's request, not fetch: fetch sends its own Host.
   const ready = async (port: number) => {
@@ -236,6 +247,8 @@ async function startTargets(service: string, addresses: string[], names: readonl
     return statusCode === 200;
   };
   const started: ReferenceHaproxy[] = [];
+  // Where generatedLogged's lines go, counted as the gateway would receive them.
+  const lines = await startLineCounter();
   const targets: Targets = {};
   const configs: Record<string, string> = { 'HAProxy data plane': dataPlaneConfig(planes.haproxy.dataDir, planes.haproxy.port) };
   for (const name of names) {
@@ -246,15 +259,23 @@ async function startTargets(service: string, addresses: string[], names: readonl
     } else if (name === 'direct') {
       targets[name] = { url: `http://${addresses[0]}/` };
     } else {
-      const haproxy = await (name === 'generated' || name === 'generatedShared'
-        ? startGeneratedHaproxy(service, host, addresses, name === 'generated' ? 'per-thread' : 'shared', ready)
+      const haproxy = await (name === 'generated' || name === 'generatedLogged' || name === 'generatedShared'
+        ? startGeneratedHaproxy(service, host, addresses, name === 'generatedShared' ? 'shared' : 'per-thread', ready, name === 'generatedLogged' ? lines.port : undefined)
         : startReferenceHaproxy(addresses, '', ready, HAND_WRITTEN[name]));
       started.push(haproxy);
       configs[targetLabels[name]] = haproxy.config;
       targets[name] = { url: `http://127.0.0.1:${haproxy.port}/`, host, pids: [haproxy.pid], socket: haproxy.socket };
     }
   }
-  return { targets, configs, stop: () => started.forEach((haproxy) => haproxy.stop()) };
+  return {
+    targets,
+    configs,
+    lines,
+    stop: () => {
+      started.forEach((haproxy) => haproxy.stop());
+      lines.close();
+    },
+  };
 }
 
 /** Full-load rounds over `names`, each round starting one target later (none always right after the same one). */
@@ -399,6 +420,89 @@ function pacedTailRows(paced: Record<Target, PacedResult[]>, names: readonly Tar
   return rows;
 }
 
+/** One full-load round of the `traffic-log` section. */
+interface LoggedRound {
+  measure: Measure;
+  /** Lines that arrived of the round's requests (targets that log them). */
+  lines?: number;
+  /** The gateway process's CPU per request: on the plane, receiving and counting the lines. */
+  gatewayCpuUs: number;
+  /** Datagrams the kernel dropped on a full receive buffer during the round (the whole machine's). */
+  dropped: number;
+}
+
+/** The `traffic-log` section: what HAProxy's line per request costs, and whether every line arrives, at full load. */
+async function measureTrafficLog(): Promise<BenchRow[]> {
+  const { service, addresses } = await deployUnits('keep-alive');
+  const { targets, lines, stop } = await startTargets(service, addresses, trafficLogTargets);
+  const gatewayPid = planes.haproxy.child.pid!;
+  const runs = Object.fromEntries(trafficLogTargets.map((name) => [name, [] as LoggedRound[]])) as Record<Target, LoggedRound[]>;
+  for (let round = 0; round < TRAFFIC_LOG_ROUNDS; round++) {
+    for (const name of trafficLogTargets.map((_, i) => trafficLogTargets[(i + round) % trafficLogTargets.length]!)) {
+      const arrived = name === 'haproxyPlane' ? () => gatewayTimedRequests(planes.haproxy.url, service) : name === 'generatedLogged' ? async () => lines.lines() : undefined;
+      const [linesBefore, dropsBefore, gatewayBefore] = [(await arrived?.()) ?? 0, udpReceiveBufferErrors(), cpuTicks([gatewayPid])];
+      const measure = await load(targets[name]!, addresses);
+      // Lines still in the socket's buffer when the load ends are received meanwhile.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const linesAfter = (await arrived?.()) ?? 0;
+      const logged: LoggedRound = {
+        measure,
+        ...(arrived ? { lines: linesAfter - linesBefore } : {}),
+        gatewayCpuUs: cpuUsPerRequest(cpuTicks([gatewayPid]) - gatewayBefore, measure.requests),
+        dropped: udpReceiveBufferErrors() - dropsBefore,
+      };
+      runs[name].push(logged);
+      const lineCount = logged.lines === undefined ? '' : `, ${logged.lines} lines of ${measure.requests} requests`;
+      console.log(`traffic log, round ${round + 1}, ${targetLabels[name]}: ${fullLoadLine(measure)}${lineCount}, gateway CPU ${logged.gatewayCpuUs.toFixed(1)} us a request, ${logged.dropped} UDP drops`);
+    }
+  }
+  stop();
+  await http('DELETE', `${platform.url('directory')}/services/${service}`);
+  return trafficLogRows(runs);
+}
+
+function trafficLogRows(runs: Record<Target, LoggedRound[]>): BenchRow[] {
+  const rps = (name: Target) => runs[name].map((run) => run.measure.rps);
+  const cpu = (name: Target) => median(runs[name].map((run) => run.measure.cpuUs));
+  const gatewayCpu = median(runs.haproxyPlane.map((run) => run.gatewayCpuUs));
+  const units = describeUnits['keep-alive'];
+  const of = `median of ${TRAFFIC_LOG_ROUNDS} x ${DURATION_S} s, ${CONNECTIONS} connections, ${units}`;
+  const arrivedShare = (name: Target) => {
+    const [arrived, sent] = runs[name].reduce(([a, s], run) => [a + (run.lines ?? 0), s + run.measure.requests], [0, 0]);
+    return `${arrived} of ${sent} (${((100 * arrived) / sent).toFixed(2)} %)`;
+  };
+  return [
+    {
+      benchmark: `req/s, generated config by hand with the traffic log line against without it (${of})`,
+      platform: median(rps('generatedLogged')).toFixed(0),
+      reference: `${median(rps('generated')).toFixed(0)} without the line, ${median(rps('haproxy')).toFixed(0)} hand-written`,
+      ratio: `rounds' own: ${pairedRatio(rps('generatedLogged'), rps('generated'))}`,
+      target: '>= 0.97x',
+    },
+    {
+      benchmark: `HAProxy CPU per request, generated config with the traffic log line against without it (${of})`,
+      platform: `${cpu('generatedLogged').toFixed(1)} us`,
+      reference: `${cpu('generated').toFixed(1)} us without the line, ${cpu('haproxy').toFixed(1)} us hand-written`,
+      ratio: `${(cpu('generatedLogged') / cpu('generated')).toFixed(2)}x`,
+      target: '-',
+    },
+    {
+      benchmark: `req/s and CPU per request (HAProxy + the gateway receiving the lines), HAProxy plane against the hand-written reference (${of})`,
+      platform: `${median(rps('haproxyPlane')).toFixed(0)}, ${cpu('haproxyPlane').toFixed(1)} + ${gatewayCpu.toFixed(1)} us`,
+      reference: `${median(rps('haproxy')).toFixed(0)}, ${cpu('haproxy').toFixed(1)} us`,
+      ratio: `rounds' own: ${pairedRatio(rps('haproxyPlane'), rps('haproxy'))}`,
+      target: '-',
+    },
+    {
+      benchmark: `traffic log lines that arrived of the requests sent, at full load: HAProxy plane (the gateway's latency histogram count); generated config (a receiver like the gateway's)`,
+      platform: arrivedShare('haproxyPlane'),
+      reference: arrivedShare('generatedLogged'),
+      ratio: `${runs.haproxyPlane.reduce((sum, run) => sum + run.dropped, 0)} / ${runs.generatedLogged.reduce((sum, run) => sum + run.dropped, 0)} UDP receive-buffer drops`,
+      target: '100 %',
+    },
+  ];
+}
+
 async function measureConvergenceRows(): Promise<BenchRow[]> {
   const store = await openStore({ etcd: [platform.etcd.url], dataDir: '' });
   const rows: BenchRow[] = [];
@@ -413,6 +517,7 @@ async function measureConvergenceRows(): Promise<BenchRow[]> {
 const rows: BenchRow[] = [];
 for (const kind of kinds) rows.push(...(await measureUnits(kind)));
 if (args.includes('tail')) rows.push(...(await measureTail()));
+if (args.includes('traffic-log')) rows.push(...(await measureTrafficLog()));
 if (args.includes('convergence') || args.length === 0) rows.push(...(await measureConvergenceRows()));
 printTable(rows);
 await Promise.all(Object.values(planes).map((gateway) => gateway.stop()));

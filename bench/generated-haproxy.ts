@@ -34,6 +34,8 @@ export interface GeneratedRoute {
   /** The gateway's own server; nothing needs to listen there when every request is routed. */
   ownPort: number;
   tls?: TlsBind;
+  /** Where HAProxy sends its line per request (haproxy-traffic-log.ts); none: no traffic log, as the plane before issue 31. */
+  trafficLogPort?: number;
 }
 
 /**
@@ -60,15 +62,26 @@ export function writeGeneratedConfig(dir: string, route: GeneratedRoute, layout:
     files,
     backends: [backend],
     ...(route.tls === undefined ? {} : { tls: route.tls }),
+    ...(route.trafficLogPort === undefined ? {} : { trafficLogPort: route.trafficLogPort }),
   };
   const config = layout === 'shared' ? sharedBackend(haproxyConfig({ ...input, settings: { ...settings, threads: 1 } }), settings.threads) : haproxyConfig({ ...input, settings });
   return { config, files };
 }
 
-/** Runs the generated configuration routing `service` (`host`) to `addresses`, slots as the plane gives them. */
-export async function startGeneratedHaproxy(service: string, host: string, addresses: string[], layout: BackendLayout, ready: (port: number) => Promise<boolean>): Promise<ReferenceHaproxy> {
+/**
+ * Runs the generated configuration routing `service` (`host`) to `addresses`, slots as the plane
+ * gives them; with `trafficLogPort`, logging a line per request there as the plane does.
+ */
+export async function startGeneratedHaproxy(
+  service: string,
+  host: string,
+  addresses: string[],
+  layout: BackendLayout,
+  ready: (port: number) => Promise<boolean>,
+  trafficLogPort?: number,
+): Promise<ReferenceHaproxy> {
   const dir = mkdtempSync(join(tmpdir(), 'platform-generated-haproxy-'));
   const [port, ownPort] = [await freePort(), await freePort()];
-  const { config, files } = writeGeneratedConfig(dir, { service, host, addresses, port, ownPort }, layout);
+  const { config, files } = writeGeneratedConfig(dir, { service, host, addresses, port, ownPort, ...(trafficLogPort === undefined ? {} : { trafficLogPort }) }, layout);
   return runHaproxy(dir, port, files.runtimeSocket, config, ready);
 }

@@ -21,14 +21,19 @@ export const UnitOutput = Type.Object(
     deployment: Type.String(),
     release: Type.Integer(),
     image: Type.String(),
-    container: Type.String({ description: 'the Docker container id' }),
-    exitCode: Type.Integer(),
+    /** None when the engine refused to create the container. */
+    container: Type.Optional(Type.String({ description: 'the Docker container id' })),
+    exitCode: Type.Optional(Type.Integer()),
     /** Why it stopped, for people (`exited with code 3`, `out of memory …`), and its kind for code. */
     error: Type.String(),
     errorKind: UnitFailureKind,
     /** When the agent saw it stop. */
     at: Type.String({ format: 'date-time' }),
-    /** Oldest first, each prefixed with Docker's timestamp; stdout and stderr interleaved. */
+    /**
+     * Oldest first, each prefixed with Docker's timestamp; stdout and stderr interleaved. When the
+     * engine refused to create or start the container, its error is the last line, marked
+     * `[engine]` after the timestamp (src/roles/agent/failed-output.ts).
+     */
     lines: Type.Array(Type.String(), { maxItems: KEPT_OUTPUT_LINES }),
     /** Set when older lines or the start of a long line were cut to stay within the bounds. */
     truncated: Type.Optional(Type.Boolean()),

@@ -19,9 +19,10 @@ export interface TestImageOptions {
    * `memory-hog` grows a shell string without end (until the kernel kills it); `volume` serves its page with the release
    * and GREETING that first wrote /data/first (a unit's volume): a later release, or a restart, shows the data survived;
    * `locking` is a single writer: it exits 1 while /data/lock exists (another unit holds the volume), else takes the lock,
-   * serves as `ok` does, and drops the lock when it stops; `locking-never-ready` takes the lock the same way but never serves.
+   * serves as `ok` does, and drops the lock when it stops; `locking-never-ready` takes the lock the same way but never serves;
+   * `missing-command` names a command the image does not have (`nope`): the engine refuses to start it.
    */
-  variant?: 'ok' | 'keep-alive' | 'crash' | 'slow-crash' | 'failing' | 'chatty' | 'memory-hog' | 'volume' | 'locking' | 'locking-never-ready';
+  variant?: 'ok' | 'keep-alive' | 'crash' | 'slow-crash' | 'failing' | 'chatty' | 'memory-hog' | 'volume' | 'locking' | 'locking-never-ready' | 'missing-command';
   /** Baked into the image (ENV IMAGE_LABEL) and appended to the page, so tags differ in digest. */
   label?: string;
   /** The registry's login, for a registry that requires one. */
@@ -102,7 +103,7 @@ export async function buildTestImage(
   options: TestImageOptions = {},
 ): Promise<TestImage> {
   const command =
-    options.variant === 'keep-alive' ? [nodeBinary, '-e', keepAliveScript] : ['/bin/sh', '-c', shellScripts[options.variant ?? 'ok']];
+    options.variant === 'keep-alive' ? [nodeBinary, '-e', keepAliveScript] : options.variant === 'missing-command' ? ['nope'] : ['/bin/sh', '-c', shellScripts[options.variant ?? 'ok']];
   const changes = [`CMD ${JSON.stringify(command)}`, 'ENV PATH=/bin'];
   if (options.label) changes.push(`ENV IMAGE_LABEL=${options.label}`);
   const repo = `${registryHost}/${repository}`;

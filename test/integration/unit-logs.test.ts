@@ -30,9 +30,10 @@ const engine = await startDockerd();
 const registry = await startRegistry();
 const image = await buildTestImage(engine.docker, registry.host, `logs/chatty-${randomBytes(3).toString('hex')}`, 'v1', { variant: 'chatty' });
 const shakyRepository = `logs/shaky-${randomBytes(3).toString('hex')}`;
-const [steady, failing] = await Promise.all([
+const [steady, failing, refused] = await Promise.all([
   buildTestImage(engine.docker, registry.host, shakyRepository, 'steady'),
   buildTestImage(engine.docker, registry.host, shakyRepository, 'failing', { variant: 'failing' }),
+  buildTestImage(engine.docker, registry.host, shakyRepository, 'refused', { variant: 'missing-command' }),
 ]);
 const flags = ['--etcd', etcd.url, '--announce-ttl', '3'];
 const roles = await Promise.all([
@@ -198,4 +199,21 @@ t.test('a failed unit\'s last 100 lines outlive its container: platform logs NAM
   t.match(tail.stdout, /its last 2 lines.*\n.*failing line 119\n.*failing line 120\n$/);
   t.match(await platform('logs', 'shaky', '1', '--previous', '-f'), { code: 1, stderr: /previous and follow cannot be combined/ });
   t.match(await platform('logs', 'shaky', '2', '--previous'), { code: 1, stderr: /404: no failed run of shaky-2\.service is kept/ });
+});
+
+t.test("a unit the engine refuses to start keeps the engine's error as its last output: --previous and the deployment's failure name it", async (t) => {
+  t.match(await platform('create', 'nope', '--image', `${registry.host}/${shakyRepository}`), { code: 0 });
+  t.teardown(() => platform('delete', 'nope'));
+  t.match(await platform('deploy', 'nope', '--image', steady.reference), { code: 0 });
+
+  const failed = await platform('deploy', 'nope', '--image', refused.reference);
+  t.not(failed.code, 0, 'the deploy of an image whose command does not exist fails');
+  t.match(failed.stdout + failed.stderr, /exec: "nope": executable file not found/, `the deployment's failure names the engine's error: ${failed.stdout}${failed.stderr}`);
+
+  const previous = await platform('logs', 'nope', '1', '--previous');
+  t.equal(previous.code, 0, previous.stderr);
+  const [header, ...lines] = previous.stdout.trimEnd().split('\n');
+  t.match(header, /^-- previous run of nope-1\.service: (container )?failed to start: .*executable file not found.* at \S+; deployment \S+, release v2, machine \S+, container [0-9a-f]{12}; its last 1 lines --$/);
+  t.equal(lines.length, 1, 'the program wrote nothing: one line, the engine\'s');
+  t.match(lines[0], /^\S+ \[engine\] .*exec: "nope": executable file not found/, 'marked as the engine\'s, not the program\'s');
 });

@@ -22,6 +22,12 @@ t.test('frames of stdout and stderr are read back in the order written', async (
   t.equal(await demultiplexed(Buffer.concat([frame(1, 'one\n'), frame(2, 'two\n'), frame(1, 'three\n')])), 'one\ntwo\nthree\n');
 });
 
+t.test("a run's last words without a newline end their line: the next run's first line, restarted in place, is not glued to them", async (t) => {
+  const runs = Buffer.concat([frame(1, 'T1 line 3000\n'), frame(1, 'T2 last words of run 1'), frame(1, 'T3 line 1\n'), frame(2, 'T4 last words of run 2')]);
+  t.equal(await demultiplexed(runs), 'T1 line 3000\nT2 last words of run 1\nT3 line 1\nT4 last words of run 2\n');
+  t.same(lastLines(await demultiplexed(runs), { maxLines: 2, maxBytes: 1024 }).lines, ['T3 line 1', 'T4 last words of run 2']);
+});
+
 t.test('raw text (a TTY container) is taken as it is; a last frame cut short is left out', async (t) => {
   t.equal(await demultiplexed(Buffer.from('plain text\n')), 'plain text\n');
   t.equal(await demultiplexed(Buffer.concat([frame(2, 'whole\n'), frame(1, 'cut short').subarray(0, 12)])), 'whole\n');

@@ -11,6 +11,7 @@ import { Housekeeping } from '../../src/roles/scheduler/housekeeping/housekeepin
 import { defaultRetention } from '../../src/config.js';
 import { describedOutput, previousOutputText } from '../../src/roles/orchestrator/previous-output.js';
 import { instanceOf } from '../../src/units.js';
+import { withEngineLine } from '../../src/roles/agent/failed-output.js';
 import type { UnitOutput } from '../../src/schemas/unit-output.js';
 import type { Service } from '../../src/schemas/service.js';
 
@@ -48,6 +49,24 @@ t.test('the kept output is told after a line naming the run, its deployment, rel
       'container c77abd6c566c; its last 2 lines (older output cut) --\nb\nc\n',
   );
   t.match(describedOutput(output('web', 1, ['a']), 0), /its last 0 lines --\n$/);
+});
+
+t.test("a container the engine refused to create is named as such; the engine's error is its one line, marked", async (t) => {
+  const { container: _container, exitCode: _exitCode, ...refused } = output('web', 1, []);
+  const engineError = 'invalid mount config for type "bind": bind source path does not exist: /srv/nope';
+  const lines = withEngineLine('', refused.at, engineError).trimEnd().split('\n');
+  const text = describedOutput({ ...refused, error: `container failed to start: ${engineError}`, errorKind: 'container-start', lines }, 100);
+  t.equal(
+    text,
+    `-- previous run of web-1.service: container failed to start: ${engineError} at 2026-11-29T10:00:00.000Z; deployment 0mx1o3g0z-735e67b6, release v2, machine m1, ` +
+      `no container (the engine refused to create it); its last 1 lines --\n2026-11-29T10:00:00.000Z [engine] ${engineError}\n`,
+  );
+});
+
+t.test("the engine's error follows the program's output on a line of its own, its line breaks folded", async (t) => {
+  const at = '2026-11-29T10:00:00.000Z';
+  t.equal(withEngineLine('T1 started\nT2 half a line', at, 'port is already allocated'), `T1 started\nT2 half a line\n${at} [engine] port is already allocated\n`);
+  t.equal(withEngineLine('T1 done\n', at, 'OCI runtime create failed:\n  exec: "nope"\n'), `T1 done\n${at} [engine] OCI runtime create failed: exec: "nope"\n`);
 });
 
 t.test('kept per instance, answered by name, 404 or 400 naming why, and deleted with its service', async (t) => {

@@ -6,6 +6,7 @@ import { isVolumeNameOfService } from './unit-volumes.js';
 import { parseImageReference } from '../../image-reference.js';
 import type { CredentialLookup } from '../../auth/registry-credentials.js';
 import { HttpError } from '../../http/errors.js';
+import { dockerErrorMessage } from './docker-client.js';
 
 // Docker operations on unit containers. Every query filters on this machine's label, so agents
 // sharing one engine (tests, or a machine migrated between ids) never touch each other's units.
@@ -35,11 +36,27 @@ export interface UnitContainer {
 export const hostPortOf = (container: UnitContainer): number | undefined => (container.network === 'host' ? container.port : container.publishedPort);
 
 export interface ContainerExit {
-  exitCode: number;
+  /** None when the engine refused to create the container. */
+  exitCode?: number;
   /** How long the container ran before it stopped (0 when it never started). */
   ranForMs: number;
   /** Why it stopped, for the unit's status: Docker could not start it, or it ran and exited. */
   failure: UnitFailure;
+  /** The engine's own words when it refused to create or start the container: then the program wrote nothing. */
+  engineError?: string;
+}
+
+/**
+ * The engine created the container but refused to start it (an unknown command, a port taken): the
+ * container stays, with its state's error, so its failure and that error can be kept and shown.
+ */
+export class StartRefused extends Error {
+  constructor(
+    readonly containerId: string,
+    readonly engineError: string,
+  ) {
+    super(engineError);
+  }
 }
 
 /** What people read when the kernel killed a unit for memory: its limit, which is what to raise. */
@@ -154,7 +171,11 @@ export async function createAndStart(
     container = await docker.createContainer({ ...options, name: fallbackName });
   }
   trace('agent.created', options.name);
-  await container.start();
+  try {
+    await container.start();
+  } catch (error) {
+    throw new StartRefused(container.id, dockerErrorMessage(error));
+  }
   trace('agent.started', options.name);
   return container.id;
 }
@@ -207,7 +228,7 @@ export async function inspectExit(docker: Docker, id: string): Promise<Container
   const ranForMs = started > 0 && finished > started ? finished - started : 0;
   const exit = { exitCode: state.ExitCode, ranForMs };
   // Docker records an Error when it could not start the container at all: it never ran to crash.
-  if (state.Error) return { ...exit, failure: { error: `failed to start: ${state.Error}`, errorKind: 'container-start' } };
+  if (state.Error) return { ...exit, failure: { error: `failed to start: ${state.Error}`, errorKind: 'container-start' }, engineError: state.Error };
   if (state.OOMKilled) return { ...exit, failure: { error: outOfMemory(hostConfig.Memory), errorKind: 'out-of-memory' } };
   return { ...exit, failure: { error: `exited with code ${state.ExitCode}`, errorKind: 'crash-loop' } };
 }

@@ -9,12 +9,19 @@ import { demultiplexedText } from './log-follower.js';
 
 // When a unit's container fails, its last output is read from the engine and kept in the store
 // (`platform logs NAME N --previous`): the container is restarted in place, and removed once its
-// deployment reverts or the unit moves, and the engine's log goes with it.
+// deployment reverts or the unit moves, and the engine's log goes with it. A container the engine
+// refused to create or start has no output of its own: the engine's error is kept as its last line,
+// marked as the engine's (ENGINE_MARK), where the program's last words would be.
 
-/** Reads the failed container's last output and keeps it as its unit instance's newest failure. */
-export async function keepFailedOutput(docker: Docker, store: Store, machineId: string, assignment: Assignment, containerId: string, exit: ContainerExit): Promise<void> {
-  const raw = await settledOutput(docker.getContainer(containerId));
-  const { lines, truncated } = lastLines(await demultiplexedText(docker, raw), { maxLines: KEPT_OUTPUT_LINES, maxBytes: KEPT_OUTPUT_BYTES });
+/** Marks a kept line as the engine's, after the timestamp: the program never wrote it. */
+export const ENGINE_MARK = '[engine]';
+
+/** Reads the failed container's last output (none when no container was created) and keeps it as its unit instance's newest failure. */
+export async function keepFailedOutput(docker: Docker, store: Store, machineId: string, assignment: Assignment, containerId: string | undefined, exit: ContainerExit): Promise<void> {
+  const at = new Date().toISOString();
+  const programText = containerId === undefined ? '' : await demultiplexedText(docker, await settledOutput(docker.getContainer(containerId)));
+  const text = exit.engineError === undefined ? programText : withEngineLine(programText, at, exit.engineError);
+  const { lines, truncated } = lastLines(text, { maxLines: KEPT_OUTPUT_LINES, maxBytes: KEPT_OUTPUT_BYTES });
   const output: UnitOutput = {
     service: assignment.service,
     instance: assignment.instance,
@@ -23,20 +30,31 @@ export async function keepFailedOutput(docker: Docker, store: Store, machineId: 
     deployment: assignment.deployment,
     release: assignment.release,
     image: assignment.image,
-    container: containerId,
-    exitCode: exit.exitCode,
+    ...(containerId === undefined ? {} : { container: containerId }),
+    ...(exit.exitCode === undefined ? {} : { exitCode: exit.exitCode }),
     ...exit.failure,
-    at: new Date().toISOString(),
+    at,
     lines,
     ...(truncated ? { truncated } : {}),
   };
   await keepUnitOutput(store, output);
 }
 
+/** The program's output, then the engine's error as one more line, timestamped like Docker's lines. */
+export function withEngineLine(programText: string, at: string, engineError: string): string {
+  const ended = programText === '' || programText.endsWith('\n') ? programText : `${programText}\n`;
+  return `${ended}${at} ${ENGINE_MARK} ${engineError.replace(/\s*\n\s*/g, ' ').trim()}\n`;
+}
+
 /**
- * Reads until two reads agree (at most 5). Meant for output the engine may copy to its log after it
- * reports the exit; that is a guess, not established: a line printed just before the exit was still
- * missing once with these reads (issue 31, open).
+ * Reads until two reads agree (at most 5). The engine reports a container exited only once it has
+ * copied its output (moby's handleContainerExit: the task's delete waits up to 2 s for the output
+ * pipes, the stream copy up to 2 s more, the log copier up to 10 s, then the state and the `die`
+ * event): output still unread when one of those waits runs out on a loaded machine is dropped by
+ * the engine, and no read brings it back. The reads stay as a cheap guard for engines that order
+ * this differently. failed-output.test ran 48 failures (6 containers at once, restarted in place,
+ * 3,000 lines and last words without a newline) at load 17 on 2 cores without losing a line
+ * (issue 31 item 1); the one line lost in CI is not explained by this path.
  */
 async function settledOutput(container: Docker.Container): Promise<Buffer> {
   // One line more than is kept: its presence tells that older output was cut.

@@ -50,14 +50,19 @@ export function demultiplexInto(docker: Docker, stream: NodeJS.ReadableStream, t
 }
 
 /**
- * The text of a log already read whole (`follow: false`), frames in order and each as it came
- * (timestamps kept when they were asked for): what a failed container's kept output is made of.
+ * The text of a log already read whole (`follow: false`), frames in order (timestamps kept when
+ * they were asked for), each ending its line: what a failed container's kept output is made of.
+ * The engine sends a line with its newline; a frame without one is a run's last words, flushed at
+ * its exit, which a container restarted in place follows in the same log with the next run's first
+ * line (or a piece of a line longer than the engine's 16 KiB buffer, with its own timestamp).
  */
 export async function demultiplexedText(docker: Docker, raw: Buffer): Promise<string> {
   const frames: Buffer[] = [];
+  const newline = Buffer.from('\n');
   const collected = new Writable({
     write(frame: Buffer, _encoding, done) {
       frames.push(frame);
+      if (frame.at(-1) !== newline[0]) frames.push(newline);
       done();
     },
   });

@@ -5,7 +5,7 @@ import type { Assignment, UnitSlot } from '../../schemas/cluster.js';
 import { isRunning, slotOf } from '../../units.js';
 import { RestartBackoff } from './backoff.js';
 import { containerCreateOptions, type NetworkMode } from './container-spec.js';
-import { createAndStart, ensureImage, hostPortOf, inspectExit, runningPid, startContainer, stopAndRemove, type ContainerExit, type UnitContainer } from './containers.js';
+import { StartRefused, createAndStart, ensureImage, hostPortOf, inspectExit, runningPid, startContainer, stopAndRemove, type ContainerExit, type UnitContainer } from './containers.js';
 import { listenerOf } from './listening-socket.js';
 import { dockerErrorMessage } from './docker-client.js';
 import { chooseUnitPorts } from './ports.js';
@@ -51,7 +51,7 @@ export interface UnitReconcilerOptions {
   /** Asks for another pass in `ms` (a backoff ending, a port to probe again). */
   wakeIn: (ms: number) => void;
   /** Keeps a failed container's last output before it is restarted (failed-output.ts). */
-  keepFailedOutput?: (assignment: Assignment, containerId: string, exit: ContainerExit) => Promise<void>;
+  keepFailedOutput?: (assignment: Assignment, containerId: string | undefined, exit: ContainerExit) => Promise<void>;
   log: FastifyBaseLogger;
 }
 
@@ -292,7 +292,11 @@ export class UnitReconciler {
       if ((error as { statusCode?: number }).statusCode === 404) this.images.delete(assignment.image);
       await starting;
       if (error instanceof UnitRefusal) return this.fail(assignment, memory, { error: error.message, errorKind: 'refused' });
-      return this.fail(assignment, memory, { error: `container failed to start: ${dockerErrorMessage(error)}`, errorKind: 'container-start' });
+      const failure: UnitFailure = { error: `container failed to start: ${dockerErrorMessage(error)}`, errorKind: 'container-start' };
+      // The engine's answer (an HTTP error from it) is the unit's last output; the agent's own errors are only its status.
+      const fromEngine = error instanceof StartRefused || (error as { statusCode?: number }).statusCode !== undefined;
+      if (fromEngine) await this.keepOutput(assignment, error instanceof StartRefused ? error.containerId : undefined, { ranForMs: 0, failure, engineError: dockerErrorMessage(error) });
+      return this.fail(assignment, memory, failure);
     }
     await starting;
     memory.readyContainer = undefined;
@@ -429,9 +433,7 @@ export class UnitReconciler {
     const exit = await inspectExit(this.options.docker, container.id);
     memory.backoff.recordFailure(exit.failure, Date.now(), exit.ranForMs);
     // Before the restart: its output would run on into the next run's, and a revert removes the container.
-    await this.options.keepFailedOutput?.(assignment, container.id, exit).catch((error: unknown) =>
-      this.options.log.warn({ unit: assignment.unit, reason: dockerErrorMessage(error) }, "could not keep the failed unit's output"),
-    );
+    await this.keepOutput(assignment, container.id, exit);
     if (await this.waitingForRetry(assignment, memory, container.id)) return;
     memory.backoff.retrying();
     memory.restarts += 1;
@@ -439,10 +441,19 @@ export class UnitReconciler {
     try {
       await startContainer(this.options.docker, container.id);
     } catch (error) {
-      return this.fail(assignment, memory, { error: `container failed to start: ${dockerErrorMessage(error)}`, errorKind: 'container-start' }, container.id);
+      const failure: UnitFailure = { error: `container failed to start: ${dockerErrorMessage(error)}`, errorKind: 'container-start' };
+      await this.keepOutput(assignment, container.id, { ranForMs: 0, failure, engineError: dockerErrorMessage(error) });
+      return this.fail(assignment, memory, failure, container.id);
     }
     await this.report(assignment, memory, { active: 'activating', sub: 'start-pre', containerId: container.id });
     this.options.wakeIn(0);
+  }
+
+  /** Keeps the failed container's last output, or the engine's refusal of it (failed-output.ts); a failure to keep it is only logged. */
+  private async keepOutput(assignment: Assignment, containerId: string | undefined, exit: ContainerExit): Promise<void> {
+    await this.options.keepFailedOutput?.(assignment, containerId, exit).catch((error: unknown) =>
+      this.options.log.warn({ unit: assignment.unit, reason: dockerErrorMessage(error) }, "could not keep the failed unit's output"),
+    );
   }
 
   /** While a failed unit waits out its backoff it reports failed/auto-restart with the failure. */

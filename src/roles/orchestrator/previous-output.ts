@@ -24,6 +24,6 @@ export function describedOutput(output: UnitOutput, tail: number): string {
   const cut = output.truncated ? ' (older output cut)' : '';
   const header =
     `-- previous run of ${output.unit}: ${output.error} at ${output.at}; deployment ${output.deployment}, release v${output.release}, ` +
-    `machine ${output.machine}, container ${output.container.slice(0, 12)}; its last ${lines.length} lines${cut} --`;
+    `machine ${output.machine}, ${output.container === undefined ? 'no container (the engine refused to create it)' : `container ${output.container.slice(0, 12)}`}; its last ${lines.length} lines${cut} --`;
   return [header, ...lines].join('\n') + '\n';
 }
