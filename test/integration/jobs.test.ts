@@ -15,6 +15,7 @@ import { waitFor } from '../harness/wait.js';
 // --job`. A release command runs once before a deploy replaces any unit: one that writes a marker
 // into the service's volume is seen by the units it rolls; one that exits 3 fails the deployment
 // with its last lines and leaves the running unit alone; a rollback runs it again only when asked.
+// Two schedulers run: a job started or stopped through the follower is the leader's work, handed over.
 
 const etcd = await startEtcd();
 const engine = await startDockerd();
@@ -31,6 +32,8 @@ const roles = await Promise.all([
   serveRole('scheduler', await freePort(), flags),
   serveRole('orchestrator', await freePort(), flags),
   serveRole('agent', await freePort(), [...flags, '--network', 'host', '--machine-id', machine, '--stop-grace', '1'], { DOCKER_HOST: engine.dockerHost }),
+  // A second scheduler: one of the two follows, and job calls that reach it are handed to the leader.
+  serveRole('scheduler', await freePort(), flags),
 ]);
 const orchestrator = roles[2]!;
 await waitHealthy(orchestrator.url, orchestrator, 60_000, '/readyz');
@@ -74,6 +77,25 @@ t.test('platform run prints the env value and exits with the command\'s code; jo
   t.match(ended?.message, new RegExp(`job ${id} \\(sh\\) of v1 on ${machine} for local: exited with code 7`), 'the journal has the job, its caller and its exit');
   t.ok((journal.body as { kind: string }[]).some((entry) => entry.kind === 'job.requested'), 'and the request');
   t.same(await jobContainers(), [], 'the job container is removed once its end is recorded');
+});
+
+t.test('a job started and stopped through the follower scheduler is handed to the leader', async (t) => {
+  const schedulers = [roles[1]!, roles[4]!];
+  await Promise.all(schedulers.map((scheduler) => waitHealthy(scheduler.url, scheduler)));
+  const leads = async (scheduler: { url: string }) => (await http('GET', `${scheduler.url}/healthz`)).body.leader === true;
+  await waitFor(async () => (await Promise.all(schedulers.map(leads))).filter(Boolean).length === 1, 30_000, { what: 'one scheduler to lead' });
+  const follower = (await leads(schedulers[0]!)) ? schedulers[1]! : schedulers[0]!;
+  const started = await http('POST', `${follower.url}/services/greet/jobs`, { command: ['sh', '-c', "trap 'exit 143' TERM; echo waiting; sleep 300 & wait"] });
+  t.equal(started.status, 201, `the follower answers with the leader's reply: ${JSON.stringify(started.body)}`);
+  t.equal(started.body.machine, machine, 'the job is placed');
+  await waitFor(async () => (await api('GET', `/services/greet/jobs/${started.body.id}`)).body.state === 'running', 60_000, { what: 'the handed-off job to run' });
+  const stopped = await http('DELETE', `${follower.url}/services/greet/jobs/${started.body.id}`);
+  t.equal(stopped.status, 200, `the stop is handed over too: ${JSON.stringify(stopped.body)}`);
+  t.ok(stopped.body.stopRequestedAt, 'the stop is asked of the agent');
+  await waitFor(async () => (await api('GET', `/services/greet/jobs/${started.body.id}`)).body.state === 'stopped', 30_000, { what: 'the handed-off job to stop' });
+  const unknown = await http('DELETE', `${follower.url}/services/greet/jobs/no-such-job`);
+  t.equal(unknown.status, 404, 'the leader\'s refusal comes back as it is');
+  t.match(unknown.body.message, /service greet has no job no-such-job/);
 });
 
 t.test('bad job requests are refused with 400 naming the field', async (t) => {
