@@ -116,7 +116,8 @@ export function registerAgentRoutes(server: RoleServer, agent: AgentRouteTarget)
         if (typeof secret !== 'string') throw new HttpError(401, `the stdin of job ${request.params.id} needs the ${JOB_STDIN_SECRET_HEADER} header`);
         if (request.headers['content-type'] !== JOB_STDIN_TYPE) throw new HttpError(415, `the stdin of a job is sent as ${JOB_STDIN_TYPE}`);
         const stdin = await agent.jobStdin(request.params.id, secret);
-        await feedStdin(request.body as Readable, stdin);
+        // An empty body is parsed by no parser: the stdin is closed at once.
+        await feedStdin((request.body as Readable | undefined) ?? Readable.from([]), stdin);
         return reply.status(204).send(null);
       },
     );
