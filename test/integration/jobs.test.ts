@@ -152,7 +152,8 @@ async function runWithInput(args: string[], input: string, wrap: (argv: string[]
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
   // The line is typed once the job is placed (the CLI names it): a person types after the prompt.
-  await waitFor(() => stderr.includes('job '), 60_000, { what: `the job to be placed (stderr: ${stderr})` });
+  // In a terminal (script(1)), stderr comes through the terminal too: on stdout here.
+  await waitFor(() => `${stdout}${stderr}`.includes('platform: job '), 60_000, { what: `the job to be placed (stdout: ${stdout}; stderr: ${stderr})` });
   child.stdin.write(input);
   const code = await exited;
   return { code, stdout, stderr };
