@@ -3,6 +3,7 @@ await import('./planner.js');
 await import('./spine.js');
 await import('./releases.js');
 await import('./release-command.js');
+await import('./job-output.js');
 await import('./cluster.js');
 await import('./hosts.js');
 await import('./webhooks.js');

@@ -24,6 +24,7 @@ interface RunFlags {
   release?: string;
   machine?: string;
   timeout?: string;
+  interactive?: boolean;
 }
 
 export function addJobCommands(program: Command, client: (command: Command) => OrchestratorClient): void {
@@ -31,21 +32,27 @@ export function addJobCommands(program: Command, client: (command: Command) => O
     .command('run <name> <command...>')
     .description(
       "Run a command once in a container of the service's release (its image, env and volumes; no port, no route), print its output, and exit with its exit code; " +
-        'Ctrl-C stops it. Put the command after --: platform run web -- sh -c \'echo $GREETING\'.',
+        'Ctrl-C stops it. From a terminal, what you type goes to its stdin (line by line; Ctrl-D ends it); otherwise it reads an empty stdin unless -i. ' +
+        "Put the command after --: platform run web -- sh -c 'echo $GREETING'.",
     )
     .option('--release <version>', 'the release to run (v3, or 3; default: the one the service runs)')
     .option('--machine <id>', 'the machine to run on (default: the planner picks one; a service with volumes runs it beside its instance 1)')
     .option('--timeout <duration>', 'stop it after this long: 90s, 10m, 1h30m (default 1h, at most 24h)')
+    .option('-i, --interactive', "pass this stdin on to the command even when it is not a terminal (a pipe, a file), as docker run -i")
     .action(async (name: string, argv: string[], options: RunFlags, command: Command) => {
       const orchestrator = client(command);
+      const stdin = options.interactive === true || process.stdin.isTTY === true;
       const job = await orchestrator.startJob(name, {
         command: argv,
         ...(options.release ? { release: options.release } : {}),
         ...(options.machine ? { machine: options.machine } : {}),
         ...(options.timeout ? { timeout: options.timeout } : {}),
+        ...(stdin ? { stdin } : {}),
       });
       say(`job ${job.id} of ${name} v${job.release} on ${job.machine}`);
+      const leaveStdin = stdin ? sendStdin(orchestrator, name, job.id) : undefined;
       process.exitCode = await followJob(orchestrator, name, job.id);
+      leaveStdin?.();
     });
 
   program.command('jobs [name]').description('List jobs, newest first: one-off runs and release commands, how they ended, and who started them.').action(async (name: string | undefined, _o, command: Command) => {
@@ -57,6 +64,22 @@ export function addJobCommands(program: Command, client: (command: Command) => O
       ),
     );
   });
+}
+
+/**
+ * Passes this process's stdin on to the job's, as it comes (a terminal's line by line: it stays in
+ * its cooked mode, so Ctrl-C is still the stop below and Ctrl-D ends the job's stdin). Returns how
+ * to leave it once the job has ended.
+ */
+function sendStdin(orchestrator: OrchestratorClient, name: string, id: string): () => void {
+  const leaving = new AbortController();
+  orchestrator.sendJobStdin(name, id, process.stdin, leaving.signal).catch((error: Error) => {
+    if (!leaving.signal.aborted) say(`stdin is not passed on to job ${id}: ${error.message}`);
+  });
+  return () => {
+    leaving.abort();
+    process.stdin.destroy();
+  };
 }
 
 /**

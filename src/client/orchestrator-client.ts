@@ -85,6 +85,19 @@ export class OrchestratorClient {
   job = (name: string, id: string) => this.call('GET /services/:name/jobs/:id', { params: { name, id } });
   stopJob = (name: string, id: string) => this.call('DELETE /services/:name/jobs/:id', { params: { name, id } });
 
+  /**
+   * Passes `input` on to the stdin of a job started with `stdin`, as it comes; resolves once the
+   * job's stdin is closed (the input ended, or the job did). Abort `signal` to leave before.
+   */
+  async sendJobStdin(name: string, id: string, input: Readable, signal: AbortSignal): Promise<void> {
+    const { path } = requestLine('PUT /services/:name/jobs/:id/stdin', { name, id });
+    // JOB_STDIN_TYPE of schemas/job.ts, not imported: the CLI loads no schema module to start.
+    const headers = { ...this.headers, 'content-type': 'application/octet-stream' };
+    const response = await this.reach(() => sendRequest(`${this.base}${path}`, { method: 'PUT', headers, body: input, idleTimeoutMs: 0, signal }));
+    const text = await textOf(response);
+    if (response.statusCode !== 204) throw failure(response.statusCode ?? 0, parseOrText(text), text);
+  }
+
   /** A job's kept output, as a text stream (`follow`: until the job ends). */
   jobOutput(name: string, id: string, options: { tail: number; follow: boolean }): Promise<Readable> {
     return this.stream(requestLine('GET /services/:name/jobs/:id/output', { name, id }, options).path);

@@ -19,6 +19,7 @@ export const badRequest = (message: string) => new HttpError(400, message);
 export const unauthorized = (message: string) => new HttpError(401, message);
 export const notFound = (message: string) => new HttpError(404, message);
 export const conflict = (message: string) => new HttpError(409, message);
+export const forbidden = (message: string) => new HttpError(403, message);
 export const payloadTooLarge = (message: string) => new HttpError(413, message);
 export const badGateway = (message: string) => new HttpError(502, message);
 export const unavailable = (message: string) => new HttpError(503, message);

@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import type { Readable } from 'node:stream';
 
 // One JSON request over HTTP, for every client of the platform's APIs (peer roles, the CLI):
 // the body sent as JSON, the reply read whole and parsed when it is JSON. Network failures throw
@@ -41,7 +42,8 @@ export async function textOf(response: IncomingMessage): Promise<string> {
 export interface SentRequest {
   method: JsonMethod;
   headers: Record<string, string>;
-  body?: string;
+  /** Text sent whole, or a stream sent as it comes (chunked). */
+  body?: string | Readable;
   /** The longest silence of the connection, waiting for the answer or while reading it; 0: none once the headers came. */
   idleTimeoutMs: number;
   /** The longest wait for the answer's headers, when it differs from idleTimeoutMs. */
@@ -57,7 +59,7 @@ export async function sendRequest(url: string, sent: SentRequest): Promise<Incom
   return new Promise((resolve, reject) => {
     const outgoing = request(target, {
       method: sent.method,
-      headers: sent.body === undefined ? sent.headers : { ...sent.headers, 'content-length': String(Buffer.byteLength(sent.body)) },
+      headers: typeof sent.body === 'string' ? { ...sent.headers, 'content-length': String(Buffer.byteLength(sent.body)) } : sent.headers,
       ...(sent.signal ? { signal: sent.signal } : {}),
     });
     const waitMs = sent.headersTimeoutMs ?? sent.idleTimeoutMs;
@@ -67,7 +69,8 @@ export async function sendRequest(url: string, sent: SentRequest): Promise<Incom
       outgoing.setTimeout(sent.idleTimeoutMs, () => response.destroy(new Error(`the answer stopped for ${sent.idleTimeoutMs} ms`)));
       resolve(response);
     });
-    outgoing.end(sent.body);
+    if (typeof sent.body === 'object') sent.body.pipe(outgoing);
+    else outgoing.end(sent.body);
   });
 }
 

@@ -105,6 +105,14 @@ export const orchestratorApi = {
     querystring: JobOutputQuery,
     response: { 200: textResponse('text/plain', "The job's output."), ...errorResponses },
   },
+  'PUT /services/:name/jobs/:id/stdin': {
+    description:
+      "Passes the request's body (`application/octet-stream`, streamed as it comes) on to the stdin of a job started with `stdin: true` (`platform run` from a terminal, or `-i`), " +
+      'and closes that stdin (the command reads its end) when the body ends. Answers 204 then; 409 when the job keeps no stdin, has ended, or its stdin is attached already.',
+    params: JobParams,
+    response: { 204: Type.Null(), 415: ErrorReply, ...errorResponses },
+    ...deployOnName,
+  },
   'GET /cluster/units': { summary: 'Every unit, on every machine', response: { 200: Type.Array(ClusterUnit), 503: ErrorReply } },
   'GET /cluster/versions': {
     description: 'The store schema version and every running role: its machine, address and platform version (`platform version`).',

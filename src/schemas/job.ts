@@ -17,6 +17,12 @@ export const JobRequest = Type.Object(
     release: Type.Optional(Type.String({ pattern: '^v?[1-9][0-9]{0,8}$', description: 'a release version: v3 or 3 (default: the release the service runs)' })),
     machine: Type.Optional(MachineId),
     timeout: Type.Optional(JobDuration),
+    stdin: Type.Optional(
+      Type.Boolean({
+        description:
+          "keep the command's stdin open for `PUT /services/:name/jobs/:id/stdin` (as `docker run -i`); without it the command reads an empty stdin",
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -49,6 +55,11 @@ export const Job = Type.Object({
   deployment: Type.Optional(Type.String()),
   createdAt: Type.String(),
   stopRequestedAt: Type.Optional(Type.String()),
+  /**
+   * Present when its stdin is kept open: what the orchestrator shows the job's agent to pass bytes
+   * to it. Only readers of the store know it (never a unit, never the API), so only the orchestrator attaches.
+   */
+  stdinSecret: Type.Optional(Type.String()),
 });
 export type Job = Static<typeof Job>;
 
@@ -121,6 +132,12 @@ export const jobView = (job: Job, run: JobRun | undefined): JobView => ({
   ...(job.stopRequestedAt ? { stopRequestedAt: job.stopRequestedAt } : {}),
   lineCount: run?.lineCount ?? 0,
 });
+
+/** The header in which the orchestrator shows a job's agent the job's stdin secret. */
+export const JOB_STDIN_SECRET_HEADER = 'x-platform-job-stdin-secret';
+
+/** `PUT /services/:name/jobs/:id/stdin` (and the agent's `PUT /jobs/:id/stdin`): the bytes are the request's body, streamed. */
+export const JOB_STDIN_TYPE = 'application/octet-stream';
 
 export const JobParams = Type.Object({ name: ServiceName, id: Type.String({ pattern: '^[a-z0-9-]{1,64}$', description: 'a job id' }) });
 export type JobParams = Static<typeof JobParams>;

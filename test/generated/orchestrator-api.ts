@@ -803,6 +803,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/services/{name}/jobs/{id}/stdin": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Passes the request's body (`application/octet-stream`, streamed as it comes) on to the stdin of a j…
+         * @description Passes the request's body (`application/octet-stream`, streamed as it comes) on to the stdin of a job started with `stdin: true` (`platform run` from a terminal, or `-i`), and closes that stdin (the command reads its end) when the body ends. Answers 204 then; 409 when the job keeps no stdin, has ended, or its stdin is attached already.
+         */
+        put: operations["putServicesByNameJobsByIdStdin"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -4350,6 +4370,8 @@ export interface operations {
                     machine?: string;
                     /** @description a duration such as 90s, 10m or 1h30m (s, m, h), at most 24h */
                     timeout?: string;
+                    /** @description keep the command's stdin open for `PUT /services/:name/jobs/:id/stdin` (as `docker run -i`); without it the command reads an empty stdin */
+                    stdin?: boolean;
                 };
             };
         };
@@ -7919,6 +7941,136 @@ export interface operations {
             };
             /** @description Every error: the HTTP status, its name, and what went wrong. */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+        };
+    };
+    putServicesByNameJobsByIdStdin: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description a DNS label: 1-63 lowercase letters, digits or "-", starting and ending with a letter or digit
+                 * @example web
+                 */
+                name: string;
+                /** @description a job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description No valid token or session (under --auth token, or a call that is not local under --auth auto). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description The token may not do this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        statusCode: number;
+                        error: string;
+                        message: string;
+                    };
+                };
+            };
+            /** @description Every error: the HTTP status, its name, and what went wrong. */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -15,6 +15,7 @@ import { waitFor } from '../harness/wait.js';
 // --job`. A release command runs once before a deploy replaces any unit: one that writes a marker
 // into the service's volume is seen by the units it rolls; one that exits 3 fails the deployment
 // with its last lines and leaves the running unit alone; a rollback runs it again only when asked.
+// Two schedulers run: a job started or stopped through the follower is the leader's work, handed over.
 
 const etcd = await startEtcd();
 const engine = await startDockerd();
@@ -31,6 +32,8 @@ const roles = await Promise.all([
   serveRole('scheduler', await freePort(), flags),
   serveRole('orchestrator', await freePort(), flags),
   serveRole('agent', await freePort(), [...flags, '--network', 'host', '--machine-id', machine, '--stop-grace', '1'], { DOCKER_HOST: engine.dockerHost }),
+  // A second scheduler: one of the two follows, and job calls that reach it are handed to the leader.
+  serveRole('scheduler', await freePort(), flags),
 ]);
 const orchestrator = roles[2]!;
 await waitHealthy(orchestrator.url, orchestrator, 60_000, '/readyz');
@@ -76,6 +79,25 @@ t.test('platform run prints the env value and exits with the command\'s code; jo
   t.same(await jobContainers(), [], 'the job container is removed once its end is recorded');
 });
 
+t.test('a job started and stopped through the follower scheduler is handed to the leader', async (t) => {
+  const schedulers = [roles[1]!, roles[4]!];
+  await Promise.all(schedulers.map((scheduler) => waitHealthy(scheduler.url, scheduler)));
+  const leads = async (scheduler: { url: string }) => (await http('GET', `${scheduler.url}/healthz`)).body.leader === true;
+  await waitFor(async () => (await Promise.all(schedulers.map(leads))).filter(Boolean).length === 1, 30_000, { what: 'one scheduler to lead' });
+  const follower = (await leads(schedulers[0]!)) ? schedulers[1]! : schedulers[0]!;
+  const started = await http('POST', `${follower.url}/services/greet/jobs`, { command: ['sh', '-c', "trap 'exit 143' TERM; echo waiting; sleep 300 & wait"] });
+  t.equal(started.status, 201, `the follower answers with the leader's reply: ${JSON.stringify(started.body)}`);
+  t.equal(started.body.machine, machine, 'the job is placed');
+  await waitFor(async () => (await api('GET', `/services/greet/jobs/${started.body.id}`)).body.state === 'running', 60_000, { what: 'the handed-off job to run' });
+  const stopped = await http('DELETE', `${follower.url}/services/greet/jobs/${started.body.id}`);
+  t.equal(stopped.status, 200, `the stop is handed over too: ${JSON.stringify(stopped.body)}`);
+  t.ok(stopped.body.stopRequestedAt, 'the stop is asked of the agent');
+  await waitFor(async () => (await api('GET', `/services/greet/jobs/${started.body.id}`)).body.state === 'stopped', 30_000, { what: 'the handed-off job to stop' });
+  const unknown = await http('DELETE', `${follower.url}/services/greet/jobs/no-such-job`);
+  t.equal(unknown.status, 404, 'the leader\'s refusal comes back as it is');
+  t.match(unknown.body.message, /service greet has no job no-such-job/);
+});
+
 t.test('bad job requests are refused with 400 naming the field', async (t) => {
   const empty = await api('POST', '/services/greet/jobs', { command: [] });
   t.equal(empty.status, 400);
@@ -119,6 +141,63 @@ t.test('Ctrl-C stops the job: the CLI exits 130 and the container is gone from t
   const listed = (await api('GET', '/jobs?service=greet')).body as { state: string; stopRequestedAt?: string }[];
   t.equal(listed[0]?.state, 'stopped');
   t.ok(listed[0]?.stopRequestedAt);
+});
+
+/** `platform run` with its stdin fed `input`, to completion. */
+async function runWithInput(args: string[], input: string, wrap: (argv: string[]) => string[] = (argv) => argv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const [program, ...rest] = wrap([process.execPath, platformBin, 'run', ...args]);
+  const child = spawn(program!, rest, { env: { ...process.env, PLATFORM_ORCHESTRATOR: orchestrator.url }, stdio: ['pipe', 'pipe', 'pipe'] });
+  let [stdout, stderr] = ['', ''];
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
+  // The line is typed once the job is placed (the CLI names it): a person types after the prompt.
+  // In a terminal (script(1)), stderr comes through the terminal too: on stdout here.
+  await waitFor(() => `${stdout}${stderr}`.includes('platform: job '), 60_000, { what: `the job to be placed (stdout: ${stdout}; stderr: ${stderr})` });
+  child.stdin.write(input);
+  const code = await exited;
+  return { code, stdout, stderr };
+}
+
+t.test('platform run -i passes a piped stdin on to the command', async (t) => {
+  const run = await runWithInput(['-i', 'greet', '--', 'sh', '-c', 'read line; echo got:$line; exit 4'], 'hello there\n');
+  t.equal(run.code, 4, `the command's exit code (stderr: ${run.stderr}; agent: ${roles[3]!.output().slice(-2000)})`);
+  t.match(run.stdout, /^got:hello there$/m, 'the command read the line');
+  t.same(await jobContainers(), [], 'its container is removed');
+});
+
+t.test('platform run from a terminal passes what is typed on to the command', async (t) => {
+  // script(1) gives the CLI a pseudo-terminal: its stdin is a terminal, and no -i is given.
+  const inTerminal = (argv: string[]) => ['script', '--quiet', '--return', '--echo', 'never', '--command', argv.map((arg) => `'${arg.replaceAll("'", "'\\''")}'`).join(' '), '/dev/null'];
+  const run = await runWithInput(['greet', '--', 'sh', '-c', 'read line; echo got:$line; exit 4'], 'typed\n', inTerminal);
+  t.equal(run.code, 4, `the command's exit code (output: ${run.stdout} ${run.stderr})`);
+  t.match(run.stdout, /got:typed/, 'the command read the typed line');
+});
+
+t.test('without a terminal or -i the command reads an empty stdin; the stdin route refuses such a job and strangers', async (t) => {
+  const run = await runWithInput(['greet', '--', 'sh', '-c', 'if read line; then echo read:$line; else echo empty; fi'], 'not for it\n');
+  t.equal(run.code, 0, run.stderr);
+  t.match(run.stdout, /^empty$/m, 'an empty stdin');
+  const id = /job (\S+) of greet/.exec(run.stderr)?.[1];
+  const refused = await fetch(`${orchestrator.url}/services/greet/jobs/${id}/stdin`, { method: 'PUT', headers: { 'content-type': 'application/octet-stream' }, body: 'x' });
+  t.equal(refused.status, 409, 'the orchestrator refuses stdin to a job started without it');
+  t.match(((await refused.json()) as { message: string }).message, /was not started with stdin/);
+
+  // A job that keeps its stdin: its agent opens it only to whoever shows the job's secret (the orchestrator).
+  const started = await api('POST', '/services/greet/jobs', { command: ['sh', '-c', 'read line; echo got:$line'], stdin: true });
+  t.equal(started.status, 201);
+  t.notOk('stdinSecret' in started.body, 'the API never shows the secret');
+  const agent = roles[3]!.url;
+  const put = (headers: Record<string, string>) => fetch(`${agent}/jobs/${started.body.id}/stdin`, { method: 'PUT', headers: { 'content-type': 'application/octet-stream', ...headers }, body: 'intruder\n' });
+  t.equal((await put({})).status, 401, 'no secret: refused by the agent, even to a local caller');
+  t.equal((await put({ 'x-platform-job-stdin-secret': 'guessed' })).status, 403, 'a wrong secret: refused');
+  const fed = await fetch(`${orchestrator.url}/services/greet/jobs/${started.body.id}/stdin`, { method: 'PUT', headers: { 'content-type': 'application/octet-stream' }, body: 'through the API\n' });
+  t.equal(fed.status, 204, 'the orchestrator passes it on');
+  await waitFor(async () => (await api('GET', `/services/greet/jobs/${started.body.id}`)).body.state === 'exited', 60_000, { what: 'the job to end' });
+  const output = await cli('logs', 'greet', '--job', started.body.id);
+  t.equal(output.stdout, 'got:through the API\n');
+  const again = await fetch(`${orchestrator.url}/services/greet/jobs/${started.body.id}/stdin`, { method: 'PUT', headers: { 'content-type': 'application/octet-stream' }, body: 'late\n' });
+  t.equal(again.status, 409, 'an ended job takes no more stdin');
 });
 
 t.test('a release command runs before the units are replaced; a failing one fails the deployment and rolls nothing', async (t) => {

@@ -147,7 +147,7 @@ t.test("an orchestrator route's access comes from its API table entry into its c
     t.notOk('access' in route.schema || 'service' in route.schema, `${key}: the schema carries no access`);
     return routeAccess(route.method, route.config);
   };
-  for (const key of ['PATCH /services/:name/config/next', 'POST /services/:name/deploy', 'POST /services/:name/rollback', 'POST /services/:name/jobs', 'DELETE /services/:name/jobs/:id'] as const) {
+  for (const key of ['PATCH /services/:name/config/next', 'POST /services/:name/deploy', 'POST /services/:name/rollback', 'POST /services/:name/jobs', 'DELETE /services/:name/jobs/:id', 'PUT /services/:name/jobs/:id/stdin'] as const) {
     t.same(need(key), { access: 'deploy', service: { param: 'name' } }, key);
   }
   t.same(need('GET /tokens'), { access: 'admin' });
@@ -161,7 +161,7 @@ t.test("an orchestrator route's access comes from its API table entry into its c
   t.same(need('GET /certificates'), { access: 'admin' }, 'a listing of certificates is an admin\'s, like one of tokens');
   t.same(need('DELETE /certificates/:host'), { access: 'admin' });
   t.same(need('GET /services/:name/certificate'), { access: 'read' }, "a service's certificate facts are for every reader (no key in them)");
-  t.same(declared.sort(), ['DELETE /services/:name/jobs/:id', 'DELETE /session', 'GET /certificates', 'GET /notifications/deliveries', 'GET /notifications/endpoints', 'GET /registries', 'GET /tokens', 'PATCH /services/:name/config/next', 'POST /services/:name/deploy', 'POST /services/:name/jobs', 'POST /services/:name/rollback', 'POST /session', 'POST /tokens/bootstrap']);
+  t.same(declared.sort(), ['DELETE /services/:name/jobs/:id', 'DELETE /session', 'GET /certificates', 'GET /notifications/deliveries', 'GET /notifications/endpoints', 'GET /registries', 'GET /tokens', 'PATCH /services/:name/config/next', 'POST /services/:name/deploy', 'POST /services/:name/jobs', 'POST /services/:name/rollback', 'POST /session', 'POST /tokens/bootstrap', 'PUT /services/:name/jobs/:id/stdin']);
   t.same(need('POST /session'), { access: 'open' }, 'signing in takes a token rather than needing one');
   t.same(need('GET /session'), { access: 'read' });
 });

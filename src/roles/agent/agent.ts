@@ -1,3 +1,4 @@
+import type { Writable } from 'node:stream';
 import { trace } from '../../trace.js';
 import type Docker from 'dockerode';
 import type { FastifyBaseLogger } from 'fastify';
@@ -199,6 +200,10 @@ class MachineAgent implements Agent {
 
   statuses(): UnitStatus[] {
     return this.reporter.statuses();
+  }
+
+  jobStdin(id: string, secret: string): Promise<Writable> {
+    return this.jobs.stdinOf(id, secret);
   }
 
   async readiness(): Promise<{ machine: string; docker: string }> {

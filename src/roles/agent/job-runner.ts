@@ -1,4 +1,5 @@
-import { PassThrough } from 'node:stream';
+import { timingSafeEqual } from 'node:crypto';
+import { PassThrough, type Writable } from 'node:stream';
 import type Docker from 'dockerode';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Store } from '../../store/store.js';
@@ -15,6 +16,8 @@ import { unitConfinement, unitLimits, unitLogConfig, type NetworkMode } from './
 import { unitMounts } from './unit-volumes.js';
 import { dockerErrorMessage } from './docker-client.js';
 import { JobOutput } from './job-output.js';
+import { JobStdins } from './job-stdin.js';
+import { conflict, forbidden, notFound } from '../../http/errors.js';
 
 // The agent's jobs (docs/jobs.md): each job the scheduler placed on this machine runs once, in a
 // container of its release named `<service>-run-<id>.service`. Job containers carry none of the
@@ -22,7 +25,9 @@ import { JobOutput } from './job-output.js';
 // output is read from the container's attached stream (complete up to its last line, as `docker
 // run` reads it), kept bounded in the job's run record (written at most every WRITE_INTERVAL_MS while
 // it runs), and the container is removed once its end is recorded. A stop asked in the job's record,
-// or its timeout, stops the container (SIGTERM, then SIGKILL after STOP_GRACE_SECONDS).
+// or its timeout, stops the container (SIGTERM, then SIGKILL after STOP_GRACE_SECONDS). A job that
+// keeps its stdin open is attached to it too (`docker run -i`): the orchestrator passes on its
+// caller's bytes, showing the job's stdin secret (only readers of the store know it).
 
 export const jobLabels = { job: 'platform.job', machine: 'platform.job-machine', service: 'platform.job-service' } as const;
 
@@ -61,6 +66,7 @@ export class JobRunner {
   private readonly running = new Map<string, RunningJob>();
   /** Jobs whose end is recorded: nothing more to do for them here. */
   private readonly settled = new Set<string>();
+  private readonly stdins = new JobStdins();
   private readonly passes: WorkQueue;
   private resync: NodeJS.Timeout | undefined;
 
@@ -105,7 +111,24 @@ export class JobRunner {
       this.launch(job);
     }
     const present = new Set(mine.map((job) => job.id));
-    for (const id of this.settled) if (!present.has(id)) this.settled.delete(id);
+    for (const id of this.settled) {
+      if (present.has(id)) continue;
+      this.settled.delete(id);
+      this.stdins.forget(id);
+    }
+  }
+
+  /**
+   * The stdin of this machine's job `id`, for the caller that shows its secret: once the container
+   * is attached (it may still be pulled), and to one caller only.
+   */
+  async stdinOf(id: string, secret: string): Promise<Writable> {
+    const job = (this.jobs?.values() ?? []).map((entry) => decodeCached<Job>(entry)).find((candidate) => candidate.id === id);
+    if (!job || job.machine !== this.options.machineId) throw notFound(`job ${id} does not run on machine ${this.options.machineId}`);
+    if (!job.stdinSecret) throw conflict(`job ${id} was not started with stdin`);
+    if (!sameSecret(job.stdinSecret, secret)) throw forbidden(`the stdin of job ${id} is the orchestrator's to attach`);
+    if (this.settled.has(id)) throw conflict(`job ${id} has ended`);
+    return this.stdins.take(id);
   }
 
   private launch(job: Job): void {
@@ -120,6 +143,7 @@ export class JobRunner {
       container = started;
       if (ending) void started.stop({ t: STOP_GRACE_SECONDS }).catch(() => undefined);
     }).finally(() => {
+      this.stdins.end(job.id);
       this.running.delete(job.id);
       this.settled.add(job.id);
     });
@@ -141,7 +165,8 @@ export class JobRunner {
     try {
       await record({ state: 'starting' });
       container = await this.containerOf(job);
-      const { ended: streamEnded } = await this.follow(container, output);
+      const { ended: streamEnded, stdin } = await this.follow(container, output, job.stdinSecret !== undefined);
+      if (stdin) this.stdins.attach(job.id, stdin);
       // Created: this agent made it (or one before it died before starting it). Running or exited: adopted as it is.
       if ((await container.inspect()).State.Status === 'created') await container.start();
       const startedAt = new Date().toISOString();
@@ -195,19 +220,24 @@ export class JobRunner {
    * Feeds the container's output into `output` from its start: attached before it starts (as
    * `docker run` is), or with what it wrote so far when an earlier agent started it. `ended`
    * settles when the stream ends (wrapped: an async function would wait for a promise it returns).
+   * With `withStdin`, a container not started yet is attached to its stdin too, returned as `stdin`
+   * (an adopted one is not: its stdin closed with the agent that attached it).
    */
-  private async follow(container: Docker.Container, output: JobOutput): Promise<{ ended: Promise<void> }> {
+  private async follow(container: Docker.Container, output: JobOutput, withStdin: boolean): Promise<{ ended: Promise<void>; stdin?: Writable }> {
     const { docker } = this.options;
     const text = new PassThrough();
     text.setEncoding('utf8');
     text.on('data', (chunk: string) => output.push(chunk));
     const status = (await container.inspect()).State.Status;
     // A stopped container cannot be attached to: what it wrote is in its log.
+    const stdin = withStdin && status === 'created';
     const stream = status === 'exited' || status === 'dead'
       ? await container.logs({ stdout: true, stderr: true, follow: true })
-      : await container.attach({ stream: true, stdout: true, stderr: true, logs: true });
+      : await container.attach({ stream: true, stdout: true, stderr: true, logs: true, ...(stdin ? { stdin: true, hijack: true } : {}) });
     docker.modem.demuxStream(stream, text, text);
-    return { ended: new Promise<void>((resolve) => stream.once('end', resolve).once('close', resolve).once('error', () => resolve())) };
+    const ended = new Promise<void>((resolve) => stream.once('end', resolve).once('close', resolve).once('error', () => resolve()));
+    // Hijacked, the stream is the engine's connection itself, both ways (dockerode types it one way).
+    return stdin ? { ended, stdin: stream as unknown as Writable } : { ended };
   }
 
   /** The job's container: the one an earlier agent started, else a new one. */
@@ -224,6 +254,8 @@ export class JobRunner {
       Cmd: job.command,
       Env: Object.entries(env).map(([name, value]) => `${name}=${value}`),
       ...(this.options.network === 'host' ? { User: this.options.hostNetworkUser } : {}),
+      // Kept open for its caller until it closes it (its stdin is read once: StdinOnce).
+      ...(job.stdinSecret ? { OpenStdin: true, StdinOnce: true, AttachStdin: true } : {}),
       Labels: { [jobLabels.job]: job.id, [jobLabels.machine]: machineId, [jobLabels.service]: job.service },
       HostConfig: {
         ...unitConfinement(),
@@ -235,6 +267,11 @@ export class JobRunner {
     });
   }
 }
+
+const sameSecret = (expected: string, given: string): boolean => {
+  const [a, b] = [Buffer.from(expected), Buffer.from(given)];
+  return a.length === b.length && timingSafeEqual(a, b);
+};
 
 const describeEnd = (state: string, exitCode: number): string =>
   state === 'exited' ? `exited with code ${exitCode}` : state === 'timed-out' ? `timed out (exit code ${exitCode})` : `stopped (exit code ${exitCode})`;

@@ -1,4 +1,4 @@
-import { Readable } from 'node:stream';
+import { Readable, type Writable } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import type Docker from 'dockerode';
 import type { RoleServer } from '../../http/server.js';
@@ -12,6 +12,8 @@ import { MAX_LOG_TAILS, StreamLimit } from '../../http/stream-limit.js';
 import { followedWhileCredentialsLast } from '../../auth/credential-lifetime.js';
 import { RotationDedup } from './log-rotation-dedup.js';
 import { demultiplexInto, followLog } from './log-follower.js';
+import { JOB_STDIN_SECRET_HEADER, JOB_STDIN_TYPE } from '../../schemas/job.js';
+import { feedStdin } from './job-stdin.js';
 
 // The agent's own API: what runs on this machine and the units' logs. The orchestrator proxies
 // these for people; the store holds the same statuses for everyone else.
@@ -20,7 +22,11 @@ export interface AgentRouteTarget {
   readonly machineId: string;
   readonly docker: Docker;
   statuses(): UnitStatus[];
+  /** The stdin of this machine's job `id`, for the caller that shows its secret (src/roles/agent/job-runner.ts). */
+  jobStdin(id: string, secret: string): Promise<Writable>;
 }
+
+const JobIdParams = Type.Object({ id: Type.String({ pattern: '^[a-z0-9-]{1,64}$', description: 'a job id' }) });
 
 const LogParams = Type.Object({ unit: UnitName });
 const LogQuery = Type.Object({
@@ -89,4 +95,31 @@ export function registerAgentRoutes(server: RoleServer, agent: AgentRouteTarget)
       return reply.send(followedWhileCredentialsLast(request, reply, followed.text));
     },
   );
+
+  server.register(async (scope: RoleServer) => {
+    // The body is the job's stdin, passed on as it comes: never parsed, never bounded by the body limit.
+    scope.addContentTypeParser(JOB_STDIN_TYPE, (_request, body, done) => done(null, body));
+    scope.put(
+      '/jobs/:id/stdin',
+      {
+        schema: {
+          description:
+            "Passes the body on to the stdin of this machine's job, as it comes, and closes that stdin when the body ends. The orchestrator calls it for " +
+            '`PUT /services/:name/jobs/:id/stdin`, showing the job\'s stdin secret, which only readers of the store know: no token opens it, so a unit cannot.',
+          params: JobIdParams,
+          response: { 204: Type.Null(), ...errorResponses },
+        },
+        config: { access: 'open' },
+      },
+      async (request, reply) => {
+        const secret = request.headers[JOB_STDIN_SECRET_HEADER];
+        if (typeof secret !== 'string') throw new HttpError(401, `the stdin of job ${request.params.id} needs the ${JOB_STDIN_SECRET_HEADER} header`);
+        if (request.headers['content-type'] !== JOB_STDIN_TYPE) throw new HttpError(415, `the stdin of a job is sent as ${JOB_STDIN_TYPE}`);
+        const stdin = await agent.jobStdin(request.params.id, secret);
+        // An empty body is parsed by no parser: the stdin is closed at once.
+        await feedStdin((request.body as Readable | undefined) ?? Readable.from([]), stdin);
+        return reply.status(204).send(null);
+      },
+    );
+  });
 }

@@ -14,6 +14,7 @@ import { readStoreSchema } from '../../store/store-schema.js';
 import { listComponentVersions } from '../../store/records/component-versions.js';
 import { removeVolumes } from './volume-removal.js';
 import { schedulerViewRoutes } from './scheduler-routes.js';
+import { jobStdinRoute } from './job-stdin-route.js';
 
 // The facade for people, the CLI and the dashboard: forwards to the directory and the scheduler,
 // and reads cluster state (machines, units) from the store. Each route's method, path and schemas
@@ -160,4 +161,5 @@ export function orchestratorRoutes(server: RoleServer, store: Store, peers: Orch
   });
 
   schedulerViewRoutes(server, store, peers.scheduler);
+  jobStdinRoute(server, store);
 }

@@ -3,16 +3,19 @@ import type { Store, Watch } from '../../store/store.js';
 import { schedulerReplyKey, schedulerRequestKey, schedulerRequestPrefix, lastSegment } from '../../store/keys.js';
 import { HttpError, unavailable } from '../../http/errors.js';
 import type { DeployTrigger } from './deploys/deploy.js';
+import type { JobStart } from './deploys/jobs.js';
 import { timeOrderedId } from '../../store/ids.js';
 
 // A follower scheduler hands the work it is asked for to the leader through the store: it writes
 // a request key and waits for the leader's reply key. Any scheduler can be given a webhook or a
-// deploy call; the one that leads does the work, and the caller gets the leader's answer.
+// deploy call, or a job to start or stop; the one that leads does the work, and the caller gets the leader's answer.
 
 export type LeaderRequest =
   | { kind: 'deploy'; trigger: DeployTrigger }
   | { kind: 'rollback'; service: string; version: number; runReleaseCommand?: boolean }
-  | { kind: 'stop'; service: string };
+  | { kind: 'stop'; service: string }
+  | { kind: 'job-start'; job: JobStart }
+  | { kind: 'job-stop'; service: string; id: string };
 
 export interface LeaderReply {
   status: number;

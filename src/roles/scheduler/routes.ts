@@ -94,12 +94,12 @@ export function schedulerRoutes(server: RoleServer, scheduler: Scheduler, limits
     { schema: startJobSchema, config: { access: 'deploy', service: { param: 'name' } } },
     async (request, reply) => {
       const { name } = request.params;
-      const { command, machine, timeout } = request.body;
+      const { command, machine, timeout, stdin } = request.body;
       await limits.space.assertRoom();
       const release = await jobRelease(await declared(name), request.body.release);
       const timeoutSeconds = timeout === undefined ? DEFAULT_JOB_SECONDS : jobDurationSeconds(timeout);
       if (timeoutSeconds === undefined) throw badRequest(`timeout must be at most 24h, got ${timeout}`);
-      const job = await scheduler.startJob({ kind: 'run', release, command, timeoutSeconds, machine, caller: callerName(request) });
+      const job = await scheduler.startJob({ kind: 'run', release, command, timeoutSeconds, machine, stdin, caller: callerName(request) });
       return reply.status(201).send(jobView(job, undefined));
     },
   );

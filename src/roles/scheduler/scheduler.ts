@@ -285,12 +285,14 @@ export class Scheduler {
     return this.leading().rollback(service, version, runReleaseCommand);
   }
 
-  /** Places a job of the service's release (the leader's work: a follower answers 503 naming it). */
-  async startJob(request: JobStart): Promise<Job> {
-    return this.leading().jobs.start(request);
+  /** Places a job of the service's release, here when this scheduler leads, else through the leader. */
+  async startJob(job: JobStart): Promise<Job> {
+    if (!this.isLeader()) return (await this.handOff.send({ kind: 'job-start', job }, HANDOFF_TIMEOUT_MS)) as Job;
+    return this.leading().jobs.start(job);
   }
 
   async stopJob(service: string, id: string): Promise<Job> {
+    if (!this.isLeader()) return (await this.handOff.send({ kind: 'job-stop', service, id }, HANDOFF_TIMEOUT_MS)) as Job;
     return this.leading().jobs.stop(service, id);
   }
 
@@ -371,11 +373,24 @@ export class Scheduler {
     return new Set(missing);
   }
 
+  private answer(request: LeaderRequest): Promise<unknown> {
+    switch (request.kind) {
+      case 'deploy':
+        return this.deploy(request.trigger);
+      case 'rollback':
+        return this.rollback(request.service, request.version, request.runReleaseCommand);
+      case 'stop':
+        return this.stopService(request.service);
+      case 'job-start':
+        return this.startJob(request.job);
+      case 'job-stop':
+        return this.stopJob(request.service, request.id);
+    }
+  }
+
   private async execute(request: LeaderRequest): Promise<LeaderReply> {
     try {
-      if (request.kind === 'deploy') return { status: 200, body: await this.deploy(request.trigger) };
-      if (request.kind === 'rollback') return { status: 200, body: await this.rollback(request.service, request.version, request.runReleaseCommand) };
-      return { status: 200, body: await this.stopService(request.service) };
+      return { status: 200, body: await this.answer(request) };
     } catch (error) {
       const status = error instanceof HttpError ? error.statusCode : 500;
       return { status, body: { message: (error as Error).message } };

@@ -1,5 +1,5 @@
 import { jobKey, jobPrefix, jobRunKey, jobRunPrefix, jobScheduleKey, jobSchedulePrefix } from '../keys.js';
-import type { Compare, Operation, Store } from '../store.js';
+import type { Compare, Operation, Store, Watch } from '../store.js';
 import { deleteKeys, listRecords, readRecord, updateRecord } from '../json-records.js';
 import { JOBS_KEPT_PER_SERVICE, finishedJobStates, jobView, type Job, type JobRun, type JobView } from '../../schemas/job.js';
 import type { ScheduleState } from '../../schemas/schedule.js';
@@ -24,6 +24,26 @@ export async function readJob(store: Store, id: string): Promise<Job | undefined
 
 export async function readJobRun(store: Store, id: string): Promise<JobRun | undefined> {
   return (await readRecord<JobRun>(store, jobRunKey(id)))?.record;
+}
+
+/**
+ * Calls `onRun` with each write of the job's run record, and with what it holds (or undefined) once
+ * the watch is open: nothing written in between is missed. `revision` orders what arrives.
+ */
+export async function watchJobRun(store: Store, id: string, onRun: (run: JobRun | undefined, revision: number) => void): Promise<Watch> {
+  const key = jobRunKey(id);
+  // The prefix of `<id>` is also that of `<id>-release`: only the key itself is this job's.
+  const watch = await store.watchPrefix(key, (event) => {
+    if (event.key === key) onRun(event.type === 'put' && event.value ? (JSON.parse(event.value) as JobRun) : undefined, event.modRevision);
+  });
+  try {
+    const current = await readRecord<JobRun>(store, key);
+    onRun(current?.record, current?.modRevision ?? 0);
+    return watch;
+  } catch (error) {
+    await watch.close();
+    throw error;
+  }
 }
 
 /** Asks the job's agent to stop it (once: a later ask keeps the first time). Undefined when there is no such job. */

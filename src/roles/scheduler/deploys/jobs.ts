@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { Operation, Store } from '../../../store/store.js';
 import { conflict, notFound } from '../../../http/errors.js';
 import type { Release } from '../../../schemas/release.js';
@@ -24,6 +25,8 @@ export interface JobStart {
   machine?: string | undefined;
   /** The token that asked, as the journal names callers. */
   caller?: string | undefined;
+  /** Keep its stdin open for the caller (`platform run` from a terminal, or `-i`). */
+  stdin?: boolean | undefined;
   /** A release command's deployment: the job's id follows from it, so the command is placed once per deployment. */
   deployment?: string | undefined;
   /** A scheduled run's id, derived from its tick, so one scheduler only starts it (docs/jobs.md "Scheduled jobs"). */
@@ -112,6 +115,7 @@ function jobOf(id: string, request: JobStart, machine: string): Job {
     timeoutSeconds: request.timeoutSeconds,
     ...(request.caller ? { caller: request.caller } : {}),
     ...(request.deployment ? { deployment: request.deployment } : {}),
+    ...(request.stdin ? { stdinSecret: randomBytes(24).toString('base64url') } : {}),
     createdAt: new Date().toISOString(),
   };
 }
