@@ -135,7 +135,10 @@ export async function launchRoles(config: PlatformConfig, options: LaunchOptions
       running.push({ role, url: `http://${config.host === '0.0.0.0' ? config.advertiseHost : config.host}:${port}` });
     }
   } catch (error) {
-    await closeAll([...closers, () => announcements.close(), () => store.close()], 'stop');
+    // As a restart: systemd starts the unit again, and its next start adopts what this one took
+    // over. A gateway that stopped the HAProxy it had adopted left its ports refusing connections
+    // until then: an upgrade's restart whose start missed a store deadline refused requests (issue 30).
+    await closeAll([...closers, () => announcements.close(), () => store.close()], 'restart');
     throw error;
   }
   return {

@@ -318,6 +318,11 @@ t.test('an upgrade to a newer package, one machine after the other, under load d
   for (const [i, result] of results.entries()) {
     t.ok(result.ok > 0, `${machines[i]!.name}'s gateway answered ${result.ok} requests`);
     t.equal(result.failed, 0, `${machines[i]!.name}: no request failed (${result.failed} of ${result.ok + result.failed} did; the first reasons: ${result.failures.join('; ')})`);
+    if (result.failed > 0) {
+      // What the gateway did while requests failed: its restart, HAProxy adopted or started afresh.
+      const journal = await machines[i]!.run(['journalctl', '--no-pager', '-o', 'short-precise', '-u', 'gateway', '--since', `@${Math.floor(upgradeAt / 1000)}`]);
+      t.comment(`${machines[i]!.name}'s gateway during the upgrade:\n${journal.stdout.slice(-6000)}`);
+    }
   }
   t.equal(running(await unitsOf(service)).length, 3, 'three units running');
 });
