@@ -209,17 +209,24 @@ t.test('a new service and more units than slots need no reload: a client idle on
   t.match(await requestOn(socket, 'error-pages.platform.internal'), { status: 200, body: /^error-pages-\d\n$/ });
 });
 
-t.test('a gateway restarted under load (SIGTERM, then SIGKILL) leaves HAProxy serving and the next adopts it: no request fails across the restart; SIGINT stops both', async (t) => {
-  const service = 'adopted';
+/**
+ * For a test of a gateway's restarts: `service` declared with two units, and a port, data directory
+ * and flags of a gateway of its own (its HAProxy's pidfile and configuration there).
+ */
+async function ownGateway(service: string): Promise<{ port: number; dataDir: string; flags: string[]; pidFile: string; configFile: string }> {
   await declare(service);
   for (let i = 1; i <= 2; i++) await setUnit(service, i, await startUnit(`${service}-${i}`), 'active');
   const port = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), 'platform-gateway-adopt-'));
+  const dataDir = mkdtempSync(join(tmpdir(), `platform-gateway-${service}-`));
   const flags = ['--etcd', etcd.url, '--announce-ttl', '3', '--data-plane', 'haproxy', '--data-dir', dataDir];
+  return { port, dataDir, flags, pidFile: join(dataDir, `gateway-${port}`, 'haproxy.pid'), configFile: join(dataDir, `gateway-${port}`, 'haproxy.cfg') };
+}
+
+t.test('a gateway restarted under load (SIGTERM, then SIGKILL) leaves HAProxy serving and the next adopts it: no request fails across the restart; SIGINT stops both', async (t) => {
+  const service = 'adopted';
+  const { port, dataDir, flags, pidFile, configFile } = await ownGateway(service);
   const start = () => serveRole('gateway', port, flags);
   const url = `http://127.0.0.1:${port}`;
-  const pidFile = join(dataDir, `gateway-${port}`, 'haproxy.pid');
-  const configFile = join(dataDir, `gateway-${port}`, 'haproxy.cfg');
   let role: Awaited<ReturnType<typeof start>> | undefined;
   let master = 0;
   t.teardown(async () => {
@@ -287,13 +294,7 @@ t.test('a start that fails after the gateway adopted HAProxy (another role of it
   // loaded machines) stopped the HAProxy it had just adopted, as a stop does: port 80 refused
   // connections until systemd's next start. A failed start closes as a restart does.
   const service = 'failed-start';
-  await declare(service);
-  for (let i = 1; i <= 2; i++) await setUnit(service, i, await startUnit(`${service}-${i}`), 'active');
-  const port = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), 'platform-gateway-failed-start-'));
-  const flags = ['--etcd', etcd.url, '--announce-ttl', '3', '--data-plane', 'haproxy', '--data-dir', dataDir];
-  const pidFile = join(dataDir, `gateway-${port}`, 'haproxy.pid');
-  const configFile = join(dataDir, `gateway-${port}`, 'haproxy.cfg');
+  const { port, dataDir, flags, pidFile, configFile } = await ownGateway(service);
   const taken = createServer();
   await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
   let role: Awaited<ReturnType<typeof serveRole>> | undefined = await serveRole('gateway', port, flags);

@@ -19,6 +19,10 @@ import { waitFor } from '../harness/wait.js';
 // example addresses 10.0.0.<i> swapped for the machines'), a three-member TLS etcd, every role
 // enabled on every machine, the gateway included; then the specification's flow through them.
 
+// Longer than the suite's 600 s per file: 9 to 11 min on the CI host, and a changed program builds
+// its package first (7 min under load; cached by content after that).
+t.setTimeout(25 * 60_000);
+
 const network = await startMachineNetwork();
 t.teardown(() => network.stop());
 const registry = await startRegistry({ address: network.bridgeAddress });
