@@ -20,7 +20,9 @@ export async function serve(flags: RawFlags, up: boolean): Promise<void> {
   // half-started. SIGTERM is a restart (systemd's RestartKillSignal, a supervisor, an upgrade): the
   // gateway leaves HAProxy serving for the next process to adopt. SIGINT (Ctrl-C, systemd's stop)
   // stops it too.
+  // A start still waiting for etcd (src/roles/launch.ts) has nothing to stop: the signal ends the wait.
   const started: { platform?: Launched } = {};
+  const waitingForStore = new AbortController();
   let stopAs: StopReason | undefined;
   const closeAndExit = (running: Launched, reason: StopReason) => void running.close(reason).then(() => process.exit(0));
   const stop = (signal: 'SIGTERM' | 'SIGINT') => {
@@ -28,10 +30,16 @@ export async function serve(flags: RawFlags, up: boolean): Promise<void> {
     stopAs = signal === 'SIGTERM' ? 'restart' : 'stop';
     log.info({ signal }, 'shutting down');
     if (started.platform) closeAndExit(started.platform, stopAs);
+    else waitingForStore.abort(new Error(`stopped by ${signal}`));
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
-  const platform = (started.platform = await launchRoles(config, log));
+  const platform = await launchRoles(config, { logger: log, signal: waitingForStore.signal }).catch((error: unknown) => {
+    if (!waitingForStore.signal.aborted) throw error;
+    log.info('stopped before the roles started (etcd did not answer yet)');
+    process.exit(0);
+  });
+  started.platform = platform;
   if (stopAs) return closeAndExit(platform, stopAs);
   if (up) {
     const store = config.etcd ? `etcd ${config.etcd.join(',')}` : `embedded store in ${config.dataDir}`;

@@ -50,13 +50,30 @@ export interface RunningPlatform {
 
 type Closer = (reason: StopReason) => Promise<void>;
 
-export async function launchRoles(config: PlatformConfig, logger?: Logger): Promise<RunningPlatform> {
-  const log = logger ?? createLogger(config);
+/**
+ * How long the roles' start waits for an etcd that does not answer yet (src/store/open-store.ts).
+ * After a reboot of every machine etcd's members come up with the roles, and on two loaded cores a
+ * quorum took more than the 1.5 s of a call's deadline: roles that exited then were restarted by
+ * systemd over and over, thirty Node starts queued, and the cluster was not back within 60 s
+ * (issue 30). Past this the start goes on and fails "unreachable", and systemd starts it again.
+ */
+export const ROLE_START_ETCD_WAIT_MS = 120_000;
+
+export interface LaunchOptions {
+  logger?: Logger;
+  /** Ends a start still waiting for the store (a stop signal meanwhile): launchRoles throws its reason. */
+  signal?: AbortSignal;
+}
+
+export async function launchRoles(config: PlatformConfig, options: LaunchOptions = {}): Promise<RunningPlatform> {
+  const log = options.logger ?? createLogger(config);
   const store = await openStore({
     ...(config.etcd ? { etcd: config.etcd } : {}),
     etcdSecurity: config.etcdSecurity,
     dataDir: config.dataDir,
     warn: (message) => log.warn(message),
+    waitForEtcdMs: ROLE_START_ETCD_WAIT_MS,
+    ...(options.signal ? { signal: options.signal } : {}),
   });
   await checkStoreSchema(store, log).catch(async (error: unknown) => {
     await store.close();
@@ -118,7 +135,10 @@ export async function launchRoles(config: PlatformConfig, logger?: Logger): Prom
       running.push({ role, url: `http://${config.host === '0.0.0.0' ? config.advertiseHost : config.host}:${port}` });
     }
   } catch (error) {
-    await closeAll([...closers, () => announcements.close(), () => store.close()], 'stop');
+    // As a restart: systemd starts the unit again, and its next start adopts what this one took
+    // over. A gateway that stopped the HAProxy it had adopted left its ports refusing connections
+    // until then: an upgrade's restart whose start missed a store deadline refused requests (issue 30).
+    await closeAll([...closers, () => announcements.close(), () => store.close()], 'restart');
     throw error;
   }
   return {

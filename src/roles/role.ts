@@ -22,9 +22,10 @@ export interface RoleContext {
 }
 
 /**
- * Why a process stops. `restart` (SIGTERM: systemd's restart, `platform up` run again, an upgrade):
- * what the next process adopts is left running, as agents leave their units; the gateway leaves its
- * HAProxy serving. `stop` (SIGINT, systemd's stop, a failed start): everything the role began stops.
+ * Why a process stops. `restart` (SIGTERM: systemd's restart, `platform up` run again, an upgrade;
+ * and a failed start, which a supervisor follows with another): what the next process adopts is
+ * left running, as agents leave their units; the gateway leaves its HAProxy serving. `stop`
+ * (SIGINT, systemd's stop): everything the role began stops.
  */
 export type StopReason = 'stop' | 'restart';
 

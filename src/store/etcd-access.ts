@@ -1,9 +1,10 @@
-// The one look at etcd a process takes before its roles start. A mistake in how it reaches etcd
-// (an untrusted server certificate, a missing or refused client certificate, a wrong password, a
-// user without access) stops the start with a message naming etcd and the cause: those never heal
-// by waiting. An etcd that is merely down, or has no quorum yet, is not a configuration error: it is
-// logged and the start goes on as it always has (roles that need a first read of the store stop
-// with "unreachable" within seconds; leased announcements retry in the background).
+// How a process looks at etcd before its roles start. A mistake in how it reaches etcd (an
+// untrusted server certificate, a missing or refused client certificate, a wrong password, a user
+// without access) stops the start with a message naming etcd and the cause: those never heal by
+// waiting. An etcd that is merely down, or has no quorum yet (its members still starting after a
+// reboot of every machine), is not a configuration error: the start waits for it (openStore), with
+// a pause between looks that grows to ETCD_WAIT_MAX_PAUSE_MS, so thirty roles starting at once do
+// not exit on their first missed deadline and queue up as restarts (issue 30).
 //
 // gRPC reports every TLS failure as "unavailable", often with no cause at all, so when a call
 // fails this way each https:// URL is probed with a plain TLS handshake that says what went wrong.
@@ -32,17 +33,31 @@ const unreachableCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMED
 // client certificate included, answers them; one that rejected it sends a TLS alert instead.
 const http2Preface = Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0])]);
 
-type Probe = { reachable: true } | { reachable: false; cause: string } | { refused: string };
+export type Probe = { reachable: true } | { reachable: false; cause: string } | { refused: string };
+
+/** What one look at etcd found: it answers, or it is only out of reach for now (and why). */
+export type EtcdAccess = { reachable: true } | { reachable: false; cause: string };
+
+/** The first pause between two looks at an unreachable etcd at start, doubled after each look. */
+const ETCD_WAIT_FIRST_PAUSE_MS = 250;
+/** The longest pause: a member that comes up is found within this. */
+export const ETCD_WAIT_MAX_PAUSE_MS = 5_000;
+
+/** The pause after look number `look` (1-based) at an etcd that did not answer: 250 ms, 500 ms, 1 s, … at most 5 s. */
+export function etcdWaitPauseMs(look: number): number {
+  return Math.min(ETCD_WAIT_FIRST_PAUSE_MS * 2 ** Math.max(0, look - 1), ETCD_WAIT_MAX_PAUSE_MS);
+}
 
 /**
- * Resolves when etcd answers, or when it is only unreachable (after `warn`ing); throws
- * EtcdAccessError when it refuses this process's certificate, CA or login. Takes at most ~5 s.
+ * One look at etcd: resolves with whether it answers (a linearizable read: a leader and a quorum)
+ * or is only unreachable, and why; throws EtcdAccessError when it refuses this process's
+ * certificate, CA or login. Takes at most ~5 s.
  */
-export async function checkEtcdAccess(store: Store, urls: string[], security: EtcdSecurity, warn: (message: string) => void): Promise<void> {
+export async function checkEtcdAccess(store: Store, urls: string[], security: EtcdSecurity): Promise<EtcdAccess> {
   let failure: unknown;
   try {
     await store.ping();
-    return;
+    return { reachable: true };
   } catch (error) {
     failure = error instanceof Error && error.cause !== undefined ? error.cause : error;
   }
@@ -53,10 +68,11 @@ export async function checkEtcdAccess(store: Store, urls: string[], security: Et
     if ('refused' in probe) throw new EtcdAccessError(`etcd at ${url}: TLS handshake failed: ${probe.refused}`);
   }
   const cause = probes.map(({ probe }) => ('cause' in probe ? probe.cause : undefined)).find(Boolean) ?? (failure instanceof Error ? failure.message : String(failure));
-  warn(`etcd at ${urls.join(',')}: unreachable (${cause})`);
+  return { reachable: false, cause };
 }
 
-function loginRefusal(error: unknown, security: EtcdSecurity): string | undefined {
+/** Why etcd refused a call for this process's login, or undefined for a failure waiting may heal. */
+export function loginRefusal(error: unknown, security: EtcdSecurity): string | undefined {
   const user = security.user ? `user ${JSON.stringify(security.user.name)}` : undefined;
   if (error instanceof EtcdAuthenticationFailedError) return `authentication failed for ${user ?? 'the client'}: wrong user name or password`;
   if (error instanceof EtcdPermissionDeniedError) {
@@ -93,11 +109,12 @@ function probeTls(url: string, security: EtcdSecurity): Promise<Probe> {
     socket.once('secureConnect', () => socket.write(http2Preface));
     socket.once('data', () => done({ reachable: true }));
     socket.once('close', () => done({ reachable: false, cause: 'the connection closed during the TLS handshake' }));
-    socket.once('error', (error: NodeJS.ErrnoException) => done(classify(error, security)));
+    socket.once('error', (error: NodeJS.ErrnoException) => done(classifyTlsFailure(error, security)));
   });
 }
 
-function classify(error: NodeJS.ErrnoException, security: EtcdSecurity): Probe {
+/** What a failed TLS handshake with etcd says: out of reach for now, or a refusal no wait heals. */
+export function classifyTlsFailure(error: NodeJS.ErrnoException, security: EtcdSecurity): Probe {
   const code = error.code ?? '';
   if (unreachableCodes.has(code)) return { reachable: false, cause: error.message };
   const alert = /^ERR_SSL_(?:SSLV3|TLSV1|TLSV13)_ALERT_(.+)$/.exec(code)?.[1]?.toLowerCase().replaceAll('_', ' ');

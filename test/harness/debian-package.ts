@@ -3,11 +3,12 @@
 // dependencies' lock, the script, deploy/debian/ and the version): a build takes 1 to 5 minutes,
 // and a second test run of unchanged code reuses the first one's package.
 
-import { execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { exitOnSignals } from './exit-on-signal.js';
 import { ensureCommand } from './system-packages.js';
 
 const PROJECT_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -50,16 +51,10 @@ export async function debianPackage(version = packageVersion): Promise<DebianPac
     return { path, version, builtSeconds: undefined };
   }
   mkdirSync(CACHE_DIR, { recursive: true });
-  const building = mkdtempSync(join(CACHE_DIR, 'building-'));
+  const building = scratchDir();
   const started = Date.now();
   try {
-    await new Promise<void>((resolve, reject) => {
-      const env = { ...process.env };
-      delete env.NODE_OPTIONS;
-      execFile('bash', [join(PROJECT_ROOT, 'scripts/package-deb.sh'), '--no-build', '--out', building, '--version', version], { env, timeout: 900_000, maxBuffer: 16 * 1024 * 1024 }, (error, _stdout, stderr) =>
-        error ? reject(new Error(`scripts/package-deb.sh failed: ${error.message}\n${stderr.slice(-3000)}`)) : resolve(),
-      );
-    });
+    await runBuild('scripts/package-deb.sh', [join(PROJECT_ROOT, 'scripts/package-deb.sh'), '--no-build', '--out', building, '--version', version], building, 900_000);
     // Complete, so it may be used (two runs building at once: the second rename finds it there).
     try {
       renameSync(building, dir);
@@ -67,7 +62,7 @@ export async function debianPackage(version = packageVersion): Promise<DebianPac
       if (!existsSync(path)) throw new Error(`the package built in ${building} could not be cached at ${dir}`);
     }
   } finally {
-    rmSync(building, { recursive: true, force: true });
+    removeScratch(building);
   }
   pruneUnused();
   return { path, version, builtSeconds: (Date.now() - started) / 1000 };
@@ -90,7 +85,7 @@ export async function restampedPackage(base: DebianPackage, version: string): Pr
   const path = join(dirname(base.path), `platform_${version}_amd64.deb`);
   if (existsSync(path)) return { path, version, builtSeconds: undefined };
   const started = Date.now();
-  const work = mkdtempSync(join(CACHE_DIR, 'building-'));
+  const work = scratchDir();
   const script = [
     'set -eu',
     'dpkg-deb --raw-extract "$1" "$3/root"',
@@ -101,16 +96,67 @@ export async function restampedPackage(base: DebianPackage, version: string): Pr
     'dpkg-deb --root-owner-group -Znone --build "$3/root" "$3/package.deb" >/dev/null',
   ].join('\n');
   try {
-    await new Promise<void>((resolve, reject) => {
-      const env = { ...process.env };
-      delete env.NODE_OPTIONS;
-      execFile('bash', ['-c', script, 'restamp', base.path, version, work], { env, timeout: 300_000 }, (error, _stdout, stderr) =>
-        error ? reject(new Error(`restamping ${base.path} as ${version} failed: ${error.message}\n${stderr.slice(-3000)}`)) : resolve(),
-      );
-    });
+    await runBuild(`restamping ${base.path} as ${version}`, ['-c', script, 'restamp', base.path, version, work], work, 300_000);
     renameSync(join(work, 'package.deb'), path);
   } finally {
-    rmSync(work, { recursive: true, force: true });
+    removeScratch(work);
   }
   return { path, version, builtSeconds: (Date.now() - started) / 1000 };
+}
+
+/** The process groups of builds running now, and their unfinished output: killed and removed with the test process, however it ends. */
+const runningBuilds = new Set<number>();
+const scratchDirs = new Set<string>();
+process.on('exit', () => {
+  for (const group of runningBuilds) killGroup(group);
+  for (const dir of scratchDirs) rmSync(dir, { recursive: true, force: true });
+});
+
+function scratchDir(): string {
+  const dir = mkdtempSync(join(CACHE_DIR, 'building-'));
+  scratchDirs.add(dir);
+  return dir;
+}
+
+function removeScratch(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+  scratchDirs.delete(dir);
+}
+
+const killGroup = (group: number): void => {
+  try {
+    process.kill(-group, 'SIGKILL');
+  } catch {
+    // gone already
+  }
+};
+
+/**
+ * `bash <args>` in a process group of its own, killed whole (dpkg-deb, xz, npm below it) at
+ * `timeoutMs` or when the test process exits: a test killed by tap's timeout or ^C left a package
+ * build running for minutes on the shared cores, writing into the cache after the run. Its
+ * temporary files go under `scratch` (TMPDIR), which is removed with it: a killed script's own
+ * clean-up (trap … EXIT) never runs.
+ */
+async function runBuild(what: string, args: string[], scratch: string, timeoutMs: number): Promise<void> {
+  exitOnSignals();
+  const env: NodeJS.ProcessEnv = { ...process.env, TMPDIR: scratch };
+  delete env.NODE_OPTIONS;
+  const child = spawn('bash', args, { env, detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
+  const group = child.pid!;
+  runningBuilds.add(group);
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-3000)));
+  const timer = setTimeout(() => killGroup(group), timeoutMs);
+  try {
+    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
+      child.once('error', reject);
+      child.once('exit', (exitCode, exitSignal) => resolve([exitCode, exitSignal]));
+    });
+    if (code !== 0) throw new Error(`${what} failed (${signal ?? `exit code ${code}`}${signal === 'SIGKILL' ? `, killed after ${timeoutMs / 1000} s?` : ''}):\n${stderr}`);
+  } finally {
+    clearTimeout(timer);
+    killGroup(group); // what the script left in the background
+    runningBuilds.delete(group);
+  }
 }

@@ -63,12 +63,14 @@ export interface EtcdOptions {
   host?: string;
   /** etcd's --quota-backend-bytes: past it, etcd raises NOSPACE and refuses every write (default etcd's 2 GiB). */
   quotaBackendBytes?: number;
+  /** The client port (default a free one): a test that points a process at an etcd before it runs. */
+  clientPort?: number;
 }
 
 export async function startEtcd(options: EtcdOptions = {}): Promise<EtcdProcess> {
   assertEtcdInstalled();
   installExitHooks();
-  const [clientPort, peerPort] = [await freePort(), await freePort()];
+  const [clientPort, peerPort] = [options.clientPort ?? (await freePort()), await freePort()];
   const dataDir = mkdtempSync(join(tmpdir(), 'platform-etcd-'));
   tempDirs.add(dataDir);
   // Beside the data directory, so deleting the data (a test of lost state) keeps the certificates.

@@ -19,7 +19,7 @@ export interface LoadOptions {
 export interface LoadResult {
   ok: number;
   failed: number;
-  /** The first few failures, for the test's message. */
+  /** The first few failures, for the test's message, each with when it was sent (to read beside a log). */
   failures: string[];
   /** Successful answers in order of arrival: the page body of each. */
   bodies: string[];
@@ -70,12 +70,12 @@ export function startLoad(options: LoadOptions): RunningLoad {
         } else {
           progress.failed += 1;
           failedSentAt.push(sentAt);
-          if (failures.length < 10) failures.push(`${response.statusCode} ${body.trim()}`);
+          if (failures.length < 10) failures.push(`${response.statusCode} ${body.trim()} (sent ${new Date(sentAt).toISOString()})`);
         }
       } catch (error) {
         progress.failed += 1;
         failedSentAt.push(sentAt);
-        if (failures.length < 10) failures.push(`${(error as Error).message} (${(error as { code?: string }).code ?? ''})`);
+        if (failures.length < 10) failures.push(`${(error as Error).message} (${(error as { code?: string }).code ?? ''}, sent ${new Date(sentAt).toISOString()})`);
       }
     }
   };

@@ -11,7 +11,7 @@ import { startGateway } from '../harness/gateway-cluster.js';
 import { startLoad } from '../harness/http-load.js';
 import { waitFor } from '../harness/wait.js';
 import { freePort } from '../harness/free-port.js';
-import { serveRole } from '../harness/platform.js';
+import { runPlatform, serveRole } from '../harness/platform.js';
 import { runsConfig } from '../../src/roles/gateway/haproxy-process.js';
 import { openStore } from '../../src/store/open-store.js';
 import { serviceKey, unitStatusKey } from '../../src/store/keys.js';
@@ -209,17 +209,24 @@ t.test('a new service and more units than slots need no reload: a client idle on
   t.match(await requestOn(socket, 'error-pages.platform.internal'), { status: 200, body: /^error-pages-\d\n$/ });
 });
 
-t.test('a gateway restarted under load (SIGTERM, then SIGKILL) leaves HAProxy serving and the next adopts it: no request fails across the restart; SIGINT stops both', async (t) => {
-  const service = 'adopted';
+/**
+ * For a test of a gateway's restarts: `service` declared with two units, and a port, data directory
+ * and flags of a gateway of its own (its HAProxy's pidfile and configuration there).
+ */
+async function ownGateway(service: string): Promise<{ port: number; dataDir: string; flags: string[]; pidFile: string; configFile: string }> {
   await declare(service);
   for (let i = 1; i <= 2; i++) await setUnit(service, i, await startUnit(`${service}-${i}`), 'active');
   const port = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), 'platform-gateway-adopt-'));
+  const dataDir = mkdtempSync(join(tmpdir(), `platform-gateway-${service}-`));
   const flags = ['--etcd', etcd.url, '--announce-ttl', '3', '--data-plane', 'haproxy', '--data-dir', dataDir];
+  return { port, dataDir, flags, pidFile: join(dataDir, `gateway-${port}`, 'haproxy.pid'), configFile: join(dataDir, `gateway-${port}`, 'haproxy.cfg') };
+}
+
+t.test('a gateway restarted under load (SIGTERM, then SIGKILL) leaves HAProxy serving and the next adopts it: no request fails across the restart; SIGINT stops both', async (t) => {
+  const service = 'adopted';
+  const { port, dataDir, flags, pidFile, configFile } = await ownGateway(service);
   const start = () => serveRole('gateway', port, flags);
   const url = `http://127.0.0.1:${port}`;
-  const pidFile = join(dataDir, `gateway-${port}`, 'haproxy.pid');
-  const configFile = join(dataDir, `gateway-${port}`, 'haproxy.cfg');
   let role: Awaited<ReturnType<typeof start>> | undefined;
   let master = 0;
   t.teardown(async () => {
@@ -280,6 +287,49 @@ t.test('a gateway restarted under load (SIGTERM, then SIGKILL) leaves HAProxy se
   t.notOk(runsConfig(master, configFile), 'SIGINT (a stop for good) stops HAProxy too');
   const refused = await fetch(`http://127.0.0.1:${port}/`).then(() => false, () => true);
   t.ok(refused, 'nothing listens on the gateway port any more');
+});
+
+t.test('a start that fails after the gateway adopted HAProxy (another role of its process cannot listen) leaves HAProxy serving, and the next start adopts it: no request fails', async (t) => {
+  // Issue 30: an upgrade's restart of gateway.service whose start failed (a store deadline missed on
+  // loaded machines) stopped the HAProxy it had just adopted, as a stop does: port 80 refused
+  // connections until systemd's next start. A failed start closes as a restart does.
+  const service = 'failed-start';
+  const { port, dataDir, flags, pidFile, configFile } = await ownGateway(service);
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  let role: Awaited<ReturnType<typeof serveRole>> | undefined = await serveRole('gateway', port, flags);
+  const master = Number(readFileSync(pidFile, 'utf8'));
+  t.teardown(async () => {
+    await role?.stop('SIGINT');
+    if (runsConfig(master, configFile)) process.kill(master, 'SIGKILL');
+    taken.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  await waitFor(async () => {
+    const body = (await (await fetch(`http://127.0.0.1:${port}/routes`)).json()) as { routes: { name: string; upstreams: unknown[] }[] };
+    return body.routes.find((route) => route.name === service)?.upstreams.length === 2;
+  }, 20_000, { what: `the units of ${service} routed` });
+  const load = startLoad({ url: `http://127.0.0.1:${port}/`, host: `${service}.platform.internal`, concurrency: 4, maxDurationMs: 120_000 });
+  try {
+    await waitFor(() => load.progress.ok > 0, 20_000, { what: 'requests answered' });
+    await role.stop('SIGTERM');
+    role = undefined;
+    // The gateway starts (adopting HAProxy), then the web role of the same process finds its port taken.
+    const failing = runPlatform(['serve', '--role', 'gateway,web', '--ports', `gateway=${port},web=${(taken.address() as AddressInfo).port}`, '--https-port', '0', ...flags]);
+    const code = await new Promise<number | null>((resolve) => failing.child.once('exit', (exitCode) => resolve(exitCode)));
+    t.not(code, 0, 'the start failed');
+    t.match(failing.output(), /the web cannot listen on .*another process listens there/);
+    t.ok(runsConfig(master, configFile), 'HAProxy runs on after the failed start');
+    const answered = load.progress.ok;
+    await waitFor(() => load.progress.ok > answered + 50, 20_000, { what: 'requests answered after the failed start' });
+    role = await serveRole('gateway', port, flags);
+    t.equal(Number(readFileSync(pidFile, 'utf8')), master, 'the next start adopted the same master');
+    const answeredAfter = load.progress.ok;
+    await waitFor(() => load.progress.ok > answeredAfter + 50, 20_000, { what: 'requests answered after the adoption' });
+  } finally {
+    const result = await load.stop();
+    t.equal(result.failed, 0, `no request failed across the restart, the failed start and the next (${result.ok} answered; ${result.failures.join('; ')})`);
+  }
 });
 
 t.test('Ctrl-C on a terminal (SIGINT to the whole process group) stops the gateway and its HAProxy quietly: HAProxy is stopped by the gateway, and prints no warning', async (t) => {
