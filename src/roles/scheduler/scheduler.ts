@@ -9,6 +9,8 @@ import type { DeployReply } from '../../schemas/release.js';
 import { RegistryClient, type RegistryClientOptions } from './deploys/registry-client.js';
 import type { DeployTrigger } from './deploys/deploy.js';
 import { idTime, sortAfter } from '../../store/ids.js';
+import { watchDeployments } from '../../store/records/deployments.js';
+import type { PrefixCache } from '../../store/prefix-cache.js';
 import { ClusterWatch, type ClusterSnapshot, type MachineAwayUntil } from './cluster-snapshot.js';
 import type { Machine, MachineAway } from '../../schemas/cluster.js';
 import { DeploymentRunner } from './deploys/runner.js';
@@ -96,6 +98,7 @@ export class Scheduler {
   private readonly housekeeping: Housekeeping;
   private readonly backups: ScheduledBackups | undefined;
   private cluster?: ClusterWatch;
+  private deployments?: PrefixCache;
   private runner?: DeploymentRunner;
   /** The leader's heal pass (healing/healer.ts); its triggers and the renewal grace it asks about are here. */
   private healer?: Healer;
@@ -160,7 +163,8 @@ export class Scheduler {
   async start(): Promise<void> {
     const cluster = await ClusterWatch.start(this.store, this.engineGraceSeconds, this.options.machineGraceMs);
     this.cluster = cluster;
-    this.runner = new DeploymentRunner({ store: this.store, log: this.log, cluster, registry: this.registry, isLeader: () => this.isLeader(), stopTimeoutSeconds: this.stopTimeoutSeconds });
+    this.deployments = await watchDeployments(this.store);
+    this.runner = new DeploymentRunner({ store: this.store, log: this.log, cluster, deployments: this.deployments, registry: this.registry, isLeader: () => this.isLeader(), stopTimeoutSeconds: this.stopTimeoutSeconds });
     this.healer = new Healer({ store: this.store, cluster, runner: this.runner, renewing: (snapshot) => this.renewing(snapshot), renewalGraceUntil: () => this.renewalGraceUntil });
     this.notifier = await Notifier.start({
       store: this.options.store,
@@ -258,6 +262,7 @@ export class Scheduler {
     await this.runner?.close();
     await this.notifier?.close();
     await this.cluster?.close();
+    await this.deployments?.close();
     await this.registry.close();
   }
 
