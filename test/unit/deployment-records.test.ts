@@ -104,6 +104,20 @@ t.test("a rollout's progress is written at once, then at most once an interval, 
   t.equal(writes.length, 3, 'nothing left to write');
 });
 
+t.test('progress right after a phase waits out the interval: the phase rewrote the record a moment ago', async (t) => {
+  const deployment = await startDeployment(store, release('phased'), 'manual');
+  const { store: counted, writes } = countingWrites();
+  const recorder = rolloutRecorder(counted, deployment, Promise.resolve(), 200);
+  await recorder.phase('rolling');
+  recorder.progress(progress('start-pre'));
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.same(writes, ['no units'], 'the phase alone (a 10-unit deploy wrote the placed units a millisecond after it)');
+  await new Promise((resolve) => setTimeout(resolve, 250));
+  t.same(writes, ['no units', 'start-pre'], 'the progress once the interval is over');
+  await recorder.flush();
+  t.match(await getDeployment(store, deployment.id), { state: 'rolling', units: progress('start-pre') });
+});
+
 t.test('a phase is written after the progress before it, and a failed write fails the rollout', async (t) => {
   const deployment = await startDeployment(store, release('ordered'), 'manual');
   const { store: counted, writes } = countingWrites();

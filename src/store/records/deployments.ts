@@ -163,9 +163,10 @@ export interface RolloutRecorder {
 /**
  * Ten units starting change a rollout's progress a dozen times in half a second, and each write is
  * an etcd commit and an event to every watcher, on the cores Docker starts the units with (a
- * 10-unit deploy wrote its record 14 times). The first change is written at once; later ones wait
- * out the interval, and only the newest of them is written. Writes follow `after` (the record's
- * earlier phase, still on its way) and each other.
+ * 10-unit deploy wrote its record 14 times). The first change is written at once; later ones, and
+ * any after a phase (which rewrites the record as well), wait out the interval, and only the
+ * newest of them is written. Writes follow `after` (the record's earlier phase, still on its way)
+ * and each other.
  */
 export function rolloutRecorder(store: Store, deployment: Deployment, after: Promise<void> = Promise.resolve(), intervalMs = PROGRESS_INTERVAL_MS): RolloutRecorder {
   let writes = after;
@@ -192,6 +193,8 @@ export function rolloutRecorder(store: Store, deployment: Deployment, after: Pro
   };
   return {
     phase: async (state) => {
+      // The phase rewrites the record too: progress that follows waits out the interval from it.
+      lastWrite = Date.now();
       await enqueue(() => recordPhase(store, deployment, state));
       throwFailure();
     },
