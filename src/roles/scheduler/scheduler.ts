@@ -163,7 +163,9 @@ export class Scheduler {
   async start(): Promise<void> {
     const cluster = await ClusterWatch.start(this.store, this.engineGraceSeconds, this.options.machineGraceMs);
     this.cluster = cluster;
-    this.deployments = await watchDeployments(this.store);
+    // On the store itself, not the fenced one: reads need no fence, and in `platform up` the
+    // orchestrator's event stream shares the same watched copy.
+    this.deployments = await watchDeployments(this.options.store);
     this.runner = new DeploymentRunner({ store: this.store, log: this.log, cluster, deployments: this.deployments, registry: this.registry, isLeader: () => this.isLeader(), stopTimeoutSeconds: this.stopTimeoutSeconds });
     this.healer = new Healer({ store: this.store, cluster, runner: this.runner, renewing: (snapshot) => this.renewing(snapshot), renewalGraceUntil: () => this.renewalGraceUntil });
     this.notifier = await Notifier.start({
