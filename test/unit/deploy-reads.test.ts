@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EmbeddedStore } from '../../src/store/embedded-store.js';
-import type { Store } from '../../src/store/store.js';
+import { observedStore } from '../harness/observed-store.js';
 import { createService } from '../../src/store/records/services.js';
 import { recordOutcome, recordStop, serviceDeployments, startDeployment, watchDeployments } from '../../src/store/records/deployments.js';
 import { acceptDeploy } from '../../src/roles/scheduler/deploys/deploy.js';
@@ -24,17 +24,9 @@ t.teardown(async () => {
 
 /** The embedded store, counting the keys read through it (a get that found one, each key a listing returned). */
 const keysRead = { count: 0 };
-const store: Store = new Proxy(embedded, {
-  get(target, property, receiver) {
-    const value = Reflect.get(target, property, receiver);
-    if (typeof value !== 'function') return value;
-    return async (...args: unknown[]) => {
-      const result = await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
-      if (property === 'get' && result) keysRead.count += 1;
-      if (property === 'list') keysRead.count += (result as unknown[]).length;
-      return result;
-    };
-  },
+const store = observedStore(embedded, (method, _args, result) => {
+  if (method === 'get' && result) keysRead.count += 1;
+  if (method === 'list') keysRead.count += (result as unknown[]).length;
 });
 
 const digest = `sha256:${'b'.repeat(64)}`;

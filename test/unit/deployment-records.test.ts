@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EmbeddedStore } from '../../src/store/embedded-store.js';
+import { observedStore } from '../harness/observed-store.js';
 import type { Store } from '../../src/store/store.js';
 import { deploymentKey } from '../../src/store/keys.js';
 import { getDeployment, recordOutcome, recordPhase, recordProgress, rolloutRecorder, startDeployment } from '../../src/store/records/deployments.js';
@@ -21,15 +22,8 @@ t.teardown(async () => {
 
 /** The embedded store, counting the reads made through it. */
 const reads = { count: 0 };
-const store: Store = new Proxy(embedded, {
-  get(target, property, receiver) {
-    const value = Reflect.get(target, property, receiver);
-    if (typeof value !== 'function') return value;
-    return (...args: unknown[]) => {
-      if (property === 'get' || property === 'list') reads.count += 1;
-      return (value as (...a: unknown[]) => unknown).apply(target, args);
-    };
-  },
+const store = observedStore(embedded, (method) => {
+  if (method === 'get' || method === 'list') reads.count += 1;
 });
 
 const release = (service: string): Release =>
@@ -70,18 +64,10 @@ t.test('a record deleted meanwhile is not written again', async (t) => {
 /** The embedded store, counting the deployment record's writes made through it. */
 const countingWrites = (): { store: Store; writes: string[] } => {
   const writes: string[] = [];
-  const counted: Store = new Proxy(embedded, {
-    get(target, property, receiver) {
-      const value = Reflect.get(target, property, receiver);
-      if (typeof value !== 'function') return value;
-      return (...args: unknown[]) => {
-        if (property === 'txn') {
-          const put = (args[1] as { op: string; key: string; value?: string }[]).find((operation) => operation.op === 'put' && operation.key.includes('/deployments/'));
-          if (put?.value) writes.push((JSON.parse(put.value) as { units: UnitProgress[] }).units.map((unit) => unit.sub).join(',') || 'no units');
-        }
-        return (value as (...a: unknown[]) => unknown).apply(target, args);
-      };
-    },
+  const counted = observedStore(embedded, (method, args) => {
+    if (method !== 'txn') return;
+    const put = (args[1] as { op: string; key: string; value?: string }[]).find((operation) => operation.op === 'put' && operation.key.includes('/deployments/'));
+    if (put?.value) writes.push((JSON.parse(put.value) as { units: UnitProgress[] }).units.map((unit) => unit.sub).join(',') || 'no units');
   });
   return { store: counted, writes };
 };
