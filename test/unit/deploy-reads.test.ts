@@ -1,9 +1,6 @@
 import t from 'tap';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { EmbeddedStore } from '../../src/store/embedded-store.js';
 import { observedStore } from '../harness/observed-store.js';
+import { temporaryStore } from '../harness/temporary-store.js';
 import { createService } from '../../src/store/records/services.js';
 import { recordOutcome, recordStop, serviceDeployments, startDeployment, watchDeployments } from '../../src/store/records/deployments.js';
 import { acceptDeploy } from '../../src/roles/scheduler/deploys/deploy.js';
@@ -15,12 +12,7 @@ import type { Service } from '../../src/schemas/service.js';
 // are. Accepting a deploy listed every deployment record of every service (50 finished ones per
 // service are kept by default), so at 200 services a deploy read thousands of records.
 
-const dir = mkdtempSync(join(tmpdir(), 'deploy-reads-'));
-const embedded = await EmbeddedStore.open(dir);
-t.teardown(async () => {
-  await embedded.close();
-  rmSync(dir, { recursive: true, force: true });
-});
+const embedded = await temporaryStore(t, 'deploy-reads');
 
 /** The embedded store, counting the keys read through it (a get that found one, each key a listing returned). */
 const keysRead = { count: 0 };

@@ -1,9 +1,6 @@
 import t from 'tap';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { EmbeddedStore } from '../../src/store/embedded-store.js';
 import { observedStore } from '../harness/observed-store.js';
+import { temporaryStore } from '../harness/temporary-store.js';
 import type { Store } from '../../src/store/store.js';
 import { deploymentKey } from '../../src/store/keys.js';
 import { getDeployment, recordOutcome, recordPhase, recordProgress, rolloutRecorder, startDeployment } from '../../src/store/records/deployments.js';
@@ -13,12 +10,7 @@ import type { Release, UnitProgress } from '../../src/schemas/release.js';
 // on the same cores: each update is one compare-and-swap on the version this process wrote last,
 // and a record someone else wrote since is read afresh, so no change is lost.
 
-const dir = mkdtempSync(join(tmpdir(), 'deployment-records-'));
-const embedded = await EmbeddedStore.open(dir);
-t.teardown(async () => {
-  await embedded.close();
-  rmSync(dir, { recursive: true, force: true });
-});
+const embedded = await temporaryStore(t, 'deployment-records');
 
 /** The embedded store, counting the reads made through it. */
 const reads = { count: 0 };
