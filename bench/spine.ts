@@ -7,10 +7,11 @@ import { freePort } from '../test/harness/free-port.js';
 import { http, runPlatform, waitHealthy } from '../test/harness/platform.js';
 import { waitFor } from '../test/harness/wait.js';
 import { untilEngineEmpty } from '../test/harness/docker.js';
-import { countArgument, median, ms, pairedRatio, printTable, type BenchRow } from './table.js';
+import { countArgument, loadAverage, median, ms, pairedRatio, printTable, type BenchRow } from './table.js';
 import { dockerApiStart, pullImage, startBenchPlatform } from './bench-platform.js';
 import { watchCluster } from './cluster-events.js';
 import { rssMiB } from './role-metrics.js';
+import { EtcdStore } from '../src/store/etcd-store.js';
 
 // Issue 2's benchmarks, each against a reference measured in the same run:
 // deploy latency vs the Docker API, directory reads vs a bare Fastify route, idle RSS per role.
@@ -19,6 +20,7 @@ const UNITS = 10;
 /** `node dist/bench/spine.js [ROUNDS]`: 10 by default (about a minute). */
 const ROUNDS = countArgument(process.argv[2], 'ROUNDS', 10);
 const rows: BenchRow[] = [];
+console.log(`load average at the start: ${loadAverage()}`);
 
 const platform = await startBenchPlatform(['directory', 'scheduler', 'orchestrator', 'agent'], 'bench');
 const { engine, registry } = platform;
@@ -31,6 +33,19 @@ const { directory, scheduler, orchestrator } = roles;
 const cluster = await watchCluster(orchestrator.url);
 
 /**
+ * Every store write while a deploy is timed (POST to the units running), by record family (the
+ * key's segment after /platform/): what the roles commit and watch beside Docker's work.
+ */
+const commits: { family: string; revision: number; bytes: number }[] = [];
+let counting = false;
+const watcher = new EtcdStore([platform.etcd.url]);
+const watch = await watcher.watchPrefix('/platform/', (event) => {
+  if (counting) commits.push({ family: event.key.split('/')[2] ?? event.key, revision: event.modRevision, bytes: event.value?.length ?? 0 });
+});
+const writesPerDeploy: Map<string, { keys: number; bytes: number }>[] = [];
+const transactionsPerDeploy: number[] = [];
+
+/**
  * POST /hooks/deploy until the orchestrator reports 10 units active/running (each passed its
  * readiness probe): told by its event stream, or (`polled`, the method until 2026-11-23) by
  * GET /services/:name/units every 10 ms.
@@ -40,6 +55,8 @@ async function platformDeploy(polled = false): Promise<number> {
   await http('POST', `${directory.url}/services`, { name: service, containerImage: `${registry.host}/bench/web`, numInstances: UNITS });
   const running = (units: { service: string; active: string; sub: string }[]) =>
     units.filter((u) => u.service === service && u.active === 'active' && u.sub === 'running').length === UNITS;
+  commits.length = 0;
+  counting = !polled;
   const started = performance.now();
   const reply = await http('POST', `${scheduler.url}/hooks/deploy`, { serviceName: service, containerRepository: image.reference, pushedAt: 0 });
   if (reply.status !== 200) throw new Error(`deploy failed: ${JSON.stringify(reply.body)}`);
@@ -49,6 +66,14 @@ async function platformDeploy(polled = false): Promise<number> {
     finished = performance.now();
   } else {
     finished = await cluster.until(({ units }) => running(units));
+    counting = false;
+    const families = new Map<string, { keys: number; bytes: number }>();
+    for (const { family, bytes } of commits) {
+      const tally = families.get(family) ?? { keys: 0, bytes: 0 };
+      families.set(family, { keys: tally.keys + 1, bytes: tally.bytes + bytes });
+    }
+    writesPerDeploy.push(families);
+    transactionsPerDeploy.push(new Set(commits.map((commit) => commit.revision)).size);
   }
   await http('DELETE', `${orchestrator.url}/services/${service}`);
   await cluster.until(({ units }) => !units.some((u) => u.service === service));
@@ -87,6 +112,10 @@ for (let round = 0; round < ROUNDS; round++) {
   await settled();
   polledTimes.push(await platformDeploy(true));
 }
+const families = [...new Set(writesPerDeploy.flatMap((deploy) => [...deploy.keys()]))].sort();
+const medianOf = (family: string, field: 'keys' | 'bytes') => median(writesPerDeploy.map((deploy) => deploy.get(family)?.[field] ?? 0));
+console.log(`store writes while a deploy is timed (median per deploy): ${median(transactionsPerDeploy)} transactions; ${families.map((family) => `${family} ${medianOf(family, 'keys')} keys ${medianOf(family, 'bytes')} B`).join(', ')}`);
+console.log(`load average before the table: ${loadAverage()}`);
 console.log(`deploy rounds (ms): platform ${platformTimes.map(ms).join(', ')}; floor ${dockerTimes.map(ms).join(', ')}; polled ${polledTimes.map(ms).join(', ')}; bare floor ${bareTimes.map(ms).join(', ')}`);
 const floor = median(dockerTimes);
 rows.push(
@@ -139,6 +168,8 @@ rows.push({
 // Idle RSS, after the load has settled.
 await new Promise((resolve) => setTimeout(resolve, 3000));
 cluster.close();
+await watch.close();
+await watcher.close();
 for (const name of ['directory', 'scheduler', 'orchestrator', 'agent'] as const) {
   const role = roles[name];
   rows.push({ benchmark: `idle RSS, ${name}`, platform: `${rssMiB(role.child.pid!).toFixed(0)} MiB`, reference: '-', ratio: '-', target: '-' });

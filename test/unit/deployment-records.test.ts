@@ -1,8 +1,6 @@
 import t from 'tap';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { EmbeddedStore } from '../../src/store/embedded-store.js';
+import { observedStore } from '../harness/observed-store.js';
+import { temporaryStore } from '../harness/temporary-store.js';
 import type { Store } from '../../src/store/store.js';
 import { deploymentKey } from '../../src/store/keys.js';
 import { getDeployment, recordOutcome, recordPhase, recordProgress, rolloutRecorder, startDeployment } from '../../src/store/records/deployments.js';
@@ -12,24 +10,12 @@ import type { Release, UnitProgress } from '../../src/schemas/release.js';
 // on the same cores: each update is one compare-and-swap on the version this process wrote last,
 // and a record someone else wrote since is read afresh, so no change is lost.
 
-const dir = mkdtempSync(join(tmpdir(), 'deployment-records-'));
-const embedded = await EmbeddedStore.open(dir);
-t.teardown(async () => {
-  await embedded.close();
-  rmSync(dir, { recursive: true, force: true });
-});
+const embedded = await temporaryStore(t, 'deployment-records');
 
 /** The embedded store, counting the reads made through it. */
 const reads = { count: 0 };
-const store: Store = new Proxy(embedded, {
-  get(target, property, receiver) {
-    const value = Reflect.get(target, property, receiver);
-    if (typeof value !== 'function') return value;
-    return (...args: unknown[]) => {
-      if (property === 'get' || property === 'list') reads.count += 1;
-      return (value as (...a: unknown[]) => unknown).apply(target, args);
-    };
-  },
+const store = observedStore(embedded, (method) => {
+  if (method === 'get' || method === 'list') reads.count += 1;
 });
 
 const release = (service: string): Release =>
@@ -70,18 +56,10 @@ t.test('a record deleted meanwhile is not written again', async (t) => {
 /** The embedded store, counting the deployment record's writes made through it. */
 const countingWrites = (): { store: Store; writes: string[] } => {
   const writes: string[] = [];
-  const counted: Store = new Proxy(embedded, {
-    get(target, property, receiver) {
-      const value = Reflect.get(target, property, receiver);
-      if (typeof value !== 'function') return value;
-      return (...args: unknown[]) => {
-        if (property === 'txn') {
-          const put = (args[1] as { op: string; key: string; value?: string }[]).find((operation) => operation.op === 'put' && operation.key.includes('/deployments/'));
-          if (put?.value) writes.push((JSON.parse(put.value) as { units: UnitProgress[] }).units.map((unit) => unit.sub).join(',') || 'no units');
-        }
-        return (value as (...a: unknown[]) => unknown).apply(target, args);
-      };
-    },
+  const counted = observedStore(embedded, (method, args) => {
+    if (method !== 'txn') return;
+    const put = (args[1] as { op: string; key: string; value?: string }[]).find((operation) => operation.op === 'put' && operation.key.includes('/deployments/'));
+    if (put?.value) writes.push((JSON.parse(put.value) as { units: UnitProgress[] }).units.map((unit) => unit.sub).join(',') || 'no units');
   });
   return { store: counted, writes };
 };
@@ -102,6 +80,20 @@ t.test("a rollout's progress is written at once, then at most once an interval, 
   t.match(await getDeployment(store, deployment.id), { units: progress('running') });
   await recorder.flush();
   t.equal(writes.length, 3, 'nothing left to write');
+});
+
+t.test('progress right after a phase waits out the interval: the phase rewrote the record a moment ago', async (t) => {
+  const deployment = await startDeployment(store, release('phased'), 'manual');
+  const { store: counted, writes } = countingWrites();
+  const recorder = rolloutRecorder(counted, deployment, Promise.resolve(), 200);
+  await recorder.phase('rolling');
+  recorder.progress(progress('start-pre'));
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.same(writes, ['no units'], 'the phase alone (a 10-unit deploy wrote the placed units a millisecond after it)');
+  await new Promise((resolve) => setTimeout(resolve, 250));
+  t.same(writes, ['no units', 'start-pre'], 'the progress once the interval is over');
+  await recorder.flush();
+  t.match(await getDeployment(store, deployment.id), { state: 'rolling', units: progress('start-pre') });
 });
 
 t.test('a phase is written after the progress before it, and a failed write fails the rollout', async (t) => {

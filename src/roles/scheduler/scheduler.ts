@@ -9,6 +9,8 @@ import type { DeployReply } from '../../schemas/release.js';
 import { RegistryClient, type RegistryClientOptions } from './deploys/registry-client.js';
 import type { DeployTrigger } from './deploys/deploy.js';
 import { idTime, sortAfter } from '../../store/ids.js';
+import { watchDeployments } from '../../store/records/deployments.js';
+import type { PrefixCache } from '../../store/prefix-cache.js';
 import { ClusterWatch, type ClusterSnapshot, type MachineAwayUntil } from './cluster-snapshot.js';
 import type { Machine, MachineAway } from '../../schemas/cluster.js';
 import { DeploymentRunner } from './deploys/runner.js';
@@ -97,6 +99,7 @@ export class Scheduler {
   private readonly housekeeping: Housekeeping;
   private readonly backups: ScheduledBackups | undefined;
   private cluster?: ClusterWatch;
+  private deployments?: PrefixCache;
   private runner?: DeploymentRunner;
   /** The leader's heal pass (healing/healer.ts); its triggers and the renewal grace it asks about are here. */
   private healer?: Healer;
@@ -164,7 +167,10 @@ export class Scheduler {
   async start(): Promise<void> {
     const cluster = await ClusterWatch.start(this.store, this.engineGraceSeconds, this.options.machineGraceMs);
     this.cluster = cluster;
-    this.runner = new DeploymentRunner({ store: this.store, log: this.log, cluster, registry: this.registry, isLeader: () => this.isLeader(), stopTimeoutSeconds: this.stopTimeoutSeconds });
+    // On the store itself, not the fenced one: reads need no fence, and in `platform up` the
+    // orchestrator's event stream shares the same watched copy.
+    this.deployments = await watchDeployments(this.options.store);
+    this.runner = new DeploymentRunner({ store: this.store, log: this.log, cluster, deployments: this.deployments, registry: this.registry, isLeader: () => this.isLeader(), stopTimeoutSeconds: this.stopTimeoutSeconds });
     this.scheduledRuns = new ScheduledRuns({ store: this.store, cluster, jobs: this.runner.jobs, isLeader: () => this.isLeader(), log: this.log });
     this.healer = new Healer({ store: this.store, cluster, runner: this.runner, renewing: (snapshot) => this.renewing(snapshot), renewalGraceUntil: () => this.renewalGraceUntil });
     this.notifier = await Notifier.start({
@@ -264,6 +270,7 @@ export class Scheduler {
     await this.runner?.close();
     await this.notifier?.close();
     await this.cluster?.close();
+    await this.deployments?.close();
     await this.registry.close();
   }
 

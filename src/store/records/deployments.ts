@@ -1,6 +1,7 @@
 import type { Operation, Store } from '../store.js';
 import { deploymentKey, deploymentPrefix } from '../keys.js';
 import { deleteKeys, listRecords, readRecord, updateRecord, type Versioned } from '../json-records.js';
+import { decodeCached, PrefixCache } from '../prefix-cache.js';
 import { currentTarget, type Deployment, type Release, type ReleaseCommandProgress, type UnitProgress } from '../../schemas/release.js';
 import { isFinished } from '../../schemas/states.js';
 import { timeOrderedId } from '../ids.js';
@@ -29,6 +30,26 @@ export async function listDeployments(store: Store, service?: string): Promise<D
 
 export const isInFlight = (deployment: Deployment): boolean => !isFinished(deployment);
 
+/** A watched copy of every deployment record, for serviceDeployments (the leader's reads on a deploy's way). */
+export const watchDeployments = (store: Store): Promise<PrefixCache> => PrefixCache.start(store, deploymentPrefix);
+
+/**
+ * The service's deployments, newest first, from the watched copy once it holds every deployment
+ * record this process wrote through `store`. Listing the prefix read every service's history (50
+ * finished deployments each by default) on every deploy: a deploy's store reads grew with the
+ * number of other services (issue 29). The leader writes every deployment record, so its copy
+ * caught up with its own writes is as current as a listing.
+ */
+export async function serviceDeployments(store: Store, watched: PrefixCache, service: string): Promise<Deployment[]> {
+  await watched.caughtUp(newestWrite.get(store) ?? 0);
+  const own: Deployment[] = [];
+  for (const entry of watched.values()) {
+    const deployment = decodeCached<Deployment>(entry);
+    if (deployment.service === service) own.push(deployment);
+  }
+  return own.reverse();
+}
+
 /**
  * Records a pending deployment of `release` (a new one, a revert to an earlier one, or a
  * reschedule of the current one); `why` is journaled beside it when the trigger needs saying.
@@ -37,7 +58,7 @@ export async function startDeployment(store: Store, release: Release, trigger: s
   const { deployment, operations } = deploymentStart(release, trigger, options);
   // One transaction: the record and its journal lines appear together, in one round trip.
   const { revision } = await store.txn([], operations);
-  remember(store, deployment, revision);
+  deploymentWritten(store, deployment, revision);
   return deployment;
 }
 
@@ -67,7 +88,15 @@ export function deploymentStart(release: Release, trigger: string, options: { id
  */
 const lastWritten = new WeakMap<Store, Map<string, Versioned<Deployment>>>();
 
-function remember(store: Store, record: Deployment, revision: number): void {
+/** The revision of the newest deployment record this process wrote, by store: what serviceDeployments waits for. */
+const newestWrite = new WeakMap<Store, number>();
+
+/**
+ * A deployment record this process wrote at `revision` (startDeployment's, or deploymentStart's
+ * in the caller's transaction): its next update needs no read, and serviceDeployments sees it.
+ */
+export function deploymentWritten(store: Store, record: Deployment, revision: number): void {
+  newestWrite.set(store, Math.max(newestWrite.get(store) ?? 0, revision));
   let written = lastWritten.get(store);
   if (!written) lastWritten.set(store, (written = new Map()));
   if (isFinished(record)) written.delete(record.id);
@@ -76,7 +105,7 @@ function remember(store: Store, record: Deployment, revision: number): void {
 
 async function updateDeployment(store: Store, id: string, change: (current: Deployment) => Deployment, alsoWrite?: (record: Deployment) => Operation[]): Promise<Deployment | undefined> {
   const updated = await updateRecord<Deployment>(store, deploymentKey(id), change, alsoWrite, lastWritten.get(store)?.get(id));
-  if (updated) remember(store, updated.record, updated.revision);
+  if (updated) deploymentWritten(store, updated.record, updated.revision);
   else lastWritten.get(store)?.delete(id);
   return updated?.record;
 }
@@ -134,9 +163,10 @@ export interface RolloutRecorder {
 /**
  * Ten units starting change a rollout's progress a dozen times in half a second, and each write is
  * an etcd commit and an event to every watcher, on the cores Docker starts the units with (a
- * 10-unit deploy wrote its record 14 times). The first change is written at once; later ones wait
- * out the interval, and only the newest of them is written. Writes follow `after` (the record's
- * earlier phase, still on its way) and each other.
+ * 10-unit deploy wrote its record 14 times). The first change is written at once; later ones, and
+ * any after a phase (which rewrites the record as well), wait out the interval, and only the
+ * newest of them is written. Writes follow `after` (the record's earlier phase, still on its way)
+ * and each other.
  */
 export function rolloutRecorder(store: Store, deployment: Deployment, after: Promise<void> = Promise.resolve(), intervalMs = PROGRESS_INTERVAL_MS): RolloutRecorder {
   let writes = after;
@@ -163,6 +193,8 @@ export function rolloutRecorder(store: Store, deployment: Deployment, after: Pro
   };
   return {
     phase: async (state) => {
+      // The phase rewrites the record too: progress that follows waits out the interval from it.
+      lastWrite = Date.now();
       await enqueue(() => recordPhase(store, deployment, state));
       throwFailure();
     },
@@ -208,14 +240,15 @@ export async function recordOutcome(store: Store, deployment: Deployment, state:
  * alone, and a later deploy of the same image is not taken for "unchanged". Earlier records stay
  * as they were.
  */
-export async function recordStop(store: Store, service: string): Promise<void> {
-  const deployments = await listDeployments(store, service);
+export async function recordStop(store: Store, watched: PrefixCache, service: string): Promise<void> {
+  const deployments = await serviceDeployments(store, watched, service);
   if (currentTarget(deployments)) {
     const now = new Date().toISOString();
     // What was stopped: the newest deployment, even one the stop superseded part-way.
     const { release, image } = deployments[0]!;
     const stop: Deployment = { id: newDeploymentId(), service, release, image, state: 'succeeded', trigger: 'stop', units: [], wanted: 0, createdAt: now, updatedAt: now, finishedAt: now };
-    await store.put(deploymentKey(stop.id), JSON.stringify(stop));
+    const { revision } = await store.txn([], [{ op: 'put', key: deploymentKey(stop.id), value: JSON.stringify(stop) }]);
+    deploymentWritten(store, stop, revision);
   }
   await appendJournal(store, { service, kind: 'service.stopped', message: `units of ${service} stopped` });
 }

@@ -43,13 +43,14 @@ export async function claimReleases(store: Store, service: Declared): Promise<Re
  * Writes the release under the next free version; create-if-absent makes concurrent writers take
  * turns. `known` (the service's releases the caller has just read) saves the first listing;
  * `alongside` gives writes that go in the same transaction (the release's deployment record).
+ * Returns the release and the transaction's revision.
  */
 export async function createRelease(
   store: Store,
   draft: Omit<Release, 'version' | 'createdAt'>,
   known?: Release[],
   alongside: (release: Release) => Operation[] = () => [],
-): Promise<Release> {
+): Promise<{ release: Release; revision: number }> {
   let versions = known?.map((release) => release.version);
   for (;;) {
     versions ??= (await listRecords<Release>(store, releasePrefix(draft.service))).map((release) => release.version);
@@ -57,7 +58,7 @@ export async function createRelease(
     const release: Release = { ...draft, version, createdAt: new Date().toISOString() };
     const key = releaseKey(draft.service, version);
     const created = await store.txn([{ key, target: 'createRevision', equals: 0 }], [{ op: 'put', key, value: JSON.stringify(release) }, ...alongside(release)]);
-    if (created.succeeded) return release;
+    if (created.succeeded) return { release, revision: created.revision };
     versions = undefined;
   }
 }

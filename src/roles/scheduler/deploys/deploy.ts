@@ -1,4 +1,5 @@
 import type { Store } from '../../../store/store.js';
+import type { PrefixCache } from '../../../store/prefix-cache.js';
 import { readService } from '../../../store/records/services.js';
 import { badRequest, notFound } from '../../../http/errors.js';
 import { formatImageReference, parseImageReference, repositoryName } from '../../../image-reference.js';
@@ -6,7 +7,7 @@ import { unitsWanted, type Service, type ServiceConfig } from '../../../schemas/
 import { currentTarget, type Deployment, type DeployReply, type Release } from '../../../schemas/release.js';
 import type { RegistryClient } from './registry-client.js';
 import { claimReleases, createRelease, getRelease } from '../../../store/records/releases.js';
-import { deploymentStart, listDeployments, newDeploymentId } from '../../../store/records/deployments.js';
+import { deploymentStart, deploymentWritten, newDeploymentId, serviceDeployments } from '../../../store/records/deployments.js';
 import { appendJournal } from '../../../store/records/journal.js';
 
 // Accepting a trigger: validate it, drop it when stale, pin the image to its digest, and record a
@@ -81,8 +82,14 @@ export function staleReason(service: Service, releases: Release[], triggeredAt: 
 
 const timeOf = (release: Release): number => release.triggeredAt ?? release.pushedAt * 1000;
 
+/** Where a trigger is accepted: the leader's store, and its watched copy of the deployment records (records/deployments.ts). */
+export interface DeployRecords {
+  store: Store;
+  deployments: PrefixCache;
+}
+
 /** Validates a trigger and pins the image to its digest; the release gets the service's next config. */
-export async function acceptDeploy(store: Store, registry: RegistryClient, trigger: DeployTrigger): Promise<AcceptedDeploy> {
+export async function acceptDeploy({ store, deployments }: DeployRecords, registry: RegistryClient, trigger: DeployTrigger): Promise<AcceptedDeploy> {
   assertNotFuture('pushedAt', trigger.pushedAt);
   const service = await declaredService(store, trigger.serviceName);
   const requested = parseImageReference(trigger.containerRepository);
@@ -92,7 +99,7 @@ export async function acceptDeploy(store: Store, registry: RegistryClient, trigg
   }
   const target = { ...requested, tag: requested.tag ?? (requested.digest ? undefined : declared.tag) };
   const digest = await registry.resolveDigest(target);
-  return recordRelease(store, service, {
+  return recordRelease({ store, deployments }, service, {
     image: formatImageReference({ ...target, digest }),
     digest,
     ...(target.tag ? { tag: target.tag } : {}),
@@ -104,11 +111,11 @@ export async function acceptDeploy(store: Store, registry: RegistryClient, trigg
 }
 
 /** Deploys an earlier release's digest and config as a new release that records where it came from. */
-export async function acceptRollback(store: Store, serviceName: string, version: number, runReleaseCommand = false): Promise<AcceptedDeploy> {
+export async function acceptRollback({ store, deployments }: DeployRecords, serviceName: string, version: number, runReleaseCommand = false): Promise<AcceptedDeploy> {
   const service = await declaredService(store, serviceName);
   const earlier = await getRelease(store, service, version);
   if (!earlier) throw notFound(`service ${serviceName} has no release v${version}`);
-  return recordRelease(store, service, {
+  return recordRelease({ store, deployments }, service, {
     image: earlier.image,
     digest: earlier.digest,
     ...(earlier.tag ? { tag: earlier.tag } : {}),
@@ -131,8 +138,9 @@ export function canonicalJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
-async function recordRelease(store: Store, service: Service, draft: ReleaseDraft): Promise<AcceptedDeploy> {
-  const [deployments, releases] = await Promise.all([listDeployments(store, service.name), claimReleases(store, service)]);
+async function recordRelease(records: DeployRecords, service: Service, draft: ReleaseDraft): Promise<AcceptedDeploy> {
+  const { store } = records;
+  const [deployments, releases] = await Promise.all([serviceDeployments(store, records.deployments, service.name), claimReleases(store, service)]);
   const target = currentTarget(deployments);
   const targetRelease = target && releases.find((r) => r.version === target.release);
   if (target && targetRelease && targetRelease.digest === draft.digest && canonicalJson(targetRelease.config) === canonicalJson(draft.config)) {
@@ -149,7 +157,7 @@ async function recordRelease(store: Store, service: Service, draft: ReleaseDraft
   const id = newDeploymentId();
   let deployment: Deployment | undefined;
   // The release and its deployment record in one transaction: one round trip before the rollout.
-  const release = await createRelease(store, {
+  const { release, revision } = await createRelease(store, {
     service: service.name,
     serviceUuid: service.uuid,
     image: draft.image,
@@ -167,6 +175,8 @@ async function recordRelease(store: Store, service: Service, draft: ReleaseDraft
     return start.operations;
   });
   if (!deployment) throw new Error('the release was written without its deployment');
+  // Its first phase is then one compare-and-swap, without a read, on the deploy's way to its units.
+  deploymentWritten(store, deployment, revision);
   const origin = draft.rollbackOf ? `, rollback to v${draft.rollbackOf}` : '';
   return { release, deployment, reply: reply('created', release, id, `deploying ${service.name} v${release.version} (${unitsWanted(release.config)} units${origin})`) };
 }

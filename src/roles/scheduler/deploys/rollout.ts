@@ -85,7 +85,8 @@ async function rollOutSteps(options: RolloutOptions, release: Release, deploymen
   const readySince = new Map<string, number>();
   let lastProgress = Date.now();
   let bestReady = -1;
-  let lastUnits = '';
+  // What the record holds: the first step's (no units yet, for a new deployment) is not written again.
+  let lastUnits = JSON.stringify(deployment.units);
   let rolling = false;
   let refusals = 0;
   for (;;) {

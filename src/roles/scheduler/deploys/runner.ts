@@ -8,7 +8,8 @@ import { NotLeaderError } from '../leadership.js';
 import { acceptDeploy, acceptRollback, type AcceptedDeploy, type DeployTrigger } from './deploy.js';
 import type { RegistryClient } from './registry-client.js';
 import { getRelease } from '../../../store/records/releases.js';
-import { isInFlight, listDeployments, recordOutcome, recordPhase, recordStop, retryReschedule, startDeployment } from '../../../store/records/deployments.js';
+import { isInFlight, listDeployments, recordOutcome, recordPhase, recordStop, retryReschedule, serviceDeployments, startDeployment } from '../../../store/records/deployments.js';
+import type { PrefixCache } from '../../../store/prefix-cache.js';
 import { defaultBackoff } from '../healing/healing-backoff.js';
 import { rollOut, type RolloutOutcome } from './rollout.js';
 import { handOver } from './handover.js';
@@ -32,6 +33,8 @@ export interface RunnerOptions {
   store: Store;
   log: FastifyBaseLogger;
   cluster: ClusterWatch;
+  /** The watched copy of the deployment records (records/deployments.ts: watchDeployments): a service's are read from it. */
+  deployments: PrefixCache;
   /** Pins a trigger's tag to its digest. */
   registry: RegistryClient;
   isLeader: () => boolean;
@@ -65,12 +68,12 @@ export class DeploymentRunner {
 
   /** Accepts a deploy trigger (deploy.ts) and rolls out the release it records. */
   deploy(trigger: DeployTrigger): Promise<DeployReply> {
-    return this.accept(trigger.serviceName, () => acceptDeploy(this.options.store, this.options.registry, trigger));
+    return this.accept(trigger.serviceName, () => acceptDeploy(this.options, this.options.registry, trigger));
   }
 
   /** Accepts a rollback to an earlier release (deploy.ts) and rolls out the release it records. */
   rollback(service: string, version: number, runReleaseCommand = false): Promise<DeployReply> {
-    return this.accept(service, () => acceptRollback(this.options.store, service, version, runReleaseCommand));
+    return this.accept(service, () => acceptRollback(this.options, service, version, runReleaseCommand));
   }
 
   /** Accepts a trigger with `decide` (one at a time per service) and schedules what it created. */
@@ -105,7 +108,7 @@ export class DeploymentRunner {
     return this.rollouts.run(service, async () => {
       const doomed = cluster.snapshot().assignments.filter((a) => a.service === service);
       if (doomed.length > 0) await store.txn([], doomed.map(assignmentDelete));
-      await recordStop(store, service);
+      await recordStop(store, this.options.deployments, service);
       const deadline = Date.now() + stopTimeoutSeconds * 1000;
       for (;;) {
         const seen = cluster.now();
@@ -179,7 +182,7 @@ export class DeploymentRunner {
     }
     // Work queued behind a stop (a healing check or a deploy that raced it) is older than the stop's
     // record. A fresh deployment had nothing queued before it: the read would only cost its units time.
-    if (!fresh && currentTarget(await listDeployments(store, deployment.service))?.id !== deployment.id) {
+    if (!fresh && currentTarget(await serviceDeployments(store, this.options.deployments, deployment.service))?.id !== deployment.id) {
       await recordOutcome(store, deployment, 'superseded', 'superseded by a newer deployment or a stop before it started');
       return;
     }
@@ -233,7 +236,7 @@ export class DeploymentRunner {
   /** With autoRevert the last succeeded release is deployed again; its units kept serving throughout. */
   private async failOrRevert(release: Release, deployment: Deployment, outcome: Extract<RolloutOutcome, { state: 'failed' }>): Promise<void> {
     const { store } = this.options;
-    const previous = currentTarget((await listDeployments(store, release.service)).filter((d) => d.state === 'succeeded'));
+    const previous = currentTarget((await serviceDeployments(store, this.options.deployments, release.service)).filter((d) => d.state === 'succeeded'));
     const good = previous && (await getRelease(store, release.service, previous.release));
     // Reverting to the release that just failed (a reschedule with nowhere to go) would only fail again.
     if (!rolloutSettings(release.config).autoRevert || !good || good.version === release.version || !this.isCurrent(deployment)()) {
