@@ -76,7 +76,9 @@ t.test('platform run prints the env value and exits with the command\'s code; jo
   const ended = (journal.body as { kind: string; message: string }[]).find((entry) => entry.kind === 'job.ended');
   t.match(ended?.message, new RegExp(`job ${id} \\(sh\\) of v1 on ${machine} for local: exited with code 7`), 'the journal has the job, its caller and its exit');
   t.ok((journal.body as { kind: string }[]).some((entry) => entry.kind === 'job.requested'), 'and the request');
-  t.same(await jobContainers(), [], 'the job container is removed once its end is recorded');
+  // The agent removes the container once its end is recorded: the removal may still be under way.
+  await waitFor(async () => (await jobContainers()).length === 0, 10_000, { what: 'the job container to be removed once its end is recorded' });
+  t.pass('the job container is removed once its end is recorded');
 });
 
 t.test('a job started and stopped through the follower scheduler is handed to the leader', async (t) => {
@@ -163,7 +165,8 @@ t.test('platform run -i passes a piped stdin on to the command', async (t) => {
   const run = await runWithInput(['-i', 'greet', '--', 'sh', '-c', 'read line; echo got:$line; exit 4'], 'hello there\n');
   t.equal(run.code, 4, `the command's exit code (stderr: ${run.stderr}; agent: ${roles[3]!.output().slice(-2000)})`);
   t.match(run.stdout, /^got:hello there$/m, 'the command read the line');
-  t.same(await jobContainers(), [], 'its container is removed');
+  await waitFor(async () => (await jobContainers()).length === 0, 10_000, { what: 'its container to be removed (CI saw it in "Removal In Progress" as the CLI exited)' });
+  t.pass('its container is removed');
 });
 
 t.test('platform run from a terminal passes what is typed on to the command', async (t) => {
