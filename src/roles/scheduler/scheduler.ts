@@ -171,7 +171,7 @@ export class Scheduler {
     // orchestrator's event stream shares the same watched copy.
     this.deployments = await watchDeployments(this.options.store);
     this.runner = new DeploymentRunner({ store: this.store, log: this.log, cluster, deployments: this.deployments, registry: this.registry, isLeader: () => this.isLeader(), stopTimeoutSeconds: this.stopTimeoutSeconds });
-    this.scheduledRuns = new ScheduledRuns({ store: this.store, cluster, jobs: this.runner.jobs, isLeader: () => this.isLeader(), log: this.log });
+    this.scheduledRuns = new ScheduledRuns({ store: this.store, deployments: this.deployments, cluster, jobs: this.runner.jobs, isLeader: () => this.isLeader(), log: this.log });
     this.healer = new Healer({ store: this.store, cluster, runner: this.runner, renewing: (snapshot) => this.renewing(snapshot), renewalGraceUntil: () => this.renewalGraceUntil });
     this.notifier = await Notifier.start({
       store: this.options.store,

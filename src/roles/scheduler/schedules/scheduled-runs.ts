@@ -2,7 +2,8 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Operation, Store } from '../../../store/store.js';
 import { FencedWriteError } from '../../../store/fenced-store.js';
 import { HttpError } from '../../../http/errors.js';
-import { listDeployments } from '../../../store/records/deployments.js';
+import { serviceDeployments } from '../../../store/records/deployments.js';
+import type { PrefixCache } from '../../../store/prefix-cache.js';
 import { getRelease } from '../../../store/records/releases.js';
 import { journalWrite } from '../../../store/records/journal.js';
 import { deleteScheduleState, listJobViews, listScheduleStates, readScheduleState, scheduleStateWrite } from '../../../store/records/jobs.js';
@@ -28,6 +29,8 @@ import type { JobLauncher } from '../deploys/jobs.js';
 export interface ScheduledRunsOptions {
   /** The leader-fenced store. */
   store: Store;
+  /** The scheduler's watched copy of the deployment records (records/deployments.ts watchDeployments). */
+  deployments: PrefixCache;
   cluster: ClusterWatch;
   jobs: JobLauncher;
   isLeader: () => boolean;
@@ -126,7 +129,7 @@ export class ScheduledRuns {
    */
   private async scheduledRelease(service: string): Promise<{ release: Release; sinceMs: number } | undefined> {
     if (!this.options.cluster.declaration(service)) return undefined;
-    const settled = (await listDeployments(this.options.store, service)).find((deployment) => deployment.state === 'succeeded');
+    const settled = (await serviceDeployments(this.options.store, this.options.deployments, service)).find((deployment) => deployment.state === 'succeeded');
     if (!settled || settled.trigger === 'stop') return undefined;
     const release = await getRelease(this.options.store, service, settled.release);
     return release?.config.schedule === undefined ? undefined : { release, sinceMs: Date.parse(settled.createdAt) };
