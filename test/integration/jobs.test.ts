@@ -145,6 +145,48 @@ t.test('Ctrl-C stops the job: the CLI exits 130 and the container is gone from t
   t.ok(listed[0]?.stopRequestedAt);
 });
 
+t.test('a job whose machine is lost ends failed naming the machine; back, its agent removes the container', async (t) => {
+  const doomedId = `doomed-${randomBytes(2).toString('hex')}`;
+  const agentFlags = [...flags, '--network', 'host', '--machine-id', doomedId, '--stop-grace', '1'];
+  let doomed = await serveRole('agent', await freePort(), agentFlags, { DOCKER_HOST: engine.dockerHost });
+  t.teardown(() => doomed.stop());
+  await waitFor(async () => ((await api('GET', '/cluster/machines')).body as { id: string }[]).some((m) => m.id === doomedId), 30_000, { what: 'the second machine to register' });
+  const child = spawn(process.execPath, [platformBin, 'run', 'greet', '--machine', doomedId, '--', 'sh', '-c', 'echo started; sleep 300'], {
+    env: { ...process.env, PLATFORM_ORCHESTRATOR: orchestrator.url },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let [stdout, stderr] = ['', ''];
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
+  await waitFor(() => stdout.includes('started\n'), 60_000, { what: `the job's first line (stderr: ${stderr})` });
+  const id = /job (\S+) of greet v1 on /.exec(stderr)?.[1];
+  const containerOf = async () => engine.docker.listContainers({ all: true, filters: { label: [`platform.job=${id}`] } });
+
+  // The agent dies; its machine's lease ends (3 s) and healing counts it lost. The container runs on.
+  await doomed.stop('SIGKILL');
+  const lostAt = Date.now();
+  t.equal(await exited, 1, `the CLI exits 1 (stderr: ${stderr})`);
+  t.ok(Date.now() - lostAt < 20_000, `within 20 s of the loss, not the job's 1 h timeout (${Date.now() - lostAt} ms)`);
+  t.match(stderr, new RegExp(`job ${id} failed: its machine ${doomedId} was lost`));
+  const view = (await api('GET', `/services/greet/jobs/${id}`)).body as { state: string; error?: string; stopRequestedAt?: string };
+  t.match(view, { state: 'failed', error: `its machine ${doomedId} was lost` }, 'the job is recorded failed');
+  t.ok(view.stopRequestedAt, 'and asked to stop, for the machine to find when it is back');
+  t.equal((await containerOf())[0]?.State, 'running', 'its container still runs on the lost machine');
+  const output = await cli('logs', 'greet', '--job', id!);
+  t.equal(output.stdout, 'started\n', 'the output its agent reported is kept');
+
+  // The machine is back: its agent finds the job ended and removes the container, reporting nothing.
+  doomed = await serveRole('agent', await freePort(), agentFlags, { DOCKER_HOST: engine.dockerHost });
+  await waitFor(async () => (await containerOf()).length === 0, 20_000, { what: "the ended job's container to be removed by its machine's agent" });
+  const after = (await api('GET', `/services/greet/jobs/${id}`)).body as { state: string; error?: string };
+  t.match(after, { state: 'failed', error: `its machine ${doomedId} was lost` }, 'its record stands');
+
+  // The cases after this one run on the first machine alone.
+  await doomed.stop();
+  await waitFor(async () => !((await api('GET', '/cluster/machines')).body as { id: string }[]).some((m) => m.id === doomedId), 30_000, { what: 'the second machine to be gone' });
+});
+
 /** `platform run` with its stdin fed `input`, to completion. */
 async function runWithInput(args: string[], input: string, wrap: (argv: string[]) => string[] = (argv) => argv): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const [program, ...rest] = wrap([process.execPath, platformBin, 'run', ...args]);

@@ -14,7 +14,8 @@ import { scheduledRunId, tickOfRunId } from '../../src/schedules/schedule-plan.j
 // three-minute window: `tick` runs every minute and fails (exit 4), and the scheduler leader is
 // killed at its second tick: exactly three runs, one per tick, none doubled, each failure notified
 // once; `slow` (concurrency forbid) runs longer than its period, so its second tick is skipped and
-// journaled. Neither runs a long-lived unit.
+// journaled; `repl` (concurrency replace) stops each run at the next tick; `grown` ran two units
+// until a deploy gave it a schedule, which stopped them. None runs a long-lived unit.
 
 const TTL = 3;
 const etcd = await startEtcd();
@@ -101,11 +102,21 @@ t.test('every minute for three minutes, the leader killed at a tick: one run per
   t.equal(endpoint.status, 201, `the endpoint is added ${endpoint.status === 201 ? '' : endpoint.body.message}`);
   await declare('tick', { schedule: '* * * * *', command: ['sh', '-c', 'echo "run $PLATFORM_JOB"; exit 4'] });
   await declare('slow', { schedule: '* * * * *', concurrency: 'forbid', command: ['sleep', '75'] });
-  for (const name of ['tick', 'slow']) {
+  await declare('repl', { schedule: '* * * * *', concurrency: 'replace', command: ['sleep', '300'] });
+  // A service that runs units and then becomes a scheduled job: the deploy that adds the schedule stops its units.
+  await declare('grown', {});
+  for (const name of ['tick', 'slow', 'repl', 'grown']) {
     const deploy = await cli('deploy', name, '--image', image.reference);
     t.equal(deploy.code, 0, deploy.stderr);
   }
+  t.equal(((await api('GET', '/services/grown/units')).body as unknown[]).length, 2, 'grown runs its two units');
+  const becomeScheduled = await api('PATCH', '/services/grown/config/next', { schedule: '* * * * *', command: ['sh', '-c', 'echo grown'] });
+  t.equal(becomeScheduled.status, 200, JSON.stringify(becomeScheduled.body));
+  const regrown = await cli('deploy', 'grown', '--image', image.reference);
+  t.equal(regrown.code, 0, regrown.stderr);
   t.same((await api('GET', '/services/tick/units')).body, [], 'a scheduled job runs no long-lived unit');
+  t.same((await api('GET', '/services/grown/units')).body, [], 'the deploy that adds a schedule stops the units');
+  await waitFor(async () => (await engine.docker.listContainers({ all: true, filters: { label: ['platform.managed'], name: ['grown-'] } })).length === 0, 30_000, { what: "grown's unit containers to be removed" });
 
   // The window: the three minute ticks after both deploys.
   const first = Math.ceil((Date.now() + 1) / 60_000) * 60_000;
@@ -153,4 +164,19 @@ t.test('every minute for three minutes, the leader killed at a tick: one run per
   t.equal(skipped.filter((entry) => entry.message.includes(new Date(ticks[1]!).toISOString())).length, 1, `the second tick is skipped once, journaled: ${JSON.stringify(skipped)}`);
   t.match(skipped[0]?.message, /concurrency forbid: run cron-\S+ still going/);
   t.same((await engine.docker.listContainers({ all: true, filters: { label: ['platform.job'], name: ['tick-run-'] } })).length, 0, "tick's run containers are removed once their output is kept");
+
+  // replace: each tick stops the run before it and starts its own.
+  await waitFor(async () => (await runsOf('repl')).window.filter((job) => job.state === 'stopped').length === 2, 30_000, { what: 'the first two runs of repl to be stopped' });
+  const repl = await runsOf('repl');
+  t.same(repl.window.map((job) => job.id).sort(), ticks.map((at) => scheduledRunId('repl', at)).sort(), 'replace: one run for each tick');
+  const stateOf = (at: number) => repl.window.find((job) => job.id === scheduledRunId('repl', at))?.state;
+  t.same([stateOf(ticks[0]!), stateOf(ticks[1]!), stateOf(ticks[2]!)], ['stopped', 'stopped', 'running'], `each run stopped by the next tick's: ${JSON.stringify(repl.window)}`);
+  const replaced = ((await api('GET', '/journal?service=repl')).body as { kind: string; message: string }[]).filter((entry) => entry.kind === 'schedule.replaced');
+  for (const at of [ticks[0]!, ticks[1]!]) t.ok(replaced.some((entry) => entry.message.startsWith(`run ${scheduledRunId('repl', at)} stopped`)), `the journal tells the run of ${new Date(at).toISOString()} was replaced`);
+
+  // The service that gained a schedule runs it like any other.
+  await waitFor(async () => (await runsOf('grown')).window.filter((job) => job.state === 'exited').length === 3, 30_000, { what: 'the three runs of grown to end' });
+  const grown = await runsOf('grown');
+  t.ok(grown.window.every((job) => job.exitCode === 0), `grown ran at each tick, exit 0: ${JSON.stringify(grown.window)}`);
+  t.same((await api('GET', '/services/grown/units')).body, [], 'and runs no unit');
 });

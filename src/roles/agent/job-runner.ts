@@ -95,6 +95,8 @@ export class JobRunner {
   }
 
   private async pass(): Promise<void> {
+    /** Jobs of this machine whose end this agent did not see: recorded by an agent before it, or by the leader when it counted this machine lost. */
+    const endedElsewhere: string[] = [];
     const mine = (this.jobs?.values() ?? []).map((entry) => decodeCached<Job>(entry)).filter((job) => job.machine === this.options.machineId);
     for (const job of mine) {
       const running = this.running.get(job.id);
@@ -105,16 +107,36 @@ export class JobRunner {
       if (this.settled.has(job.id)) continue;
       const run = await readJobRun(this.options.store, job.id);
       if (run && finishedJobStates.has(run.state)) {
-        this.settled.add(job.id);
+        endedElsewhere.push(job.id);
         continue;
       }
       this.launch(job);
     }
+    await this.removeContainersOf(endedElsewhere);
+    for (const id of endedElsewhere) this.settled.add(id);
     const present = new Set(mine.map((job) => job.id));
     for (const id of this.settled) {
       if (present.has(id)) continue;
       this.settled.delete(id);
       this.stdins.forget(id);
+    }
+  }
+
+  /**
+   * Removes what is left of jobs whose end is recorded: a container an earlier agent did not
+   * remove, or one still running after the leader counted this machine lost and ended its job (the
+   * machine came back): it is stopped, its end is not reported again.
+   */
+  private async removeContainersOf(ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    const { docker, machineId, log } = this.options;
+    const ended = new Set(ids);
+    const left = (await docker.listContainers({ all: true, filters: { label: [jobLabels.job, `${jobLabels.machine}=${machineId}`] } })).filter((container) =>
+      ended.has(container.Labels[jobLabels.job] ?? ''),
+    );
+    for (const container of left) {
+      log.info({ job: container.Labels[jobLabels.job], machine: machineId }, 'removing the container of a job whose end is recorded');
+      await docker.getContainer(container.Id).remove({ force: true }).catch((error: unknown) => log.warn({ reason: dockerErrorMessage(error) }, 'could not remove an ended job\'s container'));
     }
   }
 
@@ -193,6 +215,9 @@ export class JobRunner {
       await new Promise((resolve) => setImmediate(resolve));
       output.end();
       const state = timedOut ? 'timed-out' : (ending() ?? 'exited');
+      // Ended by the leader, which counted this machine lost (a partition): its record stands.
+      const recorded = await readJobRun(store, job.id);
+      if (recorded && finishedJobStates.has(recorded.state)) return;
       const endedAt = new Date().toISOString();
       await record({
         state,

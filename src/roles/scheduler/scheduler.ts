@@ -172,7 +172,7 @@ export class Scheduler {
     this.deployments = await watchDeployments(this.options.store);
     this.runner = new DeploymentRunner({ store: this.store, log: this.log, cluster, deployments: this.deployments, registry: this.registry, isLeader: () => this.isLeader(), stopTimeoutSeconds: this.stopTimeoutSeconds });
     this.scheduledRuns = new ScheduledRuns({ store: this.store, deployments: this.deployments, cluster, jobs: this.runner.jobs, isLeader: () => this.isLeader(), log: this.log });
-    this.healer = new Healer({ store: this.store, cluster, runner: this.runner, renewing: (snapshot) => this.renewing(snapshot), renewalGraceUntil: () => this.renewalGraceUntil });
+    this.healer = new Healer({ store: this.store, cluster, runner: this.runner, renewing: (snapshot, holding) => this.renewing(snapshot, holding), renewalGraceUntil: () => this.renewalGraceUntil });
     this.notifier = await Notifier.start({
       store: this.options.store,
       leaderStore: this.store,
@@ -370,13 +370,13 @@ export class Scheduler {
    * has not seen registered since: one it saw lost its lease on its watch (a partition, a crash)
    * and is healed at once, as before the grace existed.
    */
-  private renewing(snapshot: ClusterSnapshot): Set<string> {
+  private renewing(snapshot: ClusterSnapshot, holding: readonly string[] = snapshot.assignments.map((a) => a.machine)): Set<string> {
     const now = Date.now();
     const sparesAll = this.storeLost || now < this.storeGraceUntil;
     if (!sparesAll && now >= this.renewalGraceUntil) return new Set();
     const registered = new Set(snapshot.machines.map((machine) => machine.id));
     if (!sparesAll) for (const machine of registered) this.seenSinceGraceBegan.add(machine);
-    const missing = snapshot.assignments.map((a) => a.machine).filter((machine) => !registered.has(machine) && (sparesAll || !this.seenSinceGraceBegan.has(machine)));
+    const missing = holding.filter((machine) => !registered.has(machine) && (sparesAll || !this.seenSinceGraceBegan.has(machine)));
     return new Set(missing);
   }
 

@@ -7,8 +7,10 @@ import type { ScheduleState } from '../../schemas/schedule.js';
 // The one owner of /platform/jobs/<id> and /platform/job-runs/<id> (docs/jobs.md). A job is intent:
 // placed by the leading scheduler's plan applier, asked to stop by the leading scheduler, pruned by
 // it when a service has more than JOBS_KEPT_PER_SERVICE. Its run is what the agent of the job's
-// machine observed (state, exit code, the last lines of output), written by that agent only and
-// not leased: it outlives the container, which the agent removes once the run is recorded. A
+// machine observed (state, exit code, the last lines of output), written by that agent and not
+// leased: it outlives the container, which the agent removes once the run is recorded. The one
+// other writer is the leading scheduler, for a job whose machine was lost: no agent will report its
+// end, so it ends it `failed` (endLostJob), unless the agent wrote an end first. A
 // scheduled job's state (/platform/job-schedules/<service>: the last tick handled, the failures
 // notified) is the leading scheduler's bookkeeping, written in the transaction of what it did.
 
@@ -55,6 +57,43 @@ export async function requestJobStop(store: Store, id: string): Promise<Job | un
 /** The agent's record of the run, replacing the one before. */
 export async function writeJobRun(store: Store, run: JobRun): Promise<void> {
   await store.put(jobRunKey(run.id), JSON.stringify(run));
+}
+
+/**
+ * Ends a job whose machine was lost (the leading scheduler's healing): its run is recorded `failed`
+ * with `reason`, keeping the output its agent reported, and the job is asked to stop, so that the
+ * machine's agent, should it come back, removes the container instead of reporting it. Nothing is
+ * written when the run has ended, or when its agent wrote in between (its word wins). Returns
+ * whether it was ended here.
+ */
+export async function endLostJob(store: Store, id: string, reason: string): Promise<boolean> {
+  const [intent, found] = await Promise.all([readRecord<Job>(store, jobKey(id)), readRecord<JobRun>(store, jobRunKey(id))]);
+  if (!intent || (found && finishedJobStates.has(found.record.state))) return false;
+  const job = intent.record;
+  const at = new Date().toISOString();
+  const run: JobRun = {
+    id,
+    service: job.service,
+    machine: job.machine,
+    state: 'failed',
+    error: reason,
+    ...(found?.record.startedAt ? { startedAt: found.record.startedAt } : {}),
+    endedAt: at,
+    lines: found?.record.lines ?? [],
+    lineCount: found?.record.lineCount ?? 0,
+    updatedAt: at,
+  };
+  const result = await store.txn(
+    [
+      { key: jobKey(id), target: 'modRevision', equals: intent.modRevision },
+      found ? { key: jobRunKey(id), target: 'modRevision', equals: found.modRevision } : { key: jobRunKey(id), target: 'createRevision', equals: 0 },
+    ],
+    [
+      { op: 'put', key: jobRunKey(id), value: JSON.stringify(run) },
+      { op: 'put', key: jobKey(id), value: JSON.stringify({ ...job, stopRequestedAt: job.stopRequestedAt ?? at }) },
+    ],
+  );
+  return result.succeeded;
 }
 
 /** Jobs with what their agents saw, newest first; of one service when given. */

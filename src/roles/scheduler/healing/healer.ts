@@ -1,6 +1,8 @@
 import type { Store } from '../../../store/store.js';
 import { endEpisode, listDeployments } from '../../../store/records/deployments.js';
 import { getRelease } from '../../../store/records/releases.js';
+import { endLostJob, listJobViews } from '../../../store/records/jobs.js';
+import { finishedJobStates } from '../../../schemas/job.js';
 import { currentTarget, type Deployment, type Release } from '../../../schemas/release.js';
 import { keepsUnitsWithVolumes, unitsWanted } from '../../../schemas/service.js';
 import type { ClusterSnapshot, ClusterWatch } from '../cluster-snapshot.js';
@@ -8,7 +10,8 @@ import { planHealing, type Reschedule } from './healing.js';
 import { conditionsOf, decideHeal, endedEpisodes, openEpisode } from './healing-backoff.js';
 
 // The leader's heal pass: the pure plan (healing.ts) from the snapshot and the deployments, each
-// planned service rescheduled when its backoff lets it (healing-backoff.ts). The scheduler runs it
+// planned service rescheduled when its backoff lets it (healing-backoff.ts), and the jobs of lost
+// machines ended (a job is not moved: it ran once, somewhere, and its caller is told it failed). The scheduler runs it
 // on its work queue and keeps what depends on its leadership and the store's health: which
 // missing machines are still renewing.
 
@@ -25,8 +28,8 @@ export interface HealerOptions {
   store: Store;
   cluster: ClusterWatch;
   runner: Rescheduler;
-  /** Machines holding assignments that are not registered and not lost yet (the renewal grace). */
-  renewing: (snapshot: ClusterSnapshot) => Set<string>;
+  /** Of the machines `holding` units or jobs (default: those holding assignments), those not registered and not lost yet (the renewal grace). */
+  renewing: (snapshot: ClusterSnapshot, holding?: readonly string[]) => Set<string>;
   /** Until then (ms) machines that have not registered again count as in place: failure episodes go on. */
   renewalGraceUntil: () => number;
 }
@@ -70,7 +73,25 @@ export class Healer {
       away: new Set((snapshot.away ?? []).map((away) => away.machine)),
     });
     await this.rescheduleWithBackoff(plan, deployments, snapshot);
+    await this.endJobsOfLostMachines(snapshot);
     this.healedAt = planned;
+  }
+
+  /**
+   * A job on a lost machine ends `failed` naming it: nothing else would end it (its agent reports
+   * a job's end), so its caller, the deploy waiting on its release command and a schedule's
+   * `forbid` would wait out its timeout. A machine still renewing (the grace) or away (its engine
+   * unreachable, its agent alive) keeps its jobs.
+   */
+  private async endJobsOfLostMachines(snapshot: ClusterSnapshot): Promise<void> {
+    const unfinished = (await listJobViews(this.options.store)).filter((job) => !finishedJobStates.has(job.state));
+    if (unfinished.length === 0) return;
+    const present = new Set([...snapshot.machines.map((machine) => machine.id), ...(snapshot.away ?? []).map((away) => away.machine)]);
+    const renewing = this.options.renewing(snapshot, unfinished.map((job) => job.machine));
+    for (const job of unfinished) {
+      if (present.has(job.machine) || renewing.has(job.machine)) continue;
+      await endLostJob(this.options.store, job.id, `its machine ${job.machine} was lost`);
+    }
   }
 
   /**
