@@ -110,6 +110,21 @@ function createPrivateBridge(): string {
   return name;
 }
 
+/**
+ * What a test process's exit leaves to a process of its own (see killOnExit): the engine's
+ * containers removed, the engine killed, its shims, mounts, directory and bridge gone.
+ */
+const ENGINE_REAPER = `
+if [ -n "$PID" ]; then
+  timeout 10 docker -H "unix://$SOCKET" ps -aq | xargs -r timeout 30 docker -H "unix://$SOCKET" rm -f >/dev/null 2>&1
+  kill -KILL "$PID" 2>/dev/null
+fi
+pkill -KILL -f "containerd-shim.*$DIR/"
+awk -v dir="$DIR/" 'index($2, dir) == 1 { print length($2), $2 }' /proc/mounts | sort -rn | cut -d' ' -f2 | xargs -r -n1 umount -l 2>/dev/null
+rm -rf "$DIR"
+[ -z "$BRIDGE" ] || ip link del "$BRIDGE" 2>/dev/null
+`;
+
 /** Starts a real dockerd (Debian docker.io) as root and resolves once it answers ping. */
 export async function startDockerd(options: DockerdOptions = {}): Promise<DockerEngine> {
   ensureCommand('dockerd', 'docker.io');
@@ -143,17 +158,15 @@ export async function startDockerd(options: DockerdOptions = {}): Promise<Docker
   // A test process that dies takes its engine along with the containers on it: they outlive a
   // killed dockerd (their shims and processes are not its children). Bounded: a hung engine is
   // killed all the same, and its shims (found by its exec root, which names no other engine) too.
+  // Detached, in a process of its own: at a file's timeout tap sends SIGKILL 500 ms after SIGALRM,
+  // and removing running containers takes longer (harness-cleanup.test), after which nothing here
+  // would have killed dockerd, nor run the exit handlers registered after this one.
   const killOnExit = () => {
-    const cli = (args: string[]) => spawnSync('docker', ['-H', `unix://${socket}`, ...args], { encoding: 'utf8', timeout: 10_000 });
-    if (child) {
-      const ids = (cli(['ps', '-aq']).stdout ?? '').split('\n').filter(Boolean);
-      if (ids.length > 0) cli(['rm', '-f', ...ids]);
-      child.kill('SIGKILL');
-    }
-    spawnSync('pkill', ['-KILL', '-f', `containerd-shim.*${dir}/`], { stdio: 'ignore' });
-    unmountUnder(dir);
-    rmSync(dir, { recursive: true, force: true });
-    removeBridge();
+    spawn('sh', ['-c', ENGINE_REAPER], {
+      detached: true,
+      stdio: 'ignore',
+      env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', SOCKET: socket, DIR: dir, PID: child?.pid ? String(child.pid) : '', BRIDGE: bridge ?? '' },
+    }).unref();
   };
   process.once('exit', killOnExit);
 

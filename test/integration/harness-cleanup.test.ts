@@ -1,0 +1,63 @@
+import t from 'tap';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { waitFor } from '../harness/wait.js';
+
+// A test file that tap ends at its timeout removes what its harness started (DEVELOPERS: "also when
+// it fails"). tap sends SIGALRM, then SIGKILL 500 ms later; the harness exits on SIGALRM so its
+// 'exit' handlers run (exit-on-signal.test), but an engine's handler removed its running containers
+// before it killed dockerd, which took longer than the 500 ms: in a timed-out jobs.test the SIGKILL
+// came first, and dockerd and the registry (whose handler came after) were left running.
+
+const fixture = fileURLToPath(new URL('../fixtures/timed-out-engine.js', import.meta.url));
+
+/** Whether the process runs (a killed one may stay a zombie: its parent exited and PID 1 here may not reap). */
+const alive = (pid: number): boolean => {
+  const stat = existsSync(`/proc/${pid}/stat`) ? readFileSync(`/proc/${pid}/stat`, 'utf8') : '';
+  return stat !== '' && !/\) [ZX] /.test(stat);
+};
+
+const listening = (host: string): Promise<boolean> =>
+  new Promise((resolve) => {
+    const [address, port] = host.split(':');
+    const socket = connect(Number(port), address!, () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+
+t.test("a file ended as tap ends it at its timeout leaves no engine, container or registry running", async (t) => {
+  const child = spawn(process.execPath, [fixture], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let [stdout, stderr] = ['', ''];
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  await waitFor(() => stdout.includes('ready\n') || child.exitCode !== null, 120_000, { what: `the fixture's engine, registry and container (stderr: ${stderr})` });
+  const [, dockerdPid = '0', engineDir = '/nonexistent'] = /^dockerd (\d+) (\S+)$/m.exec(stdout) ?? [];
+  const dockerd = Number(dockerdPid);
+  /** Processes of the engine (containerd, shims) name its directory. */
+  const ofEngine = () => (spawnSync('pgrep', ['-f', `${engineDir}/`], { encoding: 'utf8' }).stdout ?? '').trim();
+  const container = Number(/^container (\d+)$/m.exec(stdout)?.[1]);
+  const [, registry = '', registryPid = '0'] = /^registry (\S+) (\d+)$/m.exec(stdout) ?? [];
+  t.ok(alive(dockerd) && alive(container) && (await listening(registry)), `all three run: ${stdout}`);
+
+  // As tap at a file's timeout (@tapjs/core spawn.js).
+  child.kill('SIGALRM');
+  setTimeout(() => child.kill('SIGKILL'), 500);
+  await exited;
+  try {
+    await waitFor(async () => !alive(dockerd) && !alive(container) && ofEngine() === '' && !existsSync(engineDir) && !(await listening(registry)), 30_000, {
+      what: 'the engine, its containers, its directory and the registry to be gone',
+    });
+  } finally {
+    for (const pid of [dockerd, container, Number(registryPid)]) if (alive(pid)) process.kill(pid, 'SIGKILL');
+  }
+  t.notOk(alive(dockerd), 'dockerd is gone');
+  t.notOk(alive(container), "the container's process is gone");
+  t.equal(ofEngine(), '', "no process of the engine's (containerd, shims) is left");
+  t.notOk(existsSync(engineDir), "the engine's directory is removed");
+  t.notOk(await listening(registry), 'the registry is gone');
+});
