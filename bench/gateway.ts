@@ -17,6 +17,9 @@ import { convergenceRows } from './route-convergence.js';
 import { startGateway, type DataPlaneName, type Gateway } from '../test/harness/gateway-cluster.js';
 import { openStore } from '../src/store/open-store.js';
 import { gatewayTimedRequests, startLineCounter, udpReceiveBufferErrors, type LineCounter } from './traffic-log-lines.js';
+import { TRAFFIC_LOG_SAMPLE_EVERY } from '../src/roles/gateway/haproxy-traffic-log.js';
+import { COUNTERS_COMMAND } from '../src/roles/gateway/haproxy-traffic-counters.js';
+import { runtimeCommand } from '../src/roles/gateway/haproxy-runtime.js';
 
 // Issues 6 and 16: requests per second and latency through the gateway's two data planes (HAProxy
 // driven by the gateway, and the Node proxy), against a hand-written HAProxy 2.6 configuration
@@ -36,9 +39,11 @@ import { gatewayTimedRequests, startLineCounter, udpReceiveBufferErrors, type Li
 // shared by the threads: what the plane's process adds, and what the copies add), and hand-written configurations
 // adding the gateway's balancing and retry one at a time, with how requests spread over the units
 // and how often a unit's accept queue overflowed (docs/benchmarks.md, issue 16). `traffic-log`
-// (keep-alive units) measures what the HAProxy plane's line per request costs: the generated
-// configuration by hand with and without it, the plane and the reference in the same rounds, and
-// how many lines arrive of the requests sent (docs/benchmarks.md, issue 31).
+// (keep-alive units) measures what the HAProxy plane's traffic figures cost: the generated
+// configuration by hand with no figures at all, with the old line per request, and with the
+// figures as the plane gathers them now (a latency line for one request in
+// TRAFFIC_LOG_SAMPLE_EVERY, and its counters read once per --metrics-interval), the plane and the
+// reference in the same rounds, and how many lines arrive (docs/benchmarks.md, issue 31).
 
 const UNITS = 3;
 const CONNECTIONS = 32;
@@ -109,7 +114,7 @@ interface Measure {
  * What is measured: the two planes; the hand-written configurations (HAND_WRITTEN); the gateway's
  * generated configuration run by hand with one backend shared by the threads; one unit directly.
  */
-type Target = 'haproxyPlane' | 'nodePlane' | HandWritten | 'generated' | 'generatedLogged' | 'generatedShared' | 'direct';
+type Target = 'haproxyPlane' | 'nodePlane' | HandWritten | 'generated' | 'generatedLogged' | 'generatedSampled' | 'generatedShared' | 'direct';
 type Targets = Partial<Record<Target, { url: string; host?: string; pids?: number[]; socket?: string }>>;
 const targetLabels: Record<Target, string> = {
   haproxyPlane: 'HAProxy plane',
@@ -119,7 +124,8 @@ const targetLabels: Record<Target, string> = {
   haproxyRetry: 'hand-written, round robin, L7 retry',
   haproxyLeastconn: 'hand-written, leastconn, no L7 retry',
   generated: 'generated config by hand, a backend copy per thread (as the plane)',
-  generatedLogged: 'generated config by hand with the traffic log line (as the plane)',
+  generatedLogged: 'generated config by hand with a traffic log line per request (the plane before)',
+  generatedSampled: `generated config by hand with its counters read and 1 in ${TRAFFIC_LOG_SAMPLE_EVERY} requests logged (as the plane)`,
   generatedShared: 'generated config by hand, one backend shared by the threads',
   direct: 'direct to one unit',
 };
@@ -145,8 +151,10 @@ const TAIL_PACED_ROUNDS = 3;
  * (what the copies add), the gateway's policy hand-written and the reference.
  */
 const lowRateTargets: Target[] = ['haproxyPlane', 'generated', 'generatedShared', 'haproxyPolicy', 'haproxy'];
-/** The `traffic-log` section: the generated configuration with and without its line per request, the plane, the reference. */
-const trafficLogTargets: Target[] = ['generatedLogged', 'generated', 'haproxyPlane', 'haproxy'];
+/** The `traffic-log` section: the generated configuration with no traffic figures, the old line per request and the plane's figures; the plane; the reference. */
+const trafficLogTargets: Target[] = ['generatedLogged', 'generated', 'generatedSampled', 'haproxyPlane', 'haproxy'];
+/** How often the plane reads HAProxy's counters by default (--metrics-interval). */
+const COUNTERS_INTERVAL_MS = 10_000;
 const TRAFFIC_LOG_ROUNDS = 5;
 
 type TargetSpec = NonNullable<Targets[Target]>;
@@ -247,7 +255,7 @@ async function startTargets(service: string, addresses: string[], names: readonl
     return statusCode === 200;
   };
   const started: ReferenceHaproxy[] = [];
-  // Where generatedLogged's lines go, counted as the gateway would receive them.
+  // Where the generated configurations' lines go, counted as the gateway would receive them (one target is loaded at a time).
   const lines = await startLineCounter();
   const targets: Targets = {};
   const configs: Record<string, string> = { 'HAProxy data plane': dataPlaneConfig(planes.haproxy.dataDir, planes.haproxy.port) };
@@ -259,8 +267,9 @@ async function startTargets(service: string, addresses: string[], names: readonl
     } else if (name === 'direct') {
       targets[name] = { url: `http://${addresses[0]}/` };
     } else {
-      const haproxy = await (name === 'generated' || name === 'generatedLogged' || name === 'generatedShared'
-        ? startGeneratedHaproxy(service, host, addresses, name === 'generatedShared' ? 'shared' : 'per-thread', ready, name === 'generatedLogged' ? lines.port : undefined)
+      const trafficLog = name === 'generatedLogged' ? { port: lines.port, sampleEvery: 1 } : name === 'generatedSampled' ? { port: lines.port, sampleEvery: TRAFFIC_LOG_SAMPLE_EVERY } : undefined;
+      const haproxy = await (name === 'generated' || name === 'generatedLogged' || name === 'generatedSampled' || name === 'generatedShared'
+        ? startGeneratedHaproxy(service, host, addresses, name === 'generatedShared' ? 'shared' : 'per-thread', ready, trafficLog)
         : startReferenceHaproxy(addresses, '', ready, HAND_WRITTEN[name]));
       started.push(haproxy);
       configs[targetLabels[name]] = haproxy.config;
@@ -431,15 +440,19 @@ interface LoggedRound {
   dropped: number;
 }
 
-/** The `traffic-log` section: what HAProxy's line per request costs, and whether every line arrives, at full load. */
+/** The `traffic-log` section: what the HAProxy plane's traffic figures cost, the old way and the new, and whether the lines arrive, at full load. */
 async function measureTrafficLog(): Promise<BenchRow[]> {
   const { service, addresses } = await deployUnits('keep-alive');
   const { targets, lines, stop } = await startTargets(service, addresses, trafficLogTargets);
   const gatewayPid = planes.haproxy.child.pid!;
+  // The generated configuration with the plane's figures has its counters read as the plane reads them.
+  const counterReads = setInterval(() => void runtimeCommand(targets.generatedSampled!.socket!, COUNTERS_COMMAND).catch(() => undefined), COUNTERS_INTERVAL_MS);
   const runs = Object.fromEntries(trafficLogTargets.map((name) => [name, [] as LoggedRound[]])) as Record<Target, LoggedRound[]>;
   for (let round = 0; round < TRAFFIC_LOG_ROUNDS; round++) {
     for (const name of trafficLogTargets.map((_, i) => trafficLogTargets[(i + round) % trafficLogTargets.length]!)) {
-      const arrived = name === 'haproxyPlane' ? () => gatewayTimedRequests(planes.haproxy.url, service) : name === 'generatedLogged' ? async () => lines.lines() : undefined;
+      // The plane's lines: its latency histogram's count, each line observed TRAFFIC_LOG_SAMPLE_EVERY times.
+      const planeLines = async () => (await gatewayTimedRequests(planes.haproxy.url, service)) / TRAFFIC_LOG_SAMPLE_EVERY;
+      const arrived = name === 'haproxyPlane' ? planeLines : name === 'generatedLogged' || name === 'generatedSampled' ? async () => lines.lines() : undefined;
       const [linesBefore, dropsBefore, gatewayBefore] = [(await arrived?.()) ?? 0, udpReceiveBufferErrors(), cpuTicks([gatewayPid])];
       const measure = await load(targets[name]!, addresses);
       // Lines still in the socket's buffer when the load ends are received meanwhile.
@@ -456,6 +469,7 @@ async function measureTrafficLog(): Promise<BenchRow[]> {
       console.log(`traffic log, round ${round + 1}, ${targetLabels[name]}: ${fullLoadLine(measure)}${lineCount}, gateway CPU ${logged.gatewayCpuUs.toFixed(1)} us a request, ${logged.dropped} UDP drops`);
     }
   }
+  clearInterval(counterReads);
   stop();
   await http('DELETE', `${platform.url('directory')}/services/${service}`);
   return trafficLogRows(runs);
@@ -467,37 +481,45 @@ function trafficLogRows(runs: Record<Target, LoggedRound[]>): BenchRow[] {
   const gatewayCpu = median(runs.haproxyPlane.map((run) => run.gatewayCpuUs));
   const units = describeUnits['keep-alive'];
   const of = `median of ${TRAFFIC_LOG_ROUNDS} x ${DURATION_S} s, ${CONNECTIONS} connections, ${units}`;
-  const arrivedShare = (name: Target) => {
+  const arrivedShare = (name: Target, every: number) => {
     const [arrived, sent] = runs[name].reduce(([a, s], run) => [a + (run.lines ?? 0), s + run.measure.requests], [0, 0]);
-    return `${arrived} of ${sent} (${((100 * arrived) / sent).toFixed(2)} %)`;
+    return `${arrived} lines of ${sent} requests (${((100 * arrived * every) / sent).toFixed(2)} % of 1 in ${every})`;
   };
+  const drops = (name: Target) => runs[name].reduce((sum, run) => sum + run.dropped, 0);
   return [
     {
-      benchmark: `req/s, generated config by hand with the traffic log line against without it (${of})`,
-      platform: median(rps('generatedLogged')).toFixed(0),
-      reference: `${median(rps('generated')).toFixed(0)} without the line, ${median(rps('haproxy')).toFixed(0)} hand-written`,
-      ratio: `rounds' own: ${pairedRatio(rps('generatedLogged'), rps('generated'))}`,
+      benchmark: `req/s, generated config by hand with the plane's figures (counters read every ${COUNTERS_INTERVAL_MS / 1000} s, 1 in ${TRAFFIC_LOG_SAMPLE_EVERY} requests logged) against no figures (${of})`,
+      platform: median(rps('generatedSampled')).toFixed(0),
+      reference: `${median(rps('generated')).toFixed(0)} no figures, ${median(rps('haproxy')).toFixed(0)} hand-written`,
+      ratio: `rounds' own: ${pairedRatio(rps('generatedSampled'), rps('generated'))}`,
       target: '>= 0.97x',
     },
     {
-      benchmark: `HAProxy CPU per request, generated config with the traffic log line against without it (${of})`,
-      platform: `${cpu('generatedLogged').toFixed(1)} us`,
-      reference: `${cpu('generated').toFixed(1)} us without the line, ${cpu('haproxy').toFixed(1)} us hand-written`,
-      ratio: `${(cpu('generatedLogged') / cpu('generated')).toFixed(2)}x`,
+      benchmark: `req/s, generated config by hand with a line per request (the plane before) against no figures (${of})`,
+      platform: median(rps('generatedLogged')).toFixed(0),
+      reference: `${median(rps('generated')).toFixed(0)} no figures`,
+      ratio: `rounds' own: ${pairedRatio(rps('generatedLogged'), rps('generated'))}`,
       target: '-',
     },
     {
-      benchmark: `req/s and CPU per request (HAProxy + the gateway receiving the lines), HAProxy plane against the hand-written reference (${of})`,
+      benchmark: `HAProxy CPU per request, generated config: the plane's figures / a line per request, against no figures (${of})`,
+      platform: `${cpu('generatedSampled').toFixed(1)} / ${cpu('generatedLogged').toFixed(1)} us`,
+      reference: `${cpu('generated').toFixed(1)} us no figures, ${cpu('haproxy').toFixed(1)} us hand-written`,
+      ratio: `${(cpu('generatedSampled') / cpu('generated')).toFixed(2)}x / ${(cpu('generatedLogged') / cpu('generated')).toFixed(2)}x`,
+      target: '-',
+    },
+    {
+      benchmark: `req/s and CPU per request (HAProxy + the gateway receiving the lines and reading the counters), HAProxy plane against the hand-written reference (${of})`,
       platform: `${median(rps('haproxyPlane')).toFixed(0)}, ${cpu('haproxyPlane').toFixed(1)} + ${gatewayCpu.toFixed(1)} us`,
       reference: `${median(rps('haproxy')).toFixed(0)}, ${cpu('haproxy').toFixed(1)} us`,
       ratio: `rounds' own: ${pairedRatio(rps('haproxyPlane'), rps('haproxy'))}`,
       target: '-',
     },
     {
-      benchmark: `traffic log lines that arrived of the requests sent, at full load: HAProxy plane (the gateway's latency histogram count); generated config (a receiver like the gateway's)`,
-      platform: arrivedShare('haproxyPlane'),
-      reference: arrivedShare('generatedLogged'),
-      ratio: `${runs.haproxyPlane.reduce((sum, run) => sum + run.dropped, 0)} / ${runs.generatedLogged.reduce((sum, run) => sum + run.dropped, 0)} UDP receive-buffer drops`,
+      benchmark: `traffic log lines that arrived, at full load: HAProxy plane (its latency histogram's count / ${TRAFFIC_LOG_SAMPLE_EVERY}); generated config with the plane's figures; with a line per request (a receiver like the gateway's)`,
+      platform: `${arrivedShare('haproxyPlane', TRAFFIC_LOG_SAMPLE_EVERY)}; ${arrivedShare('generatedSampled', TRAFFIC_LOG_SAMPLE_EVERY)}`,
+      reference: arrivedShare('generatedLogged', 1),
+      ratio: `${drops('haproxyPlane')} / ${drops('generatedSampled')} / ${drops('generatedLogged')} UDP receive-buffer drops`,
       target: '100 %',
     },
   ];

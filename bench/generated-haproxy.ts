@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { resolveConfig } from '../src/config.js';
 import { haproxyFiles, haproxySettings } from '../src/roles/gateway/haproxy-data-plane.js';
-import { connectionHeadersLua, haproxyConfig, hostsMapFile, poolBackendName, routeLabel, routesMapFile, slotsFor, unitsMapFile, type BackendConfig, type HaproxyFiles, type TlsBind } from '../src/roles/gateway/haproxy-config.js';
+import { connectionHeadersLua, haproxyConfig, hostsMapFile, poolBackendName, routeLabel, routesMapFile, slotsFor, unitsMapFile, type BackendConfig, type HaproxyFiles, type TlsBind, type TrafficLogTarget } from '../src/roles/gateway/haproxy-config.js';
 import { freePort } from '../test/harness/free-port.js';
 import { runHaproxy, type ReferenceHaproxy } from './reference-haproxy.js';
 
@@ -34,8 +34,8 @@ export interface GeneratedRoute {
   /** The gateway's own server; nothing needs to listen there when every request is routed. */
   ownPort: number;
   tls?: TlsBind;
-  /** Where HAProxy sends its line per request (haproxy-traffic-log.ts); none: no traffic log, as the plane before issue 31. */
-  trafficLogPort?: number;
+  /** Where HAProxy sends its latency lines and how sampled (haproxy-traffic-log.ts); none: no traffic log, as the plane before issue 31. */
+  trafficLog?: TrafficLogTarget;
 }
 
 /**
@@ -62,7 +62,7 @@ export function writeGeneratedConfig(dir: string, route: GeneratedRoute, layout:
     files,
     backends: [backend],
     ...(route.tls === undefined ? {} : { tls: route.tls }),
-    ...(route.trafficLogPort === undefined ? {} : { trafficLogPort: route.trafficLogPort }),
+    ...(route.trafficLog === undefined ? {} : { trafficLog: route.trafficLog }),
   };
   const config = layout === 'shared' ? sharedBackend(haproxyConfig({ ...input, settings: { ...settings, threads: 1 } }), settings.threads) : haproxyConfig({ ...input, settings });
   return { config, files };
@@ -70,7 +70,7 @@ export function writeGeneratedConfig(dir: string, route: GeneratedRoute, layout:
 
 /**
  * Runs the generated configuration routing `service` (`host`) to `addresses`, slots as the plane
- * gives them; with `trafficLogPort`, logging a line per request there as the plane does.
+ * gives them; with `trafficLog`, logging latency lines there (every request's, or sampled as the plane does).
  */
 export async function startGeneratedHaproxy(
   service: string,
@@ -78,10 +78,10 @@ export async function startGeneratedHaproxy(
   addresses: string[],
   layout: BackendLayout,
   ready: (port: number) => Promise<boolean>,
-  trafficLogPort?: number,
+  trafficLog?: TrafficLogTarget,
 ): Promise<ReferenceHaproxy> {
   const dir = mkdtempSync(join(tmpdir(), 'platform-generated-haproxy-'));
   const [port, ownPort] = [await freePort(), await freePort()];
-  const { config, files } = writeGeneratedConfig(dir, { service, host, addresses, port, ownPort, ...(trafficLogPort === undefined ? {} : { trafficLogPort }) }, layout);
+  const { config, files } = writeGeneratedConfig(dir, { service, host, addresses, port, ownPort, ...(trafficLog === undefined ? {} : { trafficLog }) }, layout);
   return runHaproxy(dir, port, files.runtimeSocket, config, ready);
 }

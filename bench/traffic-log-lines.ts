@@ -2,8 +2,8 @@ import { createSocket } from 'node:dgram';
 import { readFileSync } from 'node:fs';
 import { request } from 'undici';
 
-// Issue 31 item 5: whether the HAProxy plane's line per request (src/roles/gateway/haproxy-traffic-log.ts)
-// reaches the gateway under full load. Counted where the lines arrive: a receiver like the gateway's
+// Issue 31 item 5: whether the HAProxy plane's latency lines (src/roles/gateway/haproxy-traffic-log.ts)
+// reach the gateway under full load. Counted where the lines arrive: a receiver like the gateway's
 // for a generated configuration run by hand, the gateway's own request counter for the plane, and
 // the kernel's count of datagrams dropped on a full receive buffer.
 
@@ -37,8 +37,8 @@ export function udpReceiveBufferErrors(): number {
 }
 
 /**
- * The lines of `service`'s requests the gateway has received from HAProxy: each is one observation
- * of its platform_gateway_request_duration_seconds histogram (platform_gateway_requests_total
+ * The observations of `service`'s platform_gateway_request_duration_seconds histogram: on the
+ * HAProxy plane each line received counts TRAFFIC_LOG_SAMPLE_EVERY (platform_gateway_requests_total
  * counts the Node plane's answers only).
  */
 export async function gatewayTimedRequests(gatewayUrl: string, service: string): Promise<number> {

@@ -1,7 +1,7 @@
 import t from 'tap';
 import type { PlannedRoute } from '../../src/roles/gateway/route-plan.js';
 import { haproxyConfig, hostsMapFile, noUnitBody, poolBackendOf, routeLabel, routesMapFile, slotName, slotsFor, threadCommands, threadShare, unitsMapFile, type HaproxyConfigInput } from '../../src/roles/gateway/haproxy-config.js';
-import { backendConfigs, emptyState, MIN_SPARE_BACKENDS, reloaded, routedBackends, transition, type HaproxyState } from '../../src/roles/gateway/haproxy-slots.js';
+import { backendConfigs, emptyState, MIN_SPARE_BACKENDS, reassignsBackend, reloaded, routedBackends, transition, type HaproxyState } from '../../src/roles/gateway/haproxy-slots.js';
 import { renderError } from '../../src/roles/gateway/gateway-error.js';
 import { parseStat, refusals } from '../../src/roles/gateway/haproxy-runtime.js';
 import { certificateChanges, crtListFile, pemBundle, PLACEHOLDER_NAME, type CertificatePaths } from '../../src/roles/gateway/haproxy-certificates.js';
@@ -170,6 +170,9 @@ t.test('a deleted service’s backend returns to the pool; only a dry pool needs
   t.notOk(full.reload, 'fresh spares and the released backend make room for as many new services');
   t.equal(backendOf(full.next, others.at(-1)!), 'b_1', 'the released backend is taken last');
   t.ok(full.commands.includes(`set map /s/routes.map b_1 service:s${MIN_SPARE_BACKENDS}`));
+  t.ok(reassignsBackend(state, full.next), "the released backend goes to another route: its counts so far are web's, read first");
+  t.notOk(reassignsBackend(reloaded(emptyState(), [web]), gone.next), 'a backend released is not reassigned yet');
+  t.notOk(reassignsBackend(gone.next, transition(gone.next, others.slice(0, 3), targets).next), 'fresh spares taken: no counts to read first');
   const again = transition(state, [web], targets);
   t.same(again.commands, ['set server b_1/b_1-1 state ready', 'add map /s/hosts.map web.platform.internal b_1'], 'a service back finds its backend and its draining unit');
   const dry = transition(full.next, [...others, route('one-more', ['10.0.3.1:80'])], targets);

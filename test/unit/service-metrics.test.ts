@@ -3,7 +3,7 @@ import { SampleRing, intervalStart } from '../../src/metrics-history/sample-ring
 import { TrafficHistory, latencyBucket } from '../../src/metrics-history/traffic-history.js';
 import { bucketQuantile, trafficSeries } from '../../src/metrics-history/service-series.js';
 import { HISTORY_SECONDS, LATENCY_BUCKETS_SECONDS, type GatewayTraffic } from '../../src/schemas/service-metrics.js';
-import { parseTrafficLine } from '../../src/roles/gateway/haproxy-traffic-log.js';
+import { TRAFFIC_LOG_SAMPLE_EVERY, parseTrafficLine } from '../../src/roles/gateway/haproxy-traffic-log.js';
 import { coresBetween, memoryInUse } from '../../src/roles/agent/unit-usage.js';
 import { haproxyConfig, type HaproxyConfigInput } from '../../src/roles/gateway/haproxy-config.js';
 
@@ -87,13 +87,14 @@ t.test("several gateways' intervals add up into one point per interval of the ho
   t.same(series[0], { at: at - (HISTORY_SECONDS - 10) * 1000, requestsPerSecond: 0, errorsPerSecond: 0, p95Seconds: null });
 });
 
-t.test("HAProxy's traffic lines: routed requests give their route, status and seconds; others nothing", async (t) => {
-  t.same(parseTrafficLine('service:web 503 12\n'), { kind: 'service', name: 'web', status: 503, seconds: 0.012 });
-  t.equal(parseTrafficLine(' 404 0'), undefined, 'a request the Node server answered has no route');
-  t.equal(parseTrafficLine('service:web 200 -1'), undefined, 'an aborted request has no time');
+t.test("HAProxy's latency lines: routed requests give their route and seconds; others nothing", async (t) => {
+  t.same(parseTrafficLine('service:web 12\n'), { kind: 'service', name: 'web', seconds: 0.012 });
+  t.same(parseTrafficLine('component:orchestrator 3'), { kind: 'component', name: 'orchestrator', seconds: 0.003 });
+  t.equal(parseTrafficLine(' 0'), undefined, 'a request the Node server answered has no route');
+  t.equal(parseTrafficLine('service:web -1'), undefined, 'an aborted request has no time');
 });
 
-t.test("HAProxy logs one raw line per request to the gateway's traffic port", async (t) => {
+t.test("HAProxy logs a raw line for one routed request in TRAFFIC_LOG_SAMPLE_EVERY to the gateway's traffic port, and none for the others", async (t) => {
   const input: HaproxyConfigInput = {
     listeners: [{ host: '127.0.0.1', port: 8080, name: 'public' }],
     internalDomain: 'platform.internal',
@@ -102,10 +103,36 @@ t.test("HAProxy logs one raw line per request to the gateway's traffic port", as
     files: { runtimeSocket: '/s/r.sock', pidFile: '/s/p', hostsMap: '/s/h.map', unitsMap: '/s/u.map', routesMap: '/s/routes.map', lua: '/s/c.lua' },
     backends: [],
   };
-  t.notMatch(haproxyConfig(input), /log-format/, 'no port, no log');
-  const config = haproxyConfig({ ...input, trafficLogPort: 5514 });
-  t.match(config, /\n {2}log 127\.0\.0\.1:5514 len 256 format raw local0 info\n/);
-  t.match(config, '  log-format "%[be_name,field(1,.),map_str(/s/routes.map)] %ST %Ta"');
+  t.notMatch(haproxyConfig(input), /log-format|set-log-level/, 'no port, no log');
+  const config = haproxyConfig({ ...input, trafficLog: { port: 5514, sampleEvery: TRAFFIC_LOG_SAMPLE_EVERY } });
+  t.match(config, new RegExp(`\\n {2}log 127\\.0\\.0\\.1:5514 len 256 format raw sample 1:${TRAFFIC_LOG_SAMPLE_EVERY} local0 info\\n`));
+  t.match(config, '  log-format "%[be_name,field(1,.),map_str(/s/routes.map)] %Ta"');
+  t.match(config, '  http-request set-log-level silent unless routed\n', 'the requests the Node server answers (and counts) log nothing');
+  t.ok(config.indexOf('set-log-level') > config.indexOf('unset-var(txn.backend) if { path_beg /.well-known/acme-challenge/ }'), 'after every rule that leaves a request to the Node server');
+  t.match(haproxyConfig({ ...input, trafficLog: { port: 5514, sampleEvery: 1 } }), /\n {2}log 127\.0\.0\.1:5514 len 256 format raw local0 info\n/, 'unsampled: every routed request');
+});
+
+t.test('counts read after an interval ended go into that interval; sampled latencies weigh the requests they stand for', async (t) => {
+  let now = 1_000_000_003_000;
+  const history = new TrafficHistory(10, () => now);
+  const first = 1_000_000_000_000;
+  history.sampled('web', 0.003, 11);
+  now = first + 10_002;
+  // HAProxy's counters, read just after the first interval ended; a latency of the second already came.
+  history.sampled('web', 0.2, 11);
+  history.counted('web', first, 30, 2);
+  history.counted('api', first, 5, 0);
+  now = first + 20_001;
+  history.counted('web', first + 10_000, 12, 0);
+  const finished = history.finished();
+  t.match(finished.web, [
+    { at: first, requests: 30, errors: 2 },
+    { at: first + 10_000, requests: 12, errors: 0 },
+  ]);
+  t.equal(finished.web![0]!.buckets[latencyBucket(0.003)], 11, 'one line stands for 11 requests');
+  t.equal(finished.web![1]!.buckets[latencyBucket(0.2)], 11);
+  t.match(finished.api, [{ at: first, requests: 5, errors: 0 }], 'a service with counts and no sampled latency has its interval');
+  t.equal(finished.api![0]!.buckets.reduce((a, b) => a + b, 0), 0, 'and no latency: no p95 is made up');
 });
 
 t.test('CPU is the growth of the counter between two reads of one container; memory leaves out the inactive page cache', async (t) => {
@@ -124,7 +151,7 @@ t.test("the gateway's duration histogram is cumulative per service, as Prometheu
   const metrics = new ServiceMetrics('histogram-test');
   metrics.answered(200, 0.012);
   metrics.answered(503, 0.3);
-  metrics.timed(200, 20);
+  metrics.sampled(20, 1);
   metrics.answered('upgrade');
   const text = await roleRegistry('gateway').metrics();
   t.match(text, '# TYPE platform_gateway_request_duration_seconds histogram');
@@ -132,4 +159,9 @@ t.test("the gateway's duration histogram is cumulative per service, as Prometheu
   t.match(text, 'platform_gateway_request_duration_seconds_bucket{service="histogram-test",le="0.5"} 2\n');
   t.match(text, 'platform_gateway_request_duration_seconds_bucket{service="histogram-test",le="+Inf"} 3\n');
   t.match(text, 'platform_gateway_request_duration_seconds_count{service="histogram-test"} 3\n', 'a tunnel is not timed');
+  const sampled = new ServiceMetrics('histogram-sampled');
+  sampled.sampled(0.002, TRAFFIC_LOG_SAMPLE_EVERY);
+  const after = await roleRegistry('gateway').metrics();
+  t.match(after, `platform_gateway_request_duration_seconds_bucket{service="histogram-sampled",le="0.005"} ${TRAFFIC_LOG_SAMPLE_EVERY}\n`, "one of HAProxy's sampled lines counts for the requests it stands for");
+  t.match(after, `platform_gateway_request_duration_seconds_count{service="histogram-sampled"} ${TRAFFIC_LOG_SAMPLE_EVERY}\n`);
 });

@@ -21,6 +21,8 @@ export interface DataPlane {
   listeningPorts(): number[];
   /** What /readyz reports; throws when the data plane cannot forward requests now. */
   readiness(): Record<string, unknown>;
+  /** Records the request counts of every finished interval that are read rather than counted as requests are answered (HAProxy's), before GET /traffic answers. */
+  countFinishedIntervals?(): Promise<void>;
   /** The routes as the data plane holds them, for GET /routes. */
   view(): RouteView[] | Promise<RouteView[]>;
   /** On a `restart`, a data plane that can outlive the process (HAProxy) is left serving for the next one to adopt. */

@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, type Metric } from 'prom-client';
 import { roleRegistry } from '../../http/metrics.js';
 import { LATENCY_BUCKETS_SECONDS } from '../../schemas/service-metrics.js';
 import { latencyBucket, type TrafficHistory } from '../../metrics-history/traffic-history.js';
+import { TRAFFIC_LOG_SAMPLE_EVERY } from './haproxy-traffic-log.js';
 
 // The gateway's Prometheus series, in its role's registry (served by the gateway's GET /metrics).
 
@@ -66,12 +67,13 @@ export const secureContextBuilt = (): void => secureContexts.inc();
 
 /**
  * Time to answer, by service, from both data planes (the Node proxy as it answers, HAProxy from
- * its log lines): a Prometheus histogram made from the plain counts each service keeps, as the
- * request counter above is, so observing a request hashes no labels.
+ * its sampled log lines, each weighing the requests it stands for): a Prometheus histogram made
+ * from the plain counts each service keeps, as the request counter above is, so observing a
+ * request hashes no labels.
  */
 const requestDuration = {
   name: 'platform_gateway_request_duration_seconds',
-  help: 'Time from a request to the end of its answer, by service (routed requests; HAProxy: %Ta of its log lines).',
+  help: `Time from a request to the end of its answer, by service (routed requests). HAProxy data plane: %Ta of one request in ${TRAFFIC_LOG_SAMPLE_EVERY}, each observed ${TRAFFIC_LOG_SAMPLE_EVERY} times, so _count estimates the requests (platform_gateway_haproxy_responses_total counts them exactly).`,
   type: 'histogram',
   aggregator: 'sum',
   get() {
@@ -100,6 +102,11 @@ export function keepTraffic(history: TrafficHistory | undefined): void {
   traffic = history;
 }
 
+/** Requests and 5xx answers HAProxy counted for a route in the interval starting at `at` (haproxy-traffic-counters.ts). */
+export function haproxyCounted(route: string, at: number, requests: number, errors: number): void {
+  traffic?.counted(route, at, requests, errors);
+}
+
 /** One service's series. Counting a request is one Map update: no label hashing, no allocation. */
 export class ServiceMetrics {
   /** Requests answered, by status. */
@@ -120,13 +127,24 @@ export class ServiceMetrics {
     if (status !== 'upgrade') this.timed(status, seconds);
   }
 
-  /** A request's status and time, without counting it among the Node plane's answers (HAProxy's log lines). */
-  timed(status: number, seconds: number): void {
+  /** A request's status and time (the Node plane: every routed request). */
+  private timed(status: number, seconds: number): void {
     if (this.service === '') return;
-    this.durations[latencyBucket(seconds)]! += 1;
-    this.durationCount += 1;
-    this.durationSum += seconds;
+    this.observe(seconds, 1);
     traffic?.record(this.service, status, seconds);
+  }
+
+  /** The time of one request HAProxy logged, standing for `weight` requests (its log is sampled; its counters count them). */
+  sampled(seconds: number, weight: number): void {
+    if (this.service === '') return;
+    this.observe(seconds, weight);
+    traffic?.sampled(this.service, seconds, weight);
+  }
+
+  private observe(seconds: number, weight: number): void {
+    this.durations[latencyBucket(seconds)]! += weight;
+    this.durationCount += weight;
+    this.durationSum += seconds * weight;
   }
 
   upstreamError(reason: 'connect' | 'reset' | 'timeout' | 'other'): void {

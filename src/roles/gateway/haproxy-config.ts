@@ -71,8 +71,15 @@ export interface HaproxyConfigInput {
   httpsRedirectDomain?: string;
   /** With --https-port: HAProxy terminates TLS (haproxy-certificates.ts keeps the crt-list). */
   tls?: TlsBind;
-  /** The UDP port on 127.0.0.1 HAProxy sends a line per routed request to (haproxy-traffic-log.ts). */
-  trafficLogPort?: number;
+  /** Where HAProxy sends its latency lines (haproxy-traffic-log.ts); none: no line at all. */
+  trafficLog?: TrafficLogTarget;
+}
+
+export interface TrafficLogTarget {
+  /** The UDP port on 127.0.0.1 the gateway receives the lines on. */
+  port: number;
+  /** One routed request in this many is logged (TRAFFIC_LOG_SAMPLE_EVERY; 1: every one). */
+  sampleEvery: number;
 }
 
 export interface TlsBind {
@@ -294,17 +301,16 @@ function notOriginFormLines(): string[] {
 }
 
 /**
- * One raw line per request for the gateway's latency figures: the route its backend serves (the
- * routes map, as the error answers read it; empty for the Node server's requests), the status,
- * and %Ta in milliseconds. `len` bounds a line; no syslog header (`format raw`).
+ * Lines for the gateway's latency figures (haproxy-traffic-log.ts): the route its backend serves
+ * (the routes map, as the error answers read it) and %Ta in milliseconds, for one routed request in
+ * `sampleEvery` (HAProxy's log sampling: the first of every `sampleEvery` lines). `len` bounds a
+ * line; no syslog header (`format raw`). Requests the Node server answers are counted there, so
+ * they log nothing: HAProxy builds a line for every request it logs, even those sampling then drops.
  */
-function trafficLogLines({ trafficLogPort, files }: HaproxyConfigInput): string[] {
-  if (trafficLogPort === undefined) return [];
-  return [
-    `  log 127.0.0.1:${trafficLogPort} len 256 format raw local0 info`,
-    `  log-format "%[be_name,field(1,.),map_str(${files.routesMap})] %ST %Ta"`,
-    '  option dontlognull',
-  ];
+function trafficLogLines({ trafficLog, files }: HaproxyConfigInput): string[] {
+  if (trafficLog === undefined) return [];
+  const sample = trafficLog.sampleEvery > 1 ? ` sample 1:${trafficLog.sampleEvery}` : '';
+  return [`  log 127.0.0.1:${trafficLog.port} len 256 format raw${sample} local0 info`, `  log-format "%[be_name,field(1,.),map_str(${files.routesMap})] %Ta"`, '  option dontlognull'];
 }
 
 function frontendSection(input: HaproxyConfigInput): string[] {
@@ -329,6 +335,7 @@ function frontendSection(input: HaproxyConfigInput): string[] {
     '  http-request unset-var(txn.backend) if { path_beg /.well-known/acme-challenge/ }',
     ...(input.httpsRedirectDomain === undefined ? [] : [`  http-request unset-var(txn.backend) if !{ ssl_fc } { var(txn.host) -m end .${input.httpsRedirectDomain} }`]),
     '  acl routed var(txn.backend) -m found',
+    ...(input.trafficLog === undefined ? [] : ['  http-request set-log-level silent unless routed']),
     `  acl loopback src ${LOOPBACK_SOURCES}`,
     // Headers a Connection header names are hop-by-hop too (RFC 9110 §7.6.1); HAProxy drops only its own. Before the
     // X-Forwarded-* rules: a client naming them must not remove what the gateway sets (a unit would take it for a local caller).

@@ -27,8 +27,10 @@ import {
   type Listener as ConfigListener,
 } from './haproxy-config.js';
 import type { GatewayListeners } from './listener-policy.js';
-import { backendConfigs, emptyState, reloaded, routedBackends, transition, type HaproxyState } from './haproxy-slots.js';
-import { HaproxyTrafficLog } from './haproxy-traffic-log.js';
+import { backendConfigs, emptyState, reassignsBackend, reloaded, routedBackends, transition, type HaproxyState } from './haproxy-slots.js';
+import { HaproxyTrafficLog, TRAFFIC_LOG_SAMPLE_EVERY } from './haproxy-traffic-log.js';
+import { COUNTERS_COMMAND, HaproxyTrafficCounters } from './haproxy-traffic-counters.js';
+import { haproxyCounted } from './gateway-metrics.js';
 import { HaproxyProcess } from './haproxy-process.js';
 import { takeHandover, writeHandover } from './haproxy-handover.js';
 import { runtimeCommand, runtimeCommands, serverStats } from './haproxy-runtime.js';
@@ -101,6 +103,9 @@ export class HaproxyDataPlane implements DataPlane {
   private certificates: HaproxyCertificates | undefined;
   private readonly trafficLog: HaproxyTrafficLog;
   private trafficLogPort = 0;
+  private counters: HaproxyTrafficCounters | undefined;
+  /** The HAProxy a previous gateway left serving was adopted as it was handed over: no new worker. */
+  private adoptedAsHandedOver = false;
 
   constructor(
     private readonly node: NodeDataPlane,
@@ -159,6 +164,7 @@ export class HaproxyDataPlane implements DataPlane {
         if (handover === undefined || handover.ownPort !== this.node.port() || handover.fixedConfig !== this.configText([])) return false;
         this.state = handover.state;
         this.certificates?.takeOver(handover.certificates);
+        this.adoptedAsHandedOver = true;
         return true;
       },
     });
@@ -171,6 +177,15 @@ export class HaproxyDataPlane implements DataPlane {
       route: (backend) => this.routeOf(backend),
     });
     await process.start();
+    this.counters = new HaproxyTrafficCounters({
+      intervalSeconds: this.config.metricsIntervalSeconds,
+      read: () => runtimeCommand(files.runtimeSocket, COUNTERS_COMMAND),
+      routeOf: (backend) => this.routeOf(backend),
+      record: haproxyCounted,
+      log: this.log,
+    });
+    // A reading handed over is of the same worker only when HAProxy was adopted as it was; else its worker counts from zero.
+    this.counters.start(this.adoptedAsHandedOver ? handover?.counters : undefined, !this.adoptedAsHandedOver);
     if (this.tls) {
       this.tls.opened(this.tlsPort);
       this.log.info({ port: this.tlsPort }, 'HTTPS listener open (HAProxy)');
@@ -188,6 +203,11 @@ export class HaproxyDataPlane implements DataPlane {
         await sleep(100);
       }
     }
+  }
+
+  /** Records HAProxy's counts of every finished interval, before GET /traffic answers them. */
+  async countFinishedIntervals(): Promise<void> {
+    await this.counters?.upToNow();
   }
 
   /** The route name a backend serves or last served (its counters are that route's), as HAProxy's routes map says. */
@@ -235,8 +255,12 @@ export class HaproxyDataPlane implements DataPlane {
     this.closing = true;
     // An update in flight (a reload may take seconds) finishes first, or the state is not handed over.
     const settled = await Promise.race([this.updates.close().then(() => true), sleep(SYNC_SETTLE_MS).then(() => false)]);
-    if (reason === 'restart') this.leave(settled);
-    else await this.process?.stop();
+    this.counters?.stop();
+    if (reason === 'restart') {
+      // The last reading as late as possible: the next gateway counts on from it.
+      if (settled) await this.counters?.flush();
+      this.leave(settled);
+    } else await this.process?.stop();
     this.trafficLog.close();
     await this.node.close();
   }
@@ -253,6 +277,7 @@ export class HaproxyDataPlane implements DataPlane {
       ownPort: this.node.port(),
       ...(this.tls ? { tlsPort: this.tlsPort } : {}),
       trafficLogPort: this.trafficLogPort,
+      ...(this.counters?.lastReading() === undefined ? {} : { counters: this.counters.lastReading()! }),
       state: this.live,
       certificates: this.certificates?.handedOver() ?? [],
     });
@@ -280,24 +305,31 @@ export class HaproxyDataPlane implements DataPlane {
     const { threads, upstreamConnections } = this.settings();
     const step = transition(this.state, this.plan, { ...this.files!, upstreamConnections: threadShare(upstreamConnections, threads) });
     if (step.commands.length > 0) {
+      if (reassignsBackend(this.live, step.next)) await this.counters?.flush();
       this.state = step.next;
       const failures = await runtimeCommands(this.files!.runtimeSocket, threadCommands(step.commands, threads));
       if (failures.length > 0) {
         // HAProxy holds something else than the gateway thinks: write the whole state and reload.
         this.log.warn({ failures }, 'haproxy refused runtime commands; reloading to resynchronise');
-        await process.reload();
+        await this.reload();
       } else this.live = this.state;
     }
     if (step.reload) {
       this.log.info('haproxy has no spare backend left for a new route: reloading with a larger pool');
-      await process.reload();
+      await this.reload();
     }
     const refused = (await this.certificates?.apply(this.files!.runtimeSocket)) ?? [];
     if (refused.length > 0) {
       // The files are current: a reload loads exactly the set wanted.
       this.log.warn({ failures: refused }, 'haproxy refused certificate commands; reloading to resynchronise');
-      await process.reload();
+      await this.reload();
     }
+  }
+
+  /** A reload starts a worker counting from zero: what the old one counted is read first. */
+  private async reload(): Promise<void> {
+    await this.counters?.flush();
+    await this.process!.reload();
   }
 
   /** The state for the current plan, as files HAProxy starts from (at start, reload and restart). */
@@ -317,7 +349,8 @@ export class HaproxyDataPlane implements DataPlane {
   private configText(backends: BackendConfig[]): string {
     const redirect = this.config.gateway.tls.httpsRedirect ? { httpsRedirectDomain: this.config.domain } : {};
     const tls = this.tls && this.certificates ? { tls: { host: this.tlsHost, port: this.tlsPort, crtList: this.certificates.crtList, domain: this.config.domain, hstsMaxAgeSeconds: this.tls.hstsMaxAgeSeconds } } : {};
-    return haproxyConfig({ listeners: this.listeners, internalDomain: this.config.gateway.internalDomain, ownPort: this.node.port(), settings: this.settings(), files: this.files!, backends, trafficLogPort: this.trafficLogPort, ...redirect, ...tls });
+    const trafficLog = { port: this.trafficLogPort, sampleEvery: TRAFFIC_LOG_SAMPLE_EVERY };
+    return haproxyConfig({ listeners: this.listeners, internalDomain: this.config.gateway.internalDomain, ownPort: this.node.port(), settings: this.settings(), files: this.files!, backends, trafficLog, ...redirect, ...tls });
   }
 
   private settings(): HaproxySettings {

@@ -1,5 +1,6 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { HaproxyState } from './haproxy-slots.js';
+import type { CounterReading } from '../../metrics-history/counter-deltas.js';
 
 // What a gateway stopping for a restart leaves for the next one beside the HAProxy it leaves
 // serving: the state HAProxy holds (its pool, slots and maps, as the Runtime API left them), the
@@ -21,6 +22,8 @@ export interface Handover {
   tlsPort?: number;
   /** The UDP port HAProxy sends its traffic lines to (haproxy-traffic-log.ts): the successor listens there again. */
   trafficLogPort?: number;
+  /** The last reading of HAProxy's counters (haproxy-traffic-counters.ts): the successor counts on from it, losing no request. */
+  counters?: CounterReading;
   state: HaproxyState;
   /** host → certificate fingerprint, as HAProxy serves them. */
   certificates: [string, string][];
@@ -31,6 +34,7 @@ interface StoredHandover {
   ownPort: number;
   tlsPort?: number;
   trafficLogPort?: number;
+  counters?: { source: number; rows: [string, number[]][] };
   backends: [string, unknown][];
   hosts: [string, string][];
   certificates: [string, string][];
@@ -42,6 +46,7 @@ export function writeHandover(file: string, handover: Handover): void {
     ownPort: handover.ownPort,
     ...(handover.tlsPort === undefined ? {} : { tlsPort: handover.tlsPort }),
     ...(handover.trafficLogPort === undefined ? {} : { trafficLogPort: handover.trafficLogPort }),
+    ...(handover.counters === undefined ? {} : { counters: { source: handover.counters.source, rows: [...handover.counters.rows].map(([key, values]) => [key, [...values]]) } }),
     backends: [...handover.state.backends],
     hosts: [...handover.state.hosts],
     certificates: handover.certificates,
@@ -65,6 +70,7 @@ export function takeHandover(file: string): Handover | undefined {
     ownPort: stored.ownPort,
     ...(Number.isInteger(stored.tlsPort) ? { tlsPort: stored.tlsPort } : {}),
     ...(Number.isInteger(stored.trafficLogPort) ? { trafficLogPort: stored.trafficLogPort } : {}),
+    ...(Number.isInteger(stored.counters?.source) && Array.isArray(stored.counters?.rows) ? { counters: { source: stored.counters!.source, rows: new Map(stored.counters!.rows) } } : {}),
     state: { backends: new Map(stored.backends) as HaproxyState['backends'], hosts: new Map(stored.hosts) },
     certificates: Array.isArray(stored.certificates) ? stored.certificates : [],
   };

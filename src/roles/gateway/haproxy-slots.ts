@@ -92,6 +92,16 @@ function spare(state: HaproxyState, route?: string): Backend | undefined {
   return fresh ?? released;
 }
 
+/**
+ * Whether `to` gives a backend that served a route (its routes map label) to another route: HAProxy's
+ * counters of that backend so far are the old route's (haproxy-traffic-counters.ts reads them first).
+ */
+export const reassignsBackend = (from: HaproxyState, to: HaproxyState): boolean =>
+  [...to.backends.values()].some((backend) => {
+    const label = from.backends.get(backend.name)?.label;
+    return label !== undefined && label !== '-' && label !== backend.label;
+  });
+
 /** The state a configuration written now starts in: draining slots are free (their requests stay with the old worker), the pool refilled. */
 export function reloaded(state: HaproxyState, plan: readonly PlannedRoute[]): HaproxyState {
   const next = cloneState(state);

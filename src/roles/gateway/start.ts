@@ -66,7 +66,10 @@ export async function startGateway({ config, store, log, access }: RoleContext):
         response: { 200: GatewayTraffic },
       },
     },
-    async () => ({ dataPlane: plane.kind, intervalSeconds: traffic.intervalSeconds, services: traffic.finished() }),
+    async () => {
+      await plane.countFinishedIntervals?.();
+      return { dataPlane: plane.kind, intervalSeconds: traffic.intervalSeconds, services: traffic.finished() };
+    },
   );
   await own.ready();
 
