@@ -7,27 +7,15 @@ import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from '../harness/free-port.js';
+import { loadedPackages, packageHook as hook } from '../harness/package-hook.js';
 
 // An idle role loads only what it needs to start and to answer (issue 29: every role <= 100 MiB
 // idle). undici, for calls to agents, registries and notification endpoints, is loaded with the
 // first such call (src/http/undici-request.ts); an orchestrator, scheduler and agent that have
-// made none never load it. A resolve hook lists every package the process imports, as in
-// cli-startup.test.ts.
+// made none never load it. A resolve hook lists every package the process imports
+// (test/harness/package-hook.ts).
 
 const cli = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
-const hook = `data:text/javascript,${encodeURIComponent(`
-import { register } from 'node:module';
-register('data:text/javascript,' + encodeURIComponent(\`
-import { writeSync } from 'node:fs';
-const seen = new Set();
-export async function resolve(specifier, context, next) {
-  const resolved = await next(specifier, context);
-  const match = /node_modules\\\\/((@[^/]+\\\\/)?[^/]+)/.exec(resolved.url);
-  if (match && !seen.has(match[1])) { seen.add(match[1]); writeSync(2, 'package ' + match[1] + '\\\\n'); }
-  return resolved;
-}\`));
-`)}`;
-
 async function answers(url: string): Promise<boolean> {
   try {
     const response = await fetch(url, { signal: AbortSignal.timeout(1000) });
@@ -65,7 +53,7 @@ t.test('an idle orchestrator, scheduler and agent load no undici', async (t) => 
   await sleep(2000);
   child.kill('SIGINT');
   await once(child, 'exit');
-  const loaded = [...stderr.matchAll(/^package (\S+)$/gm)].map((match) => match[1]);
+  const loaded = loadedPackages(stderr);
   t.ok(loaded.includes('fastify') && loaded.includes('dockerode'), `the hook saw the roles' packages: ${loaded.join(', ')}`);
   t.notOk(loaded.includes('undici'), 'undici is not loaded');
 });
