@@ -1,6 +1,7 @@
 // `npm run bench`: every benchmark script in turn, each printing its own table.
 await import('./planner.js');
 await import('./spine.js');
+await import('./idle-rss.js');
 await import('./releases.js');
 await import('./release-command.js');
 await import('./job-output.js');

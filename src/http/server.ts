@@ -20,6 +20,7 @@ import { corsRequestRules, installCorsPreflight } from './cors.js';
 import { createLimitedServer, defaultConnectionLimits, type ConnectionLimits } from './connection-limits.js';
 import { hostRequestRule } from './host-rule.js';
 import { installRequestRules } from './request-rules.js';
+import { serializersOnFirstUse, validatorOnFirstUse } from './schema-compilers.js';
 
 export type RoleServer = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -71,11 +72,12 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
     serverFactory: (handler: (request: IncomingMessage, response: ServerResponse) => void) =>
       createLimitedServer(options.role, options.limits ?? defaultConnectionLimits, handler),
     clientErrorHandler: () => undefined,
+    schemaController: { compilersFactory: { buildSerializer: serializersOnFirstUse() } },
   } as Parameters<typeof Fastify>[0]).withTypeProvider<TypeBoxTypeProvider>() as unknown as RoleServer;
 
   const bodyAjv = buildAjv(false);
   const textAjv = buildAjv(true);
-  server.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : textAjv).compile(schema));
+  server.setValidatorCompiler(({ schema, httpPart }) => validatorOnFirstUse(httpPart === 'body' ? bodyAjv : textAjv, schema));
   server.setErrorHandler<FastifyError>(async (error, request, reply) => {
     if (error.statusCode === 413) await discardBody(request.raw);
     renderError(error, request, reply);

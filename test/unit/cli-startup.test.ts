@@ -4,26 +4,14 @@ import { createServer } from 'node:http';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
+import { loadedPackages, packageHook as hook } from '../harness/package-hook.js';
 
 // A client command loads only the client (issue 31: `platform services` spent about 0.9 s of CPU
-// loading the servers' dependencies). A resolve hook lists every package the command loads; the
-// servers' ones must not be among them. CPU time itself is measured in bench/, not here. The hook
-// writes with writeSync: on Node 24 hooks run on their own thread, whose process.stderr is a pipe
-// to the main thread, and `--help` exits before it is flushed (the hook then seemed to see nothing).
+// loading the servers' dependencies). A resolve hook lists every package the command loads
+// (test/harness/package-hook.ts); the servers' ones must not be among them. CPU time itself is
+// measured in bench/, not here.
 
 const cli = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
-const hook = `data:text/javascript,${encodeURIComponent(`
-import { register } from 'node:module';
-register('data:text/javascript,' + encodeURIComponent(\`
-import { writeSync } from 'node:fs';
-const seen = new Set();
-export async function resolve(specifier, context, next) {
-  const resolved = await next(specifier, context);
-  const match = /node_modules\\\\/((@[^/]+\\\\/)?[^/]+)/.exec(resolved.url);
-  if (match && !seen.has(match[1])) { seen.add(match[1]); writeSync(2, 'package ' + match[1] + '\\\\n'); }
-  return resolved;
-}\`));
-`)}`;
 
 // The servers' packages, and undici: the client speaks HTTP through node:http (src/http/json-request.ts).
 const UNNEEDED_PACKAGES = ['fastify', 'etcd3', 'prom-client', 'pino', 'dockerode', '@sinclair/typebox', 'ajv', 'acme-client', '@fastify/swagger', 'undici'];
@@ -37,7 +25,7 @@ t.test('platform services loads no server package, nor undici', async (t) => {
     execFile(process.execPath, ['--import', hook, cli, '--orchestrator', url, 'services'], (error, stdout, stderr) => (error ? reject(error) : resolve({ stdout, stderr }))),
   );
   t.match(stdout, /^NAME\s+IMAGE/, 'the command ran');
-  const loaded = [...stderr.matchAll(/^package (\S+)$/gm)].map((match) => match[1]);
+  const loaded = loadedPackages(stderr);
   t.ok(loaded.includes('commander'), 'the hook saw the packages loaded');
   t.same(loaded.filter((name) => UNNEEDED_PACKAGES.includes(name!)), [], `loaded: ${loaded.join(', ')}`);
 });
@@ -49,7 +37,7 @@ t.test('platform serve loads none of the client commands\' packages', async (t) 
   const { stderr } = await new Promise<{ stdout: string; stderr: string }>((resolve, reject) =>
     execFile(process.execPath, ['--import', hook, cli, 'serve', '--help'], (error, stdout, stderr) => (error ? reject(error) : resolve({ stdout, stderr }))),
   );
-  const loaded = [...stderr.matchAll(/^package (\S+)$/gm)].map((match) => match[1]);
+  const loaded = loadedPackages(stderr);
   t.ok(loaded.includes('commander'), 'the hook saw the packages loaded');
   t.same(loaded.filter((name) => CLIENT_PACKAGES.includes(name!)), [], `loaded: ${loaded.join(', ')}`);
 });

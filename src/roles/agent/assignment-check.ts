@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { ErrorObject } from 'ajv';
 import { Assignment, UnitSlot } from '../../schemas/cluster.js';
 import { buildAjv } from '../../http/server.js';
+import { validatorOnFirstUse } from '../../http/schema-compilers.js';
 import { describeValidation } from '../../http/errors.js';
 import type { KeyValue } from '../../store/store.js';
 
@@ -49,8 +50,9 @@ const privilegeFields: Record<string, string> = {
 };
 
 const ajv = buildAjv(false);
-const isAssignment = ajv.compile<Assignment>(Assignment);
-const namesSlot = ajv.compile<UnitSlot>(UnitSlot);
+// Compiled on the first assignment, not at start (issue 29: an agent without units compiles nothing).
+const isAssignment = validatorOnFirstUse<Assignment>(ajv, Assignment);
+const namesSlot = validatorOnFirstUse<UnitSlot>(ajv, UnitSlot);
 
 const unknownFields = (errors: ErrorObject[]): string[] =>
   errors.filter((error) => error.keyword === 'additionalProperties').map((error) => String(error.params.additionalProperty));

@@ -1,5 +1,5 @@
 import { connect } from 'node:net';
-import { request } from 'undici';
+import { request } from '../../http/undici-request.js';
 
 // A unit counts as running once it passes its probe, so the gateway and rollouts never send
 // traffic to a container that has started but is not serving yet: an HTTP GET of the service's

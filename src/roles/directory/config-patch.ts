@@ -1,12 +1,14 @@
 import { badRequest, describeValidation } from '../../http/errors.js';
 import { buildAjv } from '../../http/server.js';
+import { validatorOnFirstUse } from '../../http/schema-compilers.js';
 import { jobDurationSeconds } from '../../schemas/command.js';
 import { scheduleProblem } from '../../schedules/schedule-plan.js';
 import { ServiceConfig, defaultConfig, rolloutDefaults, type ServiceConfigPatch } from '../../schemas/service.js';
 
 // A patch is valid on its own, yet merges add up: six patches of 1,000 variables each once built a
 // 6,000-variable config. So the merged config is checked against the schema of a declaration's.
-const validConfig = buildAjv(false).compile(ServiceConfig);
+// Compiled on the first patch, not at start (issue 29: an idle directory holds no compiled schema).
+const validConfig = validatorOnFirstUse(buildAjv(false), ServiceConfig);
 
 /** Keys a patch sets whole or, with null, removes (the default applies). */
 const replacedKeys = ['maxSurge', 'maxUnavailable', 'minReadySeconds', 'progressDeadlineSeconds', 'autoRevert', 'stopGraceSeconds', 'healthCheck', 'rollout', 'resources', 'placement', 'volumes', 'volumeMove', 'releaseCommand', 'releaseCommandTimeout', 'schedule', 'timeZone', 'concurrency', 'timeout', 'command'] as const;

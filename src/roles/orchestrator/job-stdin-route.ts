@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
-import { request as undiciRequest } from 'undici';
 import type { RoleServer } from '../../http/server.js';
+import { request as undiciRequest } from '../../http/undici-request.js';
 import { HttpError, conflict, notFound, unavailable } from '../../http/errors.js';
 import type { Store } from '../../store/store.js';
 import { readJob } from '../../store/records/jobs.js';

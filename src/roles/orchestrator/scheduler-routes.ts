@@ -1,6 +1,6 @@
-import { request as undiciRequest } from 'undici';
 import type { RoleServer } from '../../http/server.js';
 import type { PeerClient } from '../../http/peer-client.js';
+import { request as undiciRequest } from '../../http/undici-request.js';
 import { HttpError, notFound, unavailable } from '../../http/errors.js';
 import type { Store } from '../../store/store.js';
 import { readMachine } from '../../store/records/machines.js';

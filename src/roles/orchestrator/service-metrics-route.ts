@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
-import { request as undiciRequest } from 'undici';
 import type { RoleServer } from '../../http/server.js';
 import type { PeerClient } from '../../http/peer-client.js';
+import { request as undiciRequest } from '../../http/undici-request.js';
 import { HttpError } from '../../http/errors.js';
 import type { Store } from '../../store/store.js';
 import { apiRoute } from '../../schemas/api.js';

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { request as undiciRequest } from 'undici';
+import { request as undiciRequest } from '../../http/undici-request.js';
 import { HttpError } from '../../http/errors.js';
 import type { Store } from '../../store/store.js';
 import { passedOnAuthorization } from '../../auth/caller.js';

@@ -1,4 +1,5 @@
-import { request, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { request } from '../../../http/undici-request.js';
 import { HttpError, badGateway, badRequest } from '../../../http/errors.js';
 import { DOCKER_HUB, type ImageReference } from '../../../image-reference.js';
 import type { CredentialLookup, RegistryCredential } from '../../../auth/registry-credentials.js';
@@ -220,13 +221,8 @@ export class RegistryClient {
   }
 
   /** A request that passes the policy: named hosts as they are, an address checked here, a name when it is resolved. */
-  private send(url: URL, options: { method: 'GET' | 'HEAD'; headers: Record<string, string> }) {
-    let dispatcher;
-    try {
-      dispatcher = this.destinations.dispatcherFor(url);
-    } catch (error) {
-      return Promise.reject(error as Error);
-    }
+  private async send(url: URL, options: { method: 'GET' | 'HEAD'; headers: Record<string, string> }): Promise<Dispatcher.ResponseData> {
+    const dispatcher = await this.destinations.dispatcherFor(url);
     const timeout = this.options.timeoutMs ?? 10_000;
     return request(url, { ...options, dispatcher, headersTimeout: timeout, bodyTimeout: timeout });
   }

@@ -1,4 +1,4 @@
-import { request } from 'undici';
+import { request } from '../../../http/undici-request.js';
 import type { NotifyDelivery } from '../../../schemas/notification.js';
 import type { AttemptResult } from '../../../notifications/outbox.js';
 import { SIGNATURE_HEADER, signBody } from '../../../notifications/signature.js';
@@ -31,9 +31,10 @@ export class NotificationSender {
   async send(delivery: NotifyDelivery, secret: string): Promise<AttemptResult> {
     const body = JSON.stringify(delivery.event);
     try {
+      const dispatcher = await this.destinations.dispatcherFor(new URL(delivery.url));
       const response = await request(delivery.url, {
         method: 'POST',
-        dispatcher: this.destinations.dispatcherFor(new URL(delivery.url)),
+        dispatcher,
         signal: AbortSignal.timeout(this.timeoutMs),
         headers: {
           'content-type': 'application/json',

@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import { buildAjv, type RoleServer } from '../../../http/server.js';
+import { validatorOnFirstUse } from '../../../http/schema-compilers.js';
 import { describeValidation, unauthorized } from '../../../http/errors.js';
 import { parseImageReference } from '../../../image-reference.js';
 import { IMAGE_REFERENCE, IMAGE_TAG } from '../../../schemas/image.js';
@@ -26,7 +27,8 @@ const TAG = new RegExp(IMAGE_TAG);
 const CONTAINER_TYPES = new Set(['container', 'docker']);
 const DEPLOYING_ACTIONS = new Set(['published', 'updated']);
 const imageReference = new RegExp(IMAGE_REFERENCE);
-const readable = buildAjv(false).compile<GitHubPackageEvent>(GitHubPackageEvent);
+/** Compiled on the first event, not at start (issue 29). */
+const readable = validatorOnFirstUse<GitHubPackageEvent>(buildAjv(false), GitHubPackageEvent);
 /** GitHub writes 0001-01-01 for times it does not know. */
 const YEAR_2000 = Date.UTC(2000, 0, 1);
 
