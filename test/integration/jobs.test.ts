@@ -120,20 +120,23 @@ t.test('bad job requests are refused with 400 naming the field', async (t) => {
   t.equal(noRelease.status, 404);
 });
 
-t.test('Ctrl-C stops the job: the CLI exits 130 and the container is gone from the engine', async (t) => {
-  const child = spawn(process.execPath, [platformBin, 'run', 'greet', '--', 'sh', '-c', "trap 'exit 143' TERM; echo started; sleep 300 & wait"], {
-    env: { ...process.env, PLATFORM_ORCHESTRATOR: orchestrator.url },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let [stdout, stderr] = ['', ''];
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+/** `platform run ARGS` in the background, once the job has printed its first line (`started`): its output so far and as it comes, and its exit code. */
+async function startRun(args: string[]) {
+  const child = spawn(process.execPath, [platformBin, 'run', ...args], { env: { ...process.env, PLATFORM_ORCHESTRATOR: orchestrator.url }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const output = { stdout: '', stderr: '' };
+  child.stdout.on('data', (chunk: Buffer) => (output.stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output.stderr += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
-  await waitFor(() => stdout.includes('started\n'), 60_000, { what: `the job's first line (stderr: ${stderr})` });
+  await waitFor(() => output.stdout.includes('started\n'), 60_000, { what: `the job's first line (stderr: ${output.stderr})` });
+  return { child, output, exited };
+}
+
+t.test('Ctrl-C stops the job: the CLI exits 130 and the container is gone from the engine', async (t) => {
+  const { child, output, exited } = await startRun(['greet', '--', 'sh', '-c', "trap 'exit 143' TERM; echo started; sleep 300 & wait"]);
   t.equal((await jobContainers()).length, 1, 'its container runs');
   child.kill('SIGINT');
-  t.equal(await exited, 130, `the CLI exits 130 (stderr: ${stderr})`);
-  t.match(stderr, /stopping job/);
+  t.equal(await exited, 130, `the CLI exits 130 (stderr: ${output.stderr})`);
+  t.match(output.stderr, /stopping job/);
   // The run ends when its container has stopped (that is what the CLI waits for); the agent
   // removes the container once it has kept its output, a moment later (CI caught it still there,
   // "Exited (143) Less than a second ago").
@@ -151,30 +154,22 @@ t.test('a job whose machine is lost ends failed naming the machine; back, its ag
   let doomed = await serveRole('agent', await freePort(), agentFlags, { DOCKER_HOST: engine.dockerHost });
   t.teardown(() => doomed.stop());
   await waitFor(async () => ((await api('GET', '/cluster/machines')).body as { id: string }[]).some((m) => m.id === doomedId), 30_000, { what: 'the second machine to register' });
-  const child = spawn(process.execPath, [platformBin, 'run', 'greet', '--machine', doomedId, '--', 'sh', '-c', 'echo started; sleep 300'], {
-    env: { ...process.env, PLATFORM_ORCHESTRATOR: orchestrator.url },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let [stdout, stderr] = ['', ''];
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
-  await waitFor(() => stdout.includes('started\n'), 60_000, { what: `the job's first line (stderr: ${stderr})` });
-  const id = /job (\S+) of greet v1 on /.exec(stderr)?.[1];
+  const { output, exited } = await startRun(['greet', '--machine', doomedId, '--', 'sh', '-c', 'echo started; sleep 300']);
+  const id = /job (\S+) of greet v1 on /.exec(output.stderr)?.[1];
   const containerOf = async () => engine.docker.listContainers({ all: true, filters: { label: [`platform.job=${id}`] } });
 
   // The agent dies; its machine's lease ends (3 s) and healing counts it lost. The container runs on.
   await doomed.stop('SIGKILL');
   const lostAt = Date.now();
-  t.equal(await exited, 1, `the CLI exits 1 (stderr: ${stderr})`);
+  t.equal(await exited, 1, `the CLI exits 1 (stderr: ${output.stderr})`);
   t.ok(Date.now() - lostAt < 20_000, `within 20 s of the loss, not the job's 1 h timeout (${Date.now() - lostAt} ms)`);
-  t.match(stderr, new RegExp(`job ${id} failed: its machine ${doomedId} was lost`));
+  t.match(output.stderr, new RegExp(`job ${id} failed: its machine ${doomedId} was lost`));
   const view = (await api('GET', `/services/greet/jobs/${id}`)).body as { state: string; error?: string; stopRequestedAt?: string };
   t.match(view, { state: 'failed', error: `its machine ${doomedId} was lost` }, 'the job is recorded failed');
   t.ok(view.stopRequestedAt, 'and asked to stop, for the machine to find when it is back');
   t.equal((await containerOf())[0]?.State, 'running', 'its container still runs on the lost machine');
-  const output = await cli('logs', 'greet', '--job', id!);
-  t.equal(output.stdout, 'started\n', 'the output its agent reported is kept');
+  const kept = await cli('logs', 'greet', '--job', id!);
+  t.equal(kept.stdout, 'started\n', 'the output its agent reported is kept');
 
   // The machine is back: its agent finds the job ended and removes the container, reporting nothing.
   doomed = await serveRole('agent', await freePort(), agentFlags, { DOCKER_HOST: engine.dockerHost });
