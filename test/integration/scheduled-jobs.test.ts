@@ -117,19 +117,20 @@ t.test('every minute for three minutes, the leader killed at a tick: one run per
   t.same((await api('GET', '/services/grown/units')).body, [], 'the deploy that adds a schedule stops the units');
   await waitFor(async () => (await engine.docker.listContainers({ all: true, filters: { label: ['platform.managed'], name: ['grown-'] } })).length === 0, 30_000, { what: "grown's unit containers to be removed" });
 
-  // tick and slow last, and with no minute tick while they deploy: a tick before the window would
-  // start runs its checks do not expect (CI run of 84148dc: the set-up above crossed a minute, and
-  // tick ran a fourth time, slow at the tick before the window).
-  const toNextMinuteMs = 60_000 - (Date.now() % 60_000);
-  if (toNextMinuteMs < 20_000) await new Promise((resolve) => setTimeout(resolve, toNextMinuteMs + 1000));
-  for (const name of ['tick', 'slow']) {
-    const deploy = await cli('deploy', name, '--image', image.reference);
-    t.equal(deploy.code, 0, deploy.stderr);
-  }
+  // tick and slow last, deployed together just after a minute tick, so that no tick falls while
+  // they deploy: a tick before the window would start runs its checks do not expect (CI run of
+  // 84148dc: the set-up above crossed a minute, and tick ran a fourth time, slow at the tick before
+  // the window). A guard of 20 s before the tick was not enough on a loaded machine.
+  const sinceMinuteMs = Date.now() % 60_000;
+  if (sinceMinuteMs > 5_000) await new Promise((resolve) => setTimeout(resolve, 60_000 - sinceMinuteMs + 1000));
+  const deployStarted = Date.now();
+  for (const deploy of await Promise.all(['tick', 'slow'].map((name) => cli('deploy', name, '--image', image.reference)))) t.equal(deploy.code, 0, deploy.stderr);
+  const nextTick = (at: number) => Math.ceil((at + 1) / 60_000) * 60_000;
+  t.equal(nextTick(Date.now()), nextTick(deployStarted), `no minute tick fell while tick and slow deployed (${Date.now() - deployStarted} ms)`);
   t.same((await api('GET', '/services/tick/units')).body, [], 'a scheduled job runs no long-lived unit');
 
   // The window: the three minute ticks after both deploys.
-  const first = Math.ceil((Date.now() + 1) / 60_000) * 60_000;
+  const first = nextTick(Date.now());
   const ticks = [first, first + 60_000, first + 120_000];
   const untilMs = (at: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, at - Date.now())));
 
