@@ -8,6 +8,7 @@ import { keepsUnitsWithVolumes, unitsWanted } from '../../../schemas/service.js'
 import type { ClusterSnapshot, ClusterWatch } from '../cluster-snapshot.js';
 import { planHealing, type Reschedule } from './healing.js';
 import { conditionsOf, decideHeal, endedEpisodes, openEpisode } from './healing-backoff.js';
+import { VanishedMachines } from './vanished-machines.js';
 
 // The leader's heal pass: the pure plan (healing.ts) from the snapshot and the deployments, each
 // planned service rescheduled when its backoff lets it (healing-backoff.ts), and the jobs of lost
@@ -39,12 +40,15 @@ export class Healer {
   healedAt = 0;
   /** Per service: what could make its reschedule succeed, as its last attempt saw it (healing-backoff.ts conditionsOf). */
   private readonly conditionsAtAttempt = new Map<string, string>();
+  /** When a pass must look for jobs of lost machines. */
+  private readonly vanished = new VanishedMachines();
 
   constructor(private readonly options: HealerOptions) {}
 
   /** A new leadership: the conditions of the last leader's attempts are not known. */
   forgetAttempts(): void {
     this.conditionsAtAttempt.clear();
+    this.vanished.forget();
   }
 
   /** Applies the self-healing plan: a `reschedule` deployment of the current release per service that lost units. */
@@ -81,17 +85,20 @@ export class Healer {
    * A job on a lost machine ends `failed` naming it: nothing else would end it (its agent reports
    * a job's end), so its caller, the deploy waiting on its release command and a schedule's
    * `forbid` would wait out its timeout. A machine still renewing (the grace) or away (its engine
-   * unreachable, its agent alive) keeps its jobs.
+   * unreachable, its agent alive) keeps its jobs. The jobs are listed only when a machine may have
+   * been lost since the last look (vanished-machines.ts).
    */
   private async endJobsOfLostMachines(snapshot: ClusterSnapshot): Promise<void> {
-    const unfinished = (await listJobViews(this.options.store)).filter((job) => !finishedJobStates.has(job.state));
-    if (unfinished.length === 0) return;
     const present = new Set([...snapshot.machines.map((machine) => machine.id), ...(snapshot.away ?? []).map((away) => away.machine)]);
+    const now = Date.now();
+    if (!this.vanished.mustLook(present, now)) return;
+    const unfinished = (await listJobViews(this.options.store)).filter((job) => !finishedJobStates.has(job.state));
     const renewing = this.options.renewing(snapshot, unfinished.map((job) => job.machine));
     for (const job of unfinished) {
       if (present.has(job.machine) || renewing.has(job.machine)) continue;
       await endLostJob(this.options.store, job.id, `its machine ${job.machine} was lost`);
     }
+    this.vanished.looked(present, !unfinished.some((job) => renewing.has(job.machine) && !present.has(job.machine)), now);
   }
 
   /**
