@@ -60,6 +60,8 @@ export class HaproxyProcess {
   private master: Master | undefined;
   private stopping = false;
   private worker = 0;
+  /** The last reload asked of the master, settled once it has ended (either way). */
+  private reloading: Promise<void> | undefined;
   /** Whether a worker answers on the runtime socket. */
   running = false;
   restarts = 0;
@@ -146,15 +148,26 @@ export class HaproxyProcess {
    * another is not lost (a SIGUSR2 arriving while the master re-executes is).
    */
   async reload(): Promise<void> {
-    if (this.master === undefined || !this.running) return;
+    if (this.master === undefined || !this.running || this.stopping) return;
     this.options.prepare();
     await this.reloadMaster();
     this.reloads += 1;
     this.options.started();
   }
 
-  /** Has the master load the files again; resolves once a new worker answers. */
-  private async reloadMaster(): Promise<void> {
+  /**
+   * Has the master load the files again; resolves once a new worker answers. stop() waits for it:
+   * the soft stop's SIGUSR1, like a SIGUSR2, is lost while the master re-executes, and the new
+   * worker then served on until the hard stop (a Ctrl-C during the reload of a gateway's start
+   * printed HAProxy's ALERT for a worker ended by SIGTERM, CI run of b8a533c).
+   */
+  private reloadMaster(): Promise<void> {
+    const reloading = this.loadAgain();
+    this.reloading = reloading.catch(() => undefined);
+    return reloading;
+  }
+
+  private async loadAgain(): Promise<void> {
     const master = this.master!;
     const gone = () => (this.master !== master ? 'haproxy exited during the reload' : master.gone());
     const before = this.worker;
@@ -176,6 +189,7 @@ export class HaproxyProcess {
   /** Stops HAProxy for good (the gateway stops, not restarts). */
   async stop(): Promise<void> {
     this.stopping = true;
+    await this.reloading;
     const master = this.master;
     if (master === undefined || master.gone() !== undefined) return;
     // A soft stop: the listeners close, requests in flight get the grace the Node plane gives them.
