@@ -127,7 +127,12 @@ async function startRun(args: string[]) {
   child.stdout.on('data', (chunk: Buffer) => (output.stdout += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output.stderr += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
-  await waitFor(() => output.stdout.includes('started\n'), 60_000, { what: `the job's first line (stderr: ${output.stderr})` });
+  await waitFor(() => output.stdout.includes('started\n'), 60_000, { what: "the job's first line" }).catch(async (error: Error) => {
+    // What the CLI printed and the jobs as recorded by then, to tell a job not placed from one not started or not followed.
+    const jobs = await api('GET', '/jobs?service=greet').catch((failure: Error) => ({ body: failure.message }));
+    child.kill('SIGKILL');
+    throw new Error(`${error.message}; the CLI printed ${JSON.stringify(output)}; the jobs: ${JSON.stringify(jobs.body)}`);
+  });
   return { child, output, exited };
 }
 

@@ -25,6 +25,17 @@ t.test('a machine gone since the last look, also one that joined after it, makes
   t.ok(vanished.mustLook(machines('a'), 40_000), 'c, never in a look, is gone: it may have held jobs');
 });
 
+t.test('a machine registered and lost between two passes, told by the watch, makes the next pass look', async (t) => {
+  const vanished = new VanishedMachines();
+  vanished.mustLook(machines('a'), 0);
+  vanished.looked(machines('a'), true, 0);
+  vanished.saw('d');
+  t.ok(vanished.mustLook(machines('a'), 10_000), 'd was never present at a pass, and is gone: a job may have been placed on it (jobs.test\'s lost machine)');
+  vanished.forget();
+  vanished.saw('e');
+  t.ok(vanished.mustLook(machines('a'), 20_000), 'with nothing known, a look all the same');
+});
+
 t.test('a look that left jobs of a machine in its renewal grace looks again on the next pass', async (t) => {
   const vanished = new VanishedMachines();
   vanished.mustLook(machines('a'), 0);

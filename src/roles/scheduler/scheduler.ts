@@ -188,7 +188,13 @@ export class Scheduler {
     // A machine whose lease expired takes its units with it; a drained machine's units move: place them elsewhere now.
     cluster.onChange('machines', (event) => event.type === 'delete' && this.isLeader() && void this.heal());
     cluster.onChange('drains', (event) => event.type === 'put' && this.isLeader() && void this.heal());
-    cluster.onChange('machines', (event) => event.type === 'put' && this.healWhenEngineGraceEnds(event.value));
+    cluster.onChange('machines', (event) => {
+      if (event.type !== 'put') return;
+      this.healWhenEngineGraceEnds(event.value);
+      // Every machine registered, also one that comes and goes between two heal passes: its loss makes the next pass look for its jobs.
+      const machine = parsed<Machine>(event.value)?.id;
+      if (machine) this.healer?.sawMachine(machine);
+    });
     cluster.onChange('away', (event) => event.type === 'put' && this.healWhenMachineGraceEnds(event.value));
     this.healTimer = setInterval(() => void (this.isLeader() && this.heal()), HEAL_INTERVAL_MS);
     this.pruneTimer = setInterval(() => void (this.isLeader() && this.prune()), PRUNE_INTERVAL_MS);

@@ -51,6 +51,11 @@ export class Healer {
     this.vanished.forget();
   }
 
+  /** A machine registered (the cluster watch): once it is gone, a pass looks for its jobs. */
+  sawMachine(machine: string): void {
+    this.vanished.saw(machine);
+  }
+
   /** Applies the self-healing plan: a `reschedule` deployment of the current release per service that lost units. */
   async pass(): Promise<void> {
     const { store, cluster, runner } = this.options;

@@ -4,8 +4,9 @@
 // its agent when a machine that was present is gone, so a listing is needed only then: the first
 // pass of a leadership (what happened before it is not known), a pass where a machine seen since the
 // last complete look is missing, and the passes after a look that left jobs of a machine still in
-// its renewal grace (to end them once it is lost), and at least every few minutes, for a machine
-// that came and went between two passes. Pure: the healer tells it what it saw and when.
+// its renewal grace (to end them once it is lost). A machine that registered and was lost between
+// two passes (a job placed on it in between) is told by the cluster watch's events (saw); and a
+// look comes at least every few minutes all the same. Pure: the healer tells it what it saw and when.
 
 /** The longest time between two looks. */
 export const LOOK_AT_LEAST_EVERY_MS = 5 * 60_000;
@@ -22,6 +23,11 @@ export class VanishedMachines {
     for (const machine of this.seen) if (!present.has(machine)) vanished = true;
     for (const machine of present) this.seen.add(machine);
     return vanished;
+  }
+
+  /** A machine registered between passes (the cluster watch's event): its loss is looked for too. */
+  saw(machine: string): void {
+    this.seen?.add(machine);
   }
 
   /**
