@@ -4,6 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { waitFor } from '../harness/wait.js';
+import { reapMachineNetwork } from '../harness/systemd-machines.js';
 
 // A test file that tap ends at its timeout removes what its harness started (DEVELOPERS: "also when
 // it fails"). tap sends SIGALRM, then SIGKILL 500 ms later; the harness exits on SIGALRM so its
@@ -12,6 +13,7 @@ import { waitFor } from '../harness/wait.js';
 // came first, and dockerd and the registry (whose handler came after) were left running.
 
 const fixture = fileURLToPath(new URL('../fixtures/timed-out-engine.js', import.meta.url));
+const machinesFixture = fileURLToPath(new URL('../fixtures/timed-out-machines.js', import.meta.url));
 
 /** Whether the process runs (a killed one may stay a zombie: its parent exited and PID 1 here may not reap). */
 const alive = (pid: number): boolean => {
@@ -60,4 +62,31 @@ t.test("a file ended as tap ends it at its timeout leaves no engine, container o
   t.equal(ofEngine(), '', "no process of the engine's (containerd, shims) is left");
   t.notOk(existsSync(engineDir), "the engine's directory is removed");
   t.notOk(await listening(registry), 'the registry is gone');
+});
+
+t.test('a file with machines booted with systemd, ended as tap ends it at its timeout, leaves no machine, cgroup, overlay or bridge', async (t) => {
+  // A machine-install.test run ended by its timeout left its three machines booted: the exit hook
+  // removed them in the process itself, and tap's SIGKILL came first (docs/test-machines.md).
+  const child = spawn(process.execPath, [machinesFixture], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let [stdout, stderr] = ['', ''];
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  await waitFor(() => stdout.includes('ready\n') || child.exitCode !== null, 300_000, { what: "the fixture's two machines" });
+  const made = JSON.parse(/^made (.*)$/m.exec(stdout)?.[1] ?? 'null') as { bridge: string; scratch: string; cgroups: string[] } | null;
+  if (!made) throw new Error(`the fixture did not boot its machines: ${stdout}${stderr}`);
+  /** Processes still in the machines' cgroups (nspawn, their systemd, Docker). */
+  const inCgroups = () => (spawnSync('sh', ['-c', 'for dir in "$@"; do [ -d "$dir" ] && find "$dir" -name cgroup.procs -exec cat {} +; done', 'sh', ...made.cgroups], { encoding: 'utf8' }).stdout ?? '').trim();
+  const mounted = () => readFileSync('/proc/self/mounts', 'utf8').includes(`${made.scratch}/`);
+  t.ok(inCgroups() !== '' && mounted(), 'the machines run');
+
+  child.kill('SIGALRM');
+  setTimeout(() => child.kill('SIGKILL'), 500);
+  await exited;
+  const gone = () => inCgroups() === '' && !mounted() && !existsSync(made.scratch) && made.cgroups.every((dir) => !existsSync(dir)) && !existsSync(`/sys/class/net/${made.bridge}`);
+  // Reported below, and what is left removed all the same.
+  await waitFor(gone, 30_000, { what: "the machines' processes, overlays, files, cgroups and bridge to be gone" }).catch(() => undefined);
+  const left = { processes: inCgroups(), overlays: mounted(), files: existsSync(made.scratch), cgroups: made.cgroups.filter((dir) => existsSync(dir)), bridge: existsSync(`/sys/class/net/${made.bridge}`) };
+  reapMachineNetwork(made);
+  t.same(left, { processes: '', overlays: false, files: false, cgroups: [], bridge: false }, 'nothing of the machines is left');
 });
