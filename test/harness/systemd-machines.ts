@@ -240,9 +240,17 @@ ip link del "$BRIDGE" 2>/dev/null
 true
 `;
 
+/** What MACHINES_REAPER is told of a network: its cgroups, scratch directory and bridge. */
+const reaperEnv = (made: { bridge: string; scratch: string; cgroups: string[] }): NodeJS.ProcessEnv => ({
+  PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+  CGROUPS: made.cgroups.join(' '),
+  SCRATCH: made.scratch,
+  BRIDGE: made.bridge,
+});
+
 /** Runs MACHINES_REAPER on a network's leftovers and waits for it (a test that checks the exit hook cleans up after itself with it). */
 export function reapMachineNetwork(made: { bridge: string; scratch: string; cgroups: string[] }): void {
-  spawnSync('sh', ['-c', MACHINES_REAPER], { stdio: 'ignore', env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', CGROUPS: made.cgroups.join(' '), SCRATCH: made.scratch, BRIDGE: made.bridge } });
+  spawnSync('sh', ['-c', MACHINES_REAPER], { stdio: 'ignore', env: reaperEnv(made) });
 }
 
 /** The machine networks not stopped yet, by scratch directory: what the exit hook hands to MACHINES_REAPER. */
@@ -255,11 +263,7 @@ function installMachinesExitHook(): void {
   exitHookInstalled = true;
   process.on('exit', () => {
     for (const [scratch, { cgroups, bridge }] of liveNetworks) {
-      spawn('sh', ['-c', MACHINES_REAPER], {
-        detached: true,
-        stdio: 'ignore',
-        env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', CGROUPS: cgroups.join(' '), SCRATCH: scratch, BRIDGE: bridge },
-      }).unref();
+      spawn('sh', ['-c', MACHINES_REAPER], { detached: true, stdio: 'ignore', env: reaperEnv({ scratch, cgroups, bridge }) }).unref();
     }
   });
 }

@@ -15,6 +15,32 @@ import { reapMachineNetwork } from '../harness/systemd-machines.js';
 const fixture = fileURLToPath(new URL('../fixtures/timed-out-engine.js', import.meta.url));
 const machinesFixture = fileURLToPath(new URL('../fixtures/timed-out-machines.js', import.meta.url));
 
+/** Runs a fixture: its output as it comes, and its exit. */
+function startFixture(path: string) {
+  const child = spawn(process.execPath, [path], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const output = { stdout: '', stderr: '' };
+  child.stdout.on('data', (chunk: Buffer) => (output.stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output.stderr += chunk.toString()));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  return { child, output, exited };
+}
+
+/** Waits for the fixture's `ready` line; a timeout or an early exit tells what it printed. */
+async function untilReady(fixture: ReturnType<typeof startFixture>, timeoutMs: number, what: string): Promise<string> {
+  const { child, output } = fixture;
+  await waitFor(() => output.stdout.includes('ready\n') || child.exitCode !== null, timeoutMs, { what }).catch((error: Error) => {
+    throw new Error(`${error.message}: ${output.stdout}${output.stderr}`);
+  });
+  return output.stdout;
+}
+
+/** Ends a fixture as tap ends a file at its timeout (@tapjs/core spawn.js): SIGALRM, then SIGKILL 500 ms later. */
+async function endAsTapTimeout(fixture: ReturnType<typeof startFixture>): Promise<void> {
+  fixture.child.kill('SIGALRM');
+  setTimeout(() => fixture.child.kill('SIGKILL'), 500);
+  await fixture.exited;
+}
+
 /** Whether the process runs (a killed one may stay a zombie: its parent exited and PID 1 here may not reap). */
 const alive = (pid: number): boolean => {
   const stat = existsSync(`/proc/${pid}/stat`) ? readFileSync(`/proc/${pid}/stat`, 'utf8') : '';
@@ -32,12 +58,8 @@ const listening = (host: string): Promise<boolean> =>
   });
 
 t.test("a file ended as tap ends it at its timeout leaves no engine, container or registry running", async (t) => {
-  const child = spawn(process.execPath, [fixture], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let [stdout, stderr] = ['', ''];
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  await waitFor(() => stdout.includes('ready\n') || child.exitCode !== null, 120_000, { what: `the fixture's engine, registry and container (stderr: ${stderr})` });
+  const engineFixture = startFixture(fixture);
+  const stdout = await untilReady(engineFixture, 120_000, "the fixture's engine, registry and container");
   const [, dockerdPid = '0', engineDir = '/nonexistent'] = /^dockerd (\d+) (\S+)$/m.exec(stdout) ?? [];
   const dockerd = Number(dockerdPid);
   /** Processes of the engine (containerd, shims) name its directory. */
@@ -46,10 +68,7 @@ t.test("a file ended as tap ends it at its timeout leaves no engine, container o
   const [, registry = '', registryPid = '0'] = /^registry (\S+) (\d+)$/m.exec(stdout) ?? [];
   t.ok(alive(dockerd) && alive(container) && (await listening(registry)), `all three run: ${stdout}`);
 
-  // As tap at a file's timeout (@tapjs/core spawn.js).
-  child.kill('SIGALRM');
-  setTimeout(() => child.kill('SIGKILL'), 500);
-  await exited;
+  await endAsTapTimeout(engineFixture);
   try {
     await waitFor(async () => !alive(dockerd) && !alive(container) && ofEngine() === '' && !existsSync(engineDir) && !(await listening(registry)), 30_000, {
       what: 'the engine, its containers, its directory and the registry to be gone',
@@ -67,22 +86,16 @@ t.test("a file ended as tap ends it at its timeout leaves no engine, container o
 t.test('a file with machines booted with systemd, ended as tap ends it at its timeout, leaves no machine, cgroup, overlay or bridge', async (t) => {
   // A machine-install.test run ended by its timeout left its three machines booted: the exit hook
   // removed them in the process itself, and tap's SIGKILL came first (docs/test-machines.md).
-  const child = spawn(process.execPath, [machinesFixture], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let [stdout, stderr] = ['', ''];
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  await waitFor(() => stdout.includes('ready\n') || child.exitCode !== null, 300_000, { what: "the fixture's two machines" });
+  const machines = startFixture(machinesFixture);
+  const stdout = await untilReady(machines, 300_000, "the fixture's two machines");
   const made = JSON.parse(/^made (.*)$/m.exec(stdout)?.[1] ?? 'null') as { bridge: string; scratch: string; cgroups: string[] } | null;
-  if (!made) throw new Error(`the fixture did not boot its machines: ${stdout}${stderr}`);
+  if (!made) throw new Error(`the fixture did not boot its machines: ${stdout}${machines.output.stderr}`);
   /** Processes still in the machines' cgroups (nspawn, their systemd, Docker). */
   const inCgroups = () => (spawnSync('sh', ['-c', 'for dir in "$@"; do [ -d "$dir" ] && find "$dir" -name cgroup.procs -exec cat {} +; done', 'sh', ...made.cgroups], { encoding: 'utf8' }).stdout ?? '').trim();
   const mounted = () => readFileSync('/proc/self/mounts', 'utf8').includes(`${made.scratch}/`);
   t.ok(inCgroups() !== '' && mounted(), 'the machines run');
 
-  child.kill('SIGALRM');
-  setTimeout(() => child.kill('SIGKILL'), 500);
-  await exited;
+  await endAsTapTimeout(machines);
   const gone = () => inCgroups() === '' && !mounted() && !existsSync(made.scratch) && made.cgroups.every((dir) => !existsSync(dir)) && !existsSync(`/sys/class/net/${made.bridge}`);
   // Reported below, and what is left removed all the same.
   await waitFor(gone, 30_000, { what: "the machines' processes, overlays, files, cgroups and bridge to be gone" }).catch(() => undefined);
