@@ -99,11 +99,14 @@ export class Healer {
     if (!this.vanished.mustLook(present, now)) return;
     const unfinished = (await listJobViews(this.options.store)).filter((job) => !finishedJobStates.has(job.state));
     const renewing = this.options.renewing(snapshot, unfinished.map((job) => job.machine));
+    /** Whether every job of a missing machine was ended (none waits on a machine still renewing). */
+    let settled = true;
     for (const job of unfinished) {
-      if (present.has(job.machine) || renewing.has(job.machine)) continue;
-      await endLostJob(this.options.store, job.id, `its machine ${job.machine} was lost`);
+      if (present.has(job.machine)) continue;
+      if (renewing.has(job.machine)) settled = false;
+      else await endLostJob(this.options.store, job.id, `its machine ${job.machine} was lost`);
     }
-    this.vanished.looked(present, !unfinished.some((job) => renewing.has(job.machine) && !present.has(job.machine)), now);
+    this.vanished.looked(present, settled, now);
   }
 
   /**

@@ -39,7 +39,7 @@ export class VanishedMachines {
     this.lookedAt = now;
   }
 
-  /** A new leadership, or a failed look: the next pass lists. */
+  /** A new leadership: the next pass lists. (A failed look needs nothing: the machine it looked for is still missing from `seen`'s view.) */
   forget(): void {
     this.seen = undefined;
   }
