@@ -8,7 +8,7 @@ import { waitFor } from '../harness/wait.js';
 
 // Issue 30 item 1: the test machines (test/harness/systemd-machines.ts). One machine, booted
 // twice (the reboot): systemd runs as its PID 1, its Docker engine runs a unit image from the
-// test registry with its memory limit enforced, `systemctl reboot` brings it back with its files,
+// test registry with its memory and CPU limits enforced, `systemctl reboot` brings it back with its files,
 // and nothing it made is left afterwards. Its boot times are printed (docs/test-machines.md).
 
 const network = await startMachineNetwork();
@@ -64,7 +64,27 @@ t.test('a container\'s memory limit is enforced in the machine', async (t) => {
     const { State } = await container.inspect();
     return State.Running ? undefined : State;
   }, 60_000, { what: 'the memory hog to be stopped' });
-  t.equal(state.OOMKilled, true, 'killed by the kernel at its limit');
+  t.equal(state.OOMKilled, true, `killed by the kernel at its limit (exit ${state.ExitCode}${state.Error ? `, ${state.Error}` : ''})`);
+  await container.remove({ force: true });
+});
+
+t.test('a container\'s CPU limit is enforced in the machine', async (t) => {
+  // A busy loop takes a whole CPU when nothing holds it back; at half a CPU its cgroup's usage
+  // over a few seconds of wall time stays near a half.
+  const image = `${registry.host}/${repository}:v1`;
+  const container = await machine.docker.createContainer({ Image: image, Cmd: ['/bin/sh', '-c', 'while :; do :; done'], HostConfig: { NanoCpus: 500_000_000 } });
+  await container.start();
+  const usage = async (): Promise<{ cpu: number; at: bigint }> => {
+    const stats = (await container.stats({ stream: false })) as { cpu_stats: { cpu_usage: { total_usage: number } } };
+    return { cpu: stats.cpu_stats.cpu_usage.total_usage, at: process.hrtime.bigint() };
+  };
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  const first = await usage();
+  await new Promise((resolve) => setTimeout(resolve, 4000));
+  const second = await usage();
+  const share = (second.cpu - first.cpu) / Number(second.at - first.at);
+  t.comment(`CPU used at --cpus 0.5: ${share.toFixed(2)} of one CPU`);
+  t.ok(share > 0.2 && share < 0.6, `the busy loop used ${share.toFixed(2)} of a CPU, held near its 0.5`);
   await container.remove({ force: true });
 });
 
