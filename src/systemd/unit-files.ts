@@ -129,6 +129,9 @@ function serviceSection(execStart: string, role: Role, program: 'serve' | 'annou
   return [
     '[Service]',
     'Type=exec',
+    // ExecStart= names it; empty unless the environment file sets it (which overrides this):
+    // systemd 257 (Debian 13) logs each unset variable ExecStart= names into the unit's journal.
+    ...(program === 'serve' ? [`Environment=${extraFlagsVariable(role)}=`] : []),
     `EnvironmentFile=${ENVIRONMENT_FILE}`,
     `ExecStart=${execStart}`,
     'Restart=always',
