@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { CronExpressionParser, type CronExpression } from 'cron-parser';
+import { createRequire } from 'node:module';
+import type { CronExpression, CronExpressionParser } from 'cron-parser';
 import type { ConcurrencyPolicy } from '../schemas/schedule.js';
 
 // Scheduled jobs, pure (docs/jobs.md "Scheduled jobs"): which tick of a cron schedule is due, what
@@ -20,8 +21,15 @@ export interface ScheduleSpec {
 
 const UTC = 'UTC';
 
+// cron-parser, with the luxon it loads, is 8.4 MiB of a process's memory: loaded by the first
+// schedule read or checked, not when the scheduler or directory starts (most clusters have no
+// schedule; issue 29's idle memory of each role). Its package is CommonJS, so it loads at once.
+let cronParser: typeof CronExpressionParser | undefined;
+const parser = (): typeof CronExpressionParser =>
+  (cronParser ??= (createRequire(import.meta.url)('cron-parser') as { CronExpressionParser: typeof CronExpressionParser }).CronExpressionParser);
+
 function expression(spec: ScheduleSpec, currentMs: number): CronExpression {
-  return CronExpressionParser.parse(spec.schedule, { currentDate: new Date(currentMs), tz: spec.timeZone ?? UTC });
+  return parser().parse(spec.schedule, { currentDate: new Date(currentMs), tz: spec.timeZone ?? UTC });
 }
 
 /** Why the schedule cannot be used, naming the field and the rule; undefined when it can. */

@@ -12,7 +12,9 @@ import { loadedPackages, packageHook as hook } from '../harness/package-hook.js'
 // An idle role loads only what it needs to start and to answer (issue 29: every role <= 100 MiB
 // idle). undici, for calls to agents, registries and notification endpoints, is loaded with the
 // first such call (src/http/undici-request.ts); an orchestrator, scheduler and agent that have
-// made none never load it. A resolve hook lists every package the process imports
+// made none never load it. cron-parser (with luxon, 8.4 MiB) is loaded by the first schedule read
+// or checked (src/schedules/schedule-plan.ts), so a directory and scheduler without one never
+// import it. A resolve hook lists every package the process imports
 // (test/harness/package-hook.ts).
 
 const cli = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
@@ -26,7 +28,7 @@ async function answers(url: string): Promise<boolean> {
   }
 }
 
-t.test('an idle orchestrator, scheduler and agent load no undici', async (t) => {
+t.test('an idle orchestrator, scheduler, directory and agent load no undici and no cron-parser', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'role-startup-'));
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   const ports = { orchestrator: await freePort(), scheduler: await freePort(), agent: await freePort(), directory: await freePort() };
@@ -56,4 +58,5 @@ t.test('an idle orchestrator, scheduler and agent load no undici', async (t) => 
   const loaded = loadedPackages(stderr);
   t.ok(loaded.includes('fastify') && loaded.includes('dockerode'), `the hook saw the roles' packages: ${loaded.join(', ')}`);
   t.notOk(loaded.includes('undici'), 'undici is not loaded');
+  t.notOk(loaded.includes('cron-parser') || loaded.includes('luxon'), 'cron-parser and luxon are not loaded');
 });
