@@ -11,6 +11,8 @@
 // state, so running one more than needed costs a little work and loses nothing.
 // Keys asked for in one turn of the event loop start in the next: a burst is one pass.
 
+import { doublingDelayMs } from './doubling-delay.js';
+
 export interface WorkQueueOptions {
   /** One pass of `key`. One that throws (or rejects) has failed. */
   run: (key: string) => Promise<void>;
@@ -150,7 +152,7 @@ export class WorkQueue {
         // A listener that fails must not stop the queue.
       }
       const retry = this.options.retry;
-      if (retry) this.addAfter(key, Math.min(retry.firstMs * 2 ** (failures - 1), retry.maxMs));
+      if (retry) this.addAfter(key, doublingDelayMs(failures, retry.firstMs, retry.maxMs));
     }
   }
 }

@@ -3,6 +3,7 @@ import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { ApiError, type OrchestratorClient } from './orchestrator-client.js';
 import { ClusterState } from './cluster-state.js';
 import type { Change, Snapshot } from '../schemas/events.js';
+import { doublingDelayMs } from '../doubling-delay.js';
 
 // The CLI's live copy of the cluster, fed by the orchestrator's event stream (GET /events) the way
 // the dashboard's is: the same ClusterState, a snapshot on every connection and one record per
@@ -78,7 +79,7 @@ export async function followCluster(client: OrchestratorClient, options: LiveOpt
       options.onReconnect?.((error as Error).message);
     }
     failures += 1;
-    await sleep(Math.min(5_000, 250 * 2 ** Math.min(failures, 5)), undefined, { signal: options.signal }).catch(() => undefined);
+    await sleep(doublingDelayMs(failures, 500, 5_000), undefined, { signal: options.signal }).catch(() => undefined);
   }
   return state;
 }

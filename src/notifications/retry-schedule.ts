@@ -4,6 +4,8 @@
 // pending delivery at once; given up once the next try would fall beyond `giveUpAfterMs` from the
 // delivery's creation (24 hours by default, as GitHub and Stripe keep trying for days, not weeks).
 
+import { doublingDelayMs } from '../doubling-delay.js';
+
 export interface RetryPolicy {
   firstRetryMs: number;
   maxRetryMs: number;
@@ -14,7 +16,7 @@ export const defaultRetryPolicy: RetryPolicy = { firstRetryMs: 10_000, maxRetryM
 
 /** The wait after the `attempts`-th failed attempt (1 for the first). `random` is in [0, 1). */
 export function retryDelayMs(policy: RetryPolicy, attempts: number, random: number): number {
-  const full = Math.min(policy.maxRetryMs, policy.firstRetryMs * 2 ** Math.min(attempts - 1, 40));
+  const full = doublingDelayMs(attempts, policy.firstRetryMs, policy.maxRetryMs);
   return Math.round(full / 2 + (full / 2) * random);
 }
 

@@ -19,6 +19,7 @@ import {
 } from 'etcd3';
 import type { EtcdSecurity } from './etcd-store.js';
 import type { Store } from './store.js';
+import { doublingDelayMs } from '../doubling-delay.js';
 
 /** The process cannot use etcd as configured; the message names etcd and the cause, never a password. */
 export class EtcdAccessError extends Error {
@@ -45,7 +46,7 @@ export const ETCD_WAIT_MAX_PAUSE_MS = 5_000;
 
 /** The pause after look number `look` (1-based) at an etcd that did not answer: 250 ms, 500 ms, 1 s, … at most 5 s. */
 export function etcdWaitPauseMs(look: number): number {
-  return Math.min(ETCD_WAIT_FIRST_PAUSE_MS * 2 ** Math.max(0, look - 1), ETCD_WAIT_MAX_PAUSE_MS);
+  return doublingDelayMs(look, ETCD_WAIT_FIRST_PAUSE_MS, ETCD_WAIT_MAX_PAUSE_MS);
 }
 
 /**

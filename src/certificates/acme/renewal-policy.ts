@@ -1,5 +1,6 @@
 import type { AcmeStatus } from '../../schemas/certificate.js';
 import type { CertificateEntry } from '../certificate-set.js';
+import { doublingDelayMs } from '../../doubling-delay.js';
 
 // When a gateway should order a host's certificate from ACME: pure, so the rules read in one place.
 // - a host an operator's certificate serves (its own or a wildcard) is left alone;
@@ -13,7 +14,7 @@ export const MAX_RETRY_MS = 3_600_000;
 export const renewAt = (entry: Pick<CertificateEntry, 'notBefore' | 'notAfter'>): number => entry.notBefore + ((entry.notAfter - entry.notBefore) * 2) / 3;
 
 /** The wait after `failures` failed orders in a row (1 or more). */
-export const retryDelayMs = (failures: number): number => Math.min(FIRST_RETRY_MS * 2 ** Math.max(0, failures - 1), MAX_RETRY_MS);
+export const retryDelayMs = (failures: number): number => doublingDelayMs(failures, FIRST_RETRY_MS, MAX_RETRY_MS);
 
 /** When the host should next be ordered (ms since the epoch); Infinity: never by ACME. */
 export function orderDueAt(serving: CertificateEntry | undefined, status: AcmeStatus | undefined): number {

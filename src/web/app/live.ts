@@ -1,6 +1,7 @@
 import { pageRequest, sessionHeaders } from './api.js';
 import type { ClusterState } from '../../client/cluster-state.js';
 import type { Change, Deployment, JournalEntry, Machine, Service, Snapshot, Unit } from './model.js';
+import { doublingDelayMs } from '../../doubling-delay.js';
 
 // The event stream (GET /events): a snapshot, then changes, applied to the cluster copy. It is
 // read with fetch rather than EventSource, which cannot send the session's proof header
@@ -66,7 +67,7 @@ export function connectLive(state: ClusterState, changed: () => void, linkChange
     }
     linkChanged('reconnecting');
     failures += 1;
-    setTimeout(() => void open(), Math.min(10_000, 500 * 2 ** Math.min(failures, 5)));
+    setTimeout(() => void open(), doublingDelayMs(failures, 1_000, 10_000));
   };
 
   linkChanged('connecting');
