@@ -190,10 +190,11 @@ export class Scheduler {
     cluster.onChange('drains', (event) => event.type === 'put' && this.isLeader() && void this.heal());
     cluster.onChange('machines', (event) => {
       if (event.type !== 'put') return;
-      this.healWhenEngineGraceEnds(event.value);
+      const machine = parsed<Machine>(event.value);
+      if (!machine) return;
+      this.healWhenEngineGraceEnds(machine);
       // Every machine registered, also one that comes and goes between two heal passes: its loss makes the next pass look for its jobs.
-      const machine = parsed<Machine>(event.value)?.id;
-      if (machine) this.healer?.sawMachine(machine);
+      if (machine.id) this.healer?.sawMachine(machine.id);
     });
     cluster.onChange('away', (event) => event.type === 'put' && this.healWhenMachineGraceEnds(event.value));
     this.healTimer = setInterval(() => void (this.isLeader() && this.heal()), HEAL_INTERVAL_MS);
@@ -207,8 +208,8 @@ export class Scheduler {
    * A machine that reports its engine gone is healed the moment its grace period ends, not at the
    * next 10 s check. One timer per outage start; a record without one (engine back) needs none.
    */
-  private healWhenEngineGraceEnds(value: string | undefined): void {
-    const since = parsed<Machine>(value)?.docker?.unreachableSince;
+  private healWhenEngineGraceEnds(machine: Partial<Machine>): void {
+    const since = machine.docker?.unreachableSince;
     if (since !== undefined) this.healAt(`engine ${since}`, Date.parse(since) + (this.engineGraceSeconds ?? defaultEngineGraceSeconds) * 1000);
   }
 
