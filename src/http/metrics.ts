@@ -1,4 +1,4 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 import type { FastifyInstance } from 'fastify';
 
 // Prometheus series, each served once per process. A process may run several roles, each on its
@@ -48,46 +48,88 @@ const DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5];
 
 const REQUESTS = 'platform_http_requests_total';
 const DURATION = 'platform_http_request_duration_seconds';
-type RequestLabel = 'role' | 'method' | 'route' | 'status';
-type DurationLabel = 'role' | 'route';
+
+/** One route's requests: counts by method and status, and the durations' buckets, count and sum. */
+interface RouteTally {
+  route: string;
+  byMethod: Map<string, Map<number, number>>;
+  /** Requests per DURATION_BUCKETS bound (not cumulative), the last for those above every bound. */
+  buckets: number[];
+  count: number;
+  sum: number;
+}
+
+type Sample = { metricName?: string; labels: Record<string, string | number>; sharedLabels?: Record<string, string>; value: number };
 
 /**
- * A role's request series (platform_http_requests_total, platform_http_request_duration_seconds) on
- * prom-client's Counter and Histogram. prom-client hashes and checks the label set on every call,
- * a labelled child's too (about 1.5 µs a call; issue 29), so a request is counted in a plain tally
- * that the Counter takes in when it is collected, at each scrape (prom-client's `collect`). The
- * duration is observed per request: a Histogram has no way to take many observations at once.
+ * A role's request series (platform_http_requests_total, platform_http_request_duration_seconds)
+ * as plain counts per route, turned into series when scraped, as the gateway's are
+ * (src/roles/gateway/gateway-metrics.ts). prom-client's Counter and Histogram hash and check the
+ * label set on every call, a labelled child's too: the histogram's observe alone was the largest
+ * item of a directory read's own CPU (issue 29). The text served is the same as theirs: the same
+ * names, help, labels in the same order, cumulative buckets ending in +Inf, then _sum and _count.
  */
 class RequestSeries {
-  /** Requests answered since the last scrape, by route, method and status. */
-  private readonly unscraped = new Map<string, { labels: Record<RequestLabel, string>; count: number }>();
-  private readonly durations = new Map<string, Histogram.Internal<DurationLabel>>();
+  private readonly routes = new Map<string, RouteTally>();
 
-  constructor(
-    private readonly role: string,
-    private readonly requests: Counter<RequestLabel>,
-    private readonly duration: Histogram<DurationLabel>,
-  ) {}
+  constructor(private readonly role: string) {}
 
   record(route: string, method: string, status: number, seconds: number): void {
-    const key = `${route} ${method} ${status}`;
-    const tally = this.unscraped.get(key);
-    if (tally) tally.count += 1;
-    else this.unscraped.set(key, { labels: { role: this.role, method, route, status: String(status) }, count: 1 });
-    let duration = this.durations.get(route);
-    if (!duration) this.durations.set(route, (duration = this.duration.labels(this.role, route)));
-    duration.observe(seconds);
+    let tally = this.routes.get(route);
+    if (tally === undefined) {
+      tally = { route, byMethod: new Map(), buckets: new Array<number>(DURATION_BUCKETS.length + 1).fill(0), count: 0, sum: 0 };
+      this.routes.set(route, tally);
+    }
+    let byStatus = tally.byMethod.get(method);
+    if (byStatus === undefined) tally.byMethod.set(method, (byStatus = new Map()));
+    byStatus.set(status, (byStatus.get(status) ?? 0) + 1);
+    let bucket = 0;
+    while (bucket < DURATION_BUCKETS.length && seconds > DURATION_BUCKETS[bucket]!) bucket += 1;
+    tally.buckets[bucket]! += 1;
+    tally.count += 1;
+    tally.sum += seconds;
   }
 
-  /** Adds the requests counted since the last scrape to the Counter. */
-  collect(): void {
-    for (const tally of this.unscraped.values()) {
-      if (tally.count === 0) continue;
-      this.requests.inc(tally.labels, tally.count);
-      tally.count = 0;
+  /** The counter's samples, as prom-client's Counter gives them (labels role, method, route, status). */
+  requests(): Sample[] {
+    const samples: Sample[] = [];
+    for (const { route, byMethod } of this.routes.values()) {
+      for (const [method, byStatus] of byMethod) {
+        for (const [status, count] of byStatus) samples.push({ labels: { role: this.role, method, route, status: String(status) }, value: count });
+      }
     }
+    return samples;
+  }
+
+  /** The histogram's samples, as prom-client's Histogram gives them: `le` first, then the series' labels. */
+  durations(): Sample[] {
+    const samples: Sample[] = [];
+    for (const { route, buckets, count, sum } of this.routes.values()) {
+      const labels = { role: this.role, route };
+      let cumulative = 0;
+      buckets.forEach((inBucket, index) => {
+        cumulative += inBucket;
+        samples.push({ metricName: `${DURATION}_bucket`, labels: { le: DURATION_BUCKETS[index] ?? '+Inf' }, sharedLabels: labels, value: cumulative });
+      });
+      samples.push({ metricName: `${DURATION}_sum`, labels, value: sum });
+      samples.push({ metricName: `${DURATION}_count`, labels, value: count });
+    }
+    return samples;
   }
 }
+
+/** A series prom-client's Registry serves as it serves its own metrics (it reads name, help, type and get()). */
+const seriesMetric = (name: string, help: string, type: 'counter' | 'histogram', values: () => Sample[]): Metric => {
+  const metric = {
+    name,
+    help,
+    type,
+    aggregator: 'sum',
+    get: () => ({ name, help, type, aggregator: 'sum', values: values() }),
+    reset: () => undefined,
+  };
+  return metric as unknown as Metric;
+};
 
 /** One RequestSeries per role registry: a second server of a role in this process (tests) counts into the same. */
 const requestSeries = new WeakMap<Registry, RequestSeries>();
@@ -96,15 +138,10 @@ export function observeRequests(server: FastifyInstance, role: string): void {
   const registry = roleRegistry(role);
   let series = requestSeries.get(registry);
   if (!series) {
-    const requests = new Counter<RequestLabel>({
-      name: REQUESTS,
-      help: 'HTTP requests answered, by role, method, route and status.',
-      labelNames: ['role', 'method', 'route', 'status'],
-      registers: [registry],
-      collect: () => series?.collect(),
-    });
-    const duration = new Histogram<DurationLabel>({ name: DURATION, help: 'HTTP request duration by role and route.', labelNames: ['role', 'route'], buckets: DURATION_BUCKETS, registers: [registry] });
-    requestSeries.set(registry, (series = new RequestSeries(role, requests, duration)));
+    const created = (series = new RequestSeries(role));
+    registry.registerMetric(seriesMetric(REQUESTS, 'HTTP requests answered, by role, method, route and status.', 'counter', () => created.requests()));
+    registry.registerMetric(seriesMetric(DURATION, 'HTTP request duration by role and route.', 'histogram', () => created.durations()));
+    requestSeries.set(registry, series);
   }
   const counted = series;
   // A callback hook, not an async one (a promise and a microtask per call).

@@ -1,9 +1,8 @@
 import t from 'tap';
 import { createRoleServer } from '../../src/http/server.js';
 
-// The request series every role serves (src/http/metrics.ts): prom-client's Counter, which takes
-// in the requests tallied since the last scrape when it is collected, and Histogram, served with the
-// labels, cumulative buckets, sum and count.
+// The request series every role serves (src/http/metrics.ts): plain counts per route, served as
+// prom-client serves a Counter and a Histogram: the labels, cumulative buckets, sum and count.
 
 t.test('a role serves its requests by method, route and status, and their durations by route', async (t) => {
   const server = await createRoleServer({ role: 'tallied', logger: false, access: { mode: 'none', listenerLoopback: true }, readiness: async () => ({}) });
