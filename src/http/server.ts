@@ -21,6 +21,7 @@ import { createLimitedServer, defaultConnectionLimits, type ConnectionLimits } f
 import { hostRequestRule } from './host-rule.js';
 import { installRequestRules } from './request-rules.js';
 import { serializersOnFirstUse, validatorOnFirstUse } from './schema-compilers.js';
+import { lazyRequestLogger } from './request-logger.js';
 
 export type RoleServer = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -66,6 +67,9 @@ export async function createRoleServer(options: RoleServerOptions): Promise<Role
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
     // Per-request lines would drown the log; metrics count requests instead.
     logController: new LogController({ disableRequestLogging: true }),
+    // A request's child logger is made when it first logs, not for every request (request-logger.ts).
+    // Without a logger Fastify hands requests its null logger itself, which costs nothing.
+    childLoggerFactory: options.logger === false ? undefined : lazyRequestLogger,
     forceCloseConnections: true,
     // Fastify's own timeouts are off by default; the server it listens with sets them all, and
     // answers the client errors its parser raises (naming the timeout a request hit).
