@@ -21,7 +21,7 @@ import { applyConfigPatch, assertConsistent } from './config-patch.js';
 import { reservedNames } from './reserved-names.js';
 import { assertRecordSize } from './record-size.js';
 import { cachedConfigFor, cachedWithConfigFor } from '../../auth/env-redaction.js';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { WriteLimits } from '../../auth/write-budget.js';
 import type { Quota } from '../../schemas/quota.js';
 import { assertWithinQuotas } from './quota-check.js';
@@ -76,6 +76,26 @@ const withDefaultMemory = (service: Service, memoryMB: number | undefined): Serv
   memoryMB === undefined || service.config.resources?.memoryMB !== undefined
     ? service
     : { ...service, config: { ...service.config, resources: { ...service.config.resources, memoryMB } } };
+
+/**
+ * One route's 200 reply of a record the watched cache holds (or of its cached redacted view), as
+ * the route's serializer writes it, made once per version of the record and sent as that text:
+ * the record does not change while its version lasts (decodeCached parses it once per version),
+ * so serializing it on every read, and measuring and copying the text the serializer pieces
+ * together, was work done again for nothing (issue 29). The same bytes and Content-Type as the
+ * serialized object. Per route: another route's schema writes the same object differently.
+ */
+function serializedOnce(): (reply: FastifyReply, view: object) => FastifyReply {
+  const texts = new WeakMap<object, string>();
+  return (reply, view) => {
+    let text = texts.get(view);
+    if (text === undefined) texts.set(view, (text = reply.serialize(view) as string));
+    return reply.type(JSON_TYPE).send(text);
+  };
+}
+
+/** Fastify's Content-Type of a serialized reply. */
+const JSON_TYPE = 'application/json; charset=utf-8';
 
 export function directoryRoutes(server: RoleServer, store: Store, services: PrefixCache, limits: WriteLimits, policy: ReservationPolicy): void {
   const cached = (name: string): Service | undefined => {
@@ -154,10 +174,11 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
     },
   );
 
+  const serviceText = serializedOnce();
   server.get(
     '/services/:name',
     { schema: { params: NameParams, response: { 200: Service, ...errorResponses } } },
-    async (request) => cachedWithConfigFor(request, request.params.name, find(request.params.name)),
+    async (request, reply) => serviceText(reply, cachedWithConfigFor(request, request.params.name, find(request.params.name))),
   );
 
   server.patch(
@@ -184,10 +205,11 @@ export function directoryRoutes(server: RoleServer, store: Store, services: Pref
     },
   );
 
+  const configText = serializedOnce();
   server.get(
     '/services/:name/config',
     { schema: { description: 'The next config.', params: NameParams, response: { 200: ServiceConfig, ...errorResponses } } },
-    async (request) => cachedConfigFor(request, request.params.name, find(request.params.name).config),
+    async (request, reply) => configText(reply, cachedConfigFor(request, request.params.name, find(request.params.name).config)),
   );
 
   server.patch(
