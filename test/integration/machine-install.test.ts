@@ -323,6 +323,11 @@ t.test('a reboot of all three brings the service back at its count, spread, with
     { intervalMs: 500, what: `${service} at 3 units over 3 machines, served by every gateway, within 60 s of the machines being up again` },
   ).catch((error: Error) => error);
   t.comment(`what the test saw after the reboot of all:\n${timeline.join('\n')}`);
+  if (Date.now() - bootedAt > 30_000) {
+    // Slow: what m1's etcd member and orchestrator did since its boot says where the time went.
+    const journal = await m1.run(['journalctl', '-b', '--no-pager', '-o', 'short-monotonic', '-u', 'etcd', '-u', 'orchestrator', '-u', 'service-directory']);
+    t.comment(`${m1.name}'s etcd, orchestrator and service directory since the boot:\n${journal.stdout.split('\n').slice(-80).join('\n')}`);
+  }
   t.equal(back, true, String(back));
   t.comment(`reboot of all → ${service} served again by every gateway: ${seconds(rebootAt)} (${seconds(bootedAt)} after the machines were up)`);
 });
