@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { writeFileAtomically } from '../../atomic-file.js';
 import { createSecureContext } from 'node:tls';
 import { join } from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
@@ -105,7 +106,7 @@ export class HaproxyCertificates {
     // Hosts that left while the gateway was down: their keys are not left on disk.
     const kept = new Set([this.paths.placeholder, ...[...wanted.keys()].map((host) => this.paths.fileOf(host))]);
     for (const file of readdirSync(this.dir)) if (!kept.has(join(this.dir, file))) rmSync(join(this.dir, file), { force: true });
-    writeFileSync(this.paths.crtList, crtListFile(wanted, this.paths), { mode: 0o600 });
+    writeFileAtomically(this.paths.crtList, crtListFile(wanted, this.paths), { mode: 0o600 });
     this.written = wanted;
   }
 
@@ -132,7 +133,7 @@ export class HaproxyCertificates {
     if (changes.length === 0) return [];
     // Files first: a reload or restart meanwhile starts from the new set.
     for (const change of changes) if (change.kind !== 'remove') this.writePem(change.host);
-    writeFileSync(this.paths.crtList, crtListFile(wanted, this.paths), { mode: 0o600 });
+    writeFileAtomically(this.paths.crtList, crtListFile(wanted, this.paths), { mode: 0o600 });
     this.written = wanted;
     const failures: string[] = [];
     for (const change of changes) {
@@ -176,7 +177,7 @@ export class HaproxyCertificates {
   }
 
   private writePem(host: string): void {
-    writeFileSync(this.paths.fileOf(host), `${pemBundle(this.certificates.find(host)!)}\n`, { mode: 0o600 });
+    writeFileAtomically(this.paths.fileOf(host), `${pemBundle(this.certificates.find(host)!)}\n`, { mode: 0o600 });
   }
 
   /**
@@ -194,7 +195,7 @@ export class HaproxyCertificates {
     } catch (error) {
       throw new Error(`HTTPS on the HAProxy data plane needs the openssl command for its placeholder certificate (Debian package openssl): ${(error as Error).message}`, { cause: error });
     }
-    writeFileSync(this.paths.placeholder, pemBundle({ chain: readFileSync(cert, 'utf8'), key: readFileSync(key, 'utf8') }) + '\n', { mode: 0o600 });
+    writeFileAtomically(this.paths.placeholder, pemBundle({ chain: readFileSync(cert, 'utf8'), key: readFileSync(key, 'utf8') }) + '\n', { mode: 0o600 });
     rmSync(key, { force: true });
     rmSync(cert, { force: true });
   }

@@ -1,5 +1,6 @@
 import { createServer, type AddressInfo } from 'node:net';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
+import { writeFileAtomically } from '../../atomic-file.js';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -337,12 +338,12 @@ export class HaproxyDataPlane implements DataPlane {
     this.state = reloaded(this.state, this.plan);
     const backends = backendConfigs(this.state);
     const files = this.files!;
-    writeFileSync(files.lua, connectionHeadersLua);
-    writeFileSync(files.routesMap, routesMapFile(backends));
-    writeFileSync(files.hostsMap, hostsMapFile(this.state.hosts));
-    writeFileSync(files.unitsMap, unitsMapFile(backends));
+    writeFileAtomically(files.lua, connectionHeadersLua);
+    writeFileAtomically(files.routesMap, routesMapFile(backends));
+    writeFileAtomically(files.hostsMap, hostsMapFile(this.state.hosts));
+    writeFileAtomically(files.unitsMap, unitsMapFile(backends));
     this.certificates?.writeAll();
-    writeFileSync(this.configFile, this.configText(backends));
+    writeFileAtomically(this.configFile, this.configText(backends));
   }
 
   /** HAProxy's configuration with these backends (with none: what a handover compares). */

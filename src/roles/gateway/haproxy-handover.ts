@@ -1,4 +1,5 @@
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
+import { writeFileAtomically } from '../../atomic-file.js';
 import type { HaproxyState } from './haproxy-slots.js';
 import type { CounterReading } from '../../metrics-history/counter-deltas.js';
 
@@ -51,7 +52,7 @@ export function writeHandover(file: string, handover: Handover): void {
     hosts: [...handover.state.hosts],
     certificates: handover.certificates,
   };
-  writeFileSync(file, JSON.stringify(stored), { mode: 0o600 });
+  writeFileAtomically(file, JSON.stringify(stored), { mode: 0o600 });
 }
 
 /** The handover a previous gateway left, removed as it is read (undefined if none, or unreadable). */
