@@ -142,6 +142,10 @@ function authenticateAndAuthorize(control: AccessControl, need: RouteAccess, req
     try {
       token = authenticate(control, request, reply);
     } catch (error) {
+      // Only a refused credential counts against its caller: a check the store could not answer
+      // (503 while etcd is away) is no failure of the caller's, or every client polling through an
+      // outage would be refused with 429 after it (issue 30's machines, after a reboot).
+      if (!(error instanceof HttpError && error.statusCode === 401)) throw error;
       return recordFailure(control, request, error);
     }
     request.caller = token;

@@ -235,6 +235,35 @@ t.test('under --auth none nothing is checked and readyz says so', async (t) => {
   t.match(String(bad), /--auth must be auto, token or none/);
 });
 
+t.test('a token check the store cannot answer (503) is no failed authentication: a client polling through an etcd outage is not limited after it', async (t) => {
+  // An etcd and an orchestrator of their own, so the outage touches no other case. Seen on the
+  // machines after a reboot (ci18): the test's poll got 503 while etcd came back, each counted as a
+  // failed authentication, and then 429 for a minute with its good token.
+  const own = await startEtcd();
+  const role = await serveRole('orchestrator', await freePort(), ['--etcd', own.url, '--announce-ttl', '3', '--auth', 'token']);
+  extra.push(role, own);
+  const secret = ((await call('POST', `${role.url}/tokens/bootstrap`)).body as { secret: string }).secret;
+  const url = `${role.url}/tokens`;
+  t.equal((await call('GET', url, secret)).status, 200);
+  own.freeze();
+  const statuses: number[] = [];
+  await waitFor(
+    async () => {
+      statuses.push((await call('GET', url, secret)).status);
+      // 25 answers of 503 pass the limit of 20 failures; a 429 ends the wait at once, failing below.
+      return statuses.filter((status) => status === 503).length >= 25 || statuses.includes(429);
+    },
+    60_000,
+    { intervalMs: 100, what: '25 answers of 503 (or a 429) while etcd hangs' },
+  ).finally(() => own.thaw());
+  t.same(statuses.filter((status) => status === 401 || status === 429), [], `no 401 or 429 while etcd hung (${statuses.length} calls)`);
+  const answered = await waitFor(async () => {
+    const status = (await call('GET', url, secret)).status;
+    return status === 503 ? undefined : status;
+  }, 30_000, { what: 'an answer other than 503 once etcd is back' });
+  t.equal(answered, 200, 'the good token is served once etcd is back, not refused as a client that failed');
+});
+
 t.test('an address that failed to authenticate 20 times in a minute gets 429 with Retry-After, even with a good token', async (t) => {
   // A role of its own: each process counts the failures it saw.
   const limited = await serveRole('scheduler', await freePort(), [...flags, '--auth', 'token']);
