@@ -16,7 +16,16 @@ export function exitOnSignals(): void {
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     process.once(signal, () => process.exit(128 + constants.signals[signal]));
   }
-  process.once('SIGALRM', () => setTimeout(() => process.exit(128 + constants.signals.SIGALRM), ALARM_REPORT_MS));
+  // Kept installed after the first SIGALRM, not once: tap raises SIGALRM in the process itself on
+  // its timeout message, and its parent sends another 500 ms after that message. A second one
+  // finding no listener of ours is re-raised by tap's signal-exit with its default action, which
+  // ends the process before the timer below, skipping every 'exit' handler (seen under load).
+  let alarmed = false;
+  process.on('SIGALRM', () => {
+    if (alarmed) return;
+    alarmed = true;
+    setTimeout(() => process.exit(128 + constants.signals.SIGALRM), ALARM_REPORT_MS);
+  });
 }
 
 /** Time left for the report of tap's own SIGALRM handler to be written out (tap's SIGKILL follows 500 ms after the signal). */
