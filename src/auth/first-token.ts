@@ -1,7 +1,8 @@
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Store } from '../store/store.js';
 import { bootstrapToken } from './tokens.js';
+import { writeFileDurably } from '../atomic-file.js';
 
 // `platform up` on a fresh store makes the first admin token and leaves it in a file only its
 // owner can read, so the secret never reaches a terminal's scrollback or a log.
@@ -16,9 +17,6 @@ export async function bootstrapIntoFile(store: Store, dataDir: string): Promise<
   const path = join(dataDir, FIRST_TOKEN_FILE);
   // A new file made 0600 from its first byte, then moved into place: a file an earlier store left
   // (perhaps readable by others) is replaced, never written into.
-  const fresh = `${path}.${process.pid}.tmp`;
-  await rm(fresh, { force: true });
-  await writeFile(fresh, `${issued.secret}\n`, { mode: 0o600, flag: 'wx' });
-  await rename(fresh, path);
+  await writeFileDurably(path, `${issued.secret}\n`, { mode: 0o600 });
   return path;
 }

@@ -1,10 +1,9 @@
-import { open, rename, rm } from 'node:fs/promises';
-import { dirname, basename, join } from 'node:path';
 import { machinePrefix, ROOT } from '../store/keys.js';
 import type { Store } from '../store/store.js';
 import { platformVersion } from '../platform-version.js';
 import type { BackupManifest } from '../schemas/backup.js';
 import { encodeBackup } from './backup-file.js';
+import { writeFileDurably } from '../atomic-file.js';
 
 // `platform backup create`: every key under /platform/ read at one store revision, less the keys
 // held under a lease. Those (announcements, unit statuses, the scheduler's leadership, ACME locks
@@ -32,20 +31,8 @@ export async function takeBackup(store: Store, now = new Date()): Promise<TakenB
 
 /**
  * Writes `text` to `path` readable by its owner only (the file holds token hashes, registry
- * passwords and certificate keys), through a temporary file in the same directory and a rename,
- * so `path` is either the old file or the whole new one.
+ * passwords and certificate keys), so `path` is either the old file or the whole new one.
  */
-export async function writePrivateFile(path: string, text: string): Promise<void> {
-  const temporary = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
-  const file = await open(temporary, 'wx', 0o600);
-  try {
-    await file.writeFile(text);
-    await file.sync();
-    await file.close();
-    await rename(temporary, path);
-  } catch (error) {
-    await file.close().catch(() => undefined);
-    await rm(temporary, { force: true });
-    throw error;
-  }
+export function writePrivateFile(path: string, text: string): Promise<void> {
+  return writeFileDurably(path, text, { mode: 0o600 });
 }

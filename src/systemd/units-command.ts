@@ -1,7 +1,8 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 import { Option, type Command } from 'commander';
 import { ConfigError } from '../config-error.js';
+import { writeFileDurably } from '../atomic-file.js';
 import { parseRoles } from '../role-names.js';
 import { authModes, type AuthMode } from '../auth/guard.js';
 import { defaultSettings, ENVIRONMENT_FILE, renderUnitFiles, type MachineSettings } from './unit-files.js';
@@ -117,9 +118,7 @@ async function writeUnitFiles(files: Map<string, string>, out: string | undefine
       continue;
     }
     await mkdir(join(path, '..'), { recursive: true });
-    const temporary = `${path}.${process.pid}.tmp`;
-    await writeFile(temporary, content, { mode: isEnv ? 0o600 : 0o644 });
-    await rename(temporary, path);
+    await writeFileDurably(path, content, { mode: isEnv ? 0o600 : 0o644 });
     done.push(`wrote ${path}`);
   }
   return done;

@@ -1,9 +1,9 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { writeFileAtomically } from '../../src/atomic-file.js';
+import { writeFileAtomically, writeFileDurably } from '../../src/atomic-file.js';
 
 // A reader in another process (HAProxy reading its configuration) sees a whole version of the file
 // or the one before, never a part, however it races the writer: the gateway's files, rewritten in
@@ -64,4 +64,15 @@ t.test('its mode, and no temporary file left, also when the write fails', async 
   t.equal(statSync(file).mode & 0o777, 0o600);
   t.throws(() => writeFileAtomically(join(dir, 'missing', 'file'), 'x'), /ENOENT/);
   t.same(readdirSync(dir).filter((name) => name.startsWith('.')), [], 'no .<name>.<pid>.<random> left');
+});
+
+t.test('the durable write: a file others could read is replaced by one only its owner reads, whole', async (t) => {
+  const file = join(dir, 'admin-token');
+  writeFileSync(file, 'old\n');
+  chmodSync(file, 0o644);
+  await writeFileDurably(file, 'new\n', { mode: 0o600 });
+  t.equal(readFileSync(file, 'utf8'), 'new\n');
+  t.equal(statSync(file).mode & 0o777, 0o600, 'a new file, not the old one written into');
+  await t.rejects(writeFileDurably(join(dir, 'missing', 'file'), 'x'), /ENOENT/);
+  t.same(readdirSync(dir).filter((name) => name.startsWith('.')), [], 'no temporary file left');
 });
