@@ -72,6 +72,8 @@ export interface TestHostsOptions {
    * stopped with the hosts.
    */
   etcd?: (hosts: TestHost[]) => Promise<{ urls: string[]; stop(): Promise<void> }>;
+  /** The default etcd's CPU niceness (EtcdOptions.nice). */
+  etcdNice?: number;
 }
 
 // What to remove when the process exits, whatever state the test left.
@@ -194,7 +196,7 @@ export async function startTestHosts(options: TestHostsOptions): Promise<TestHos
       etcdOnHosts = started;
       etcdUrls = started.urls;
     } else {
-      etcd = await startEtcd({ host: bridgeAddress });
+      etcd = await startEtcd({ host: bridgeAddress, ...(options.etcdNice === undefined ? {} : { nice: options.etcdNice }) });
       etcdUrls = [etcd.url];
     }
     flagsOf.current = ['--etcd', etcdUrls.join(','), '--insecure-registry', registry.host];

@@ -105,6 +105,11 @@ t.test('steps 2 and 3: certificates, and the three-member TLS etcd of the doc\'s
     copy(certificates.clientKey, '/etc/platform/etcd-client-key.pem');
     machine.writeFile('/etc/default/etcd', asMachine(i, block.text, (line) => line.startsWith('ETCD_INITIAL_CLUSTER=')));
   });
+  const priority = documentedBlock('mkdir -p /etc/systemd/system/etcd.service.d');
+  for (const machine of machines) {
+    const written = await machine.run(['sh', '-ec', priority.text], { timeoutMs: 30_000 });
+    t.equal(written.status, 0, `${machine.name}: etcd's priority drop-in of ${priority.file}\n${written.stderr}`);
+  }
   await Promise.all(
     machines.map((machine) =>
       machine.sh(
@@ -116,6 +121,7 @@ t.test('steps 2 and 3: certificates, and the three-member TLS etcd of the doc\'s
   for (const machine of machines) {
     const health = await machine.sh(`curl -sS --cacert /etc/platform/etcd-ca.pem --cert /etc/platform/etcd-client.pem --key /etc/platform/etcd-client-key.pem https://${machine.address}:2379/health`);
     t.match(JSON.parse(health), { health: 'true' }, `${machine.name}'s member answers over TLS`);
+    t.equal((await machine.sh('cut -d" " -f19 /proc/"$(systemctl show -P MainPID etcd)"/stat')).trim(), '-10', `${machine.name}'s member runs at nice -10`);
   }
 });
 
