@@ -9,7 +9,9 @@ import { readStoreSchema, refuseNewerSchema } from '../store/store-schema.js';
 import { STORE_SCHEMA_VERSION } from '../store/schema-version.js';
 import { platformVersion } from '../platform-version.js';
 import { componentVersionEntry } from '../store/records/component-versions.js';
-import type { Store } from '../store/store.js';
+import { StoreUnavailableError, type Store } from '../store/store.js';
+import { etcdWaitPauseMs } from '../store/etcd-access.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { TokenCache } from '../auth/token-cache.js';
 import { isLoopback } from '../auth/caller.js';
 import { FailureLimiter } from '../auth/failure-limiter.js';
@@ -67,6 +69,7 @@ export interface LaunchOptions {
 
 export async function launchRoles(config: PlatformConfig, options: LaunchOptions = {}): Promise<RunningPlatform> {
   const log = options.logger ?? createLogger(config);
+  const startedAt = Date.now();
   const store = await openStore({
     ...(config.etcd ? { etcd: config.etcd } : {}),
     etcdSecurity: config.etcdSecurity,
@@ -75,10 +78,31 @@ export async function launchRoles(config: PlatformConfig, options: LaunchOptions
     waitForEtcdMs: ROLE_START_ETCD_WAIT_MS,
     ...(options.signal ? { signal: options.signal } : {}),
   });
-  await checkStoreSchema(store, log).catch(async (error: unknown) => {
-    await store.close();
-    throw error;
-  });
+  // etcd answered, but a read of the start may still miss its deadline: a member that just took
+  // the lead, a machine whose thirty Node processes start at once. Exiting then had systemd start
+  // the process again 2 s later, paying Node's start again on cores already short of it (a
+  // gateway's start missed its deadline over and over under load, ci17): the start is tried again
+  // in this process instead, after what it had started is closed as for a restart.
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await startRoles(config, store, log);
+    } catch (error) {
+      const again = error instanceof StoreUnavailableError && !options.signal?.aborted && Date.now() - startedAt < ROLE_START_ETCD_WAIT_MS;
+      if (again) {
+        const pauseMs = etcdWaitPauseMs(attempt);
+        log.warn({ reason: error.message, attempt, pauseMs }, 'the store missed a deadline while the roles started; starting them again in this process');
+        const paused = await sleep(pauseMs, true, options.signal ? { signal: options.signal } : {}).catch(() => false);
+        if (paused) continue;
+      }
+      await store.close();
+      throw options.signal?.aborted ? options.signal.reason : error;
+    }
+  }
+}
+
+/** Starts the roles on an open store; on a failure, closes what it started (not the store) and throws. */
+async function startRoles(config: PlatformConfig, store: Store, log: Logger): Promise<RunningPlatform> {
+  await checkStoreSchema(store, log);
   const announcements = await LeasedKeys.start(store, config.announceTtlSeconds, log);
   const closers: Closer[] = [];
   const running: RunningRole[] = [];
@@ -135,10 +159,10 @@ export async function launchRoles(config: PlatformConfig, options: LaunchOptions
       running.push({ role, url: `http://${config.host === '0.0.0.0' ? config.advertiseHost : config.host}:${port}` });
     }
   } catch (error) {
-    // As a restart: systemd starts the unit again, and its next start adopts what this one took
-    // over. A gateway that stopped the HAProxy it had adopted left its ports refusing connections
+    // As a restart: the next start (launchRoles' next attempt in this process, or the process
+    // systemd starts again) adopts what this one took over. A gateway that stopped the HAProxy it had adopted left its ports refusing connections
     // until then: an upgrade's restart whose start missed a store deadline refused requests (issue 30).
-    await closeAll([...closers, () => announcements.close(), () => store.close()], 'restart');
+    await closeAll([...closers, () => announcements.close()], 'restart');
     throw error;
   }
   return {

@@ -2,6 +2,7 @@ import t from 'tap';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Etcd3 } from 'etcd3';
 import { enableEtcdAuth, etcdClientOptions, startEtcd } from '../harness/etcd.js';
 import { freePort } from '../harness/free-port.js';
@@ -141,5 +142,28 @@ t.test('a role started before its etcd serves once etcd comes up', async (t) => 
   t.teardown(() => late.stop());
   await waitFor(async () => (await http('GET', `http://127.0.0.1:${directoryPort}/readyz`).catch(() => ({ status: 0 }))).status === 200, 20_000, { what: 'the directory ready' });
   t.match(directory.output(), /etcd at http:\/\/127\.0\.0\.1:\d+: answers after \d+\.\d s of waiting/);
+  t.equal(directory.child.exitCode, null, 'it never exited');
+});
+
+t.test('a start whose reads miss etcd\'s deadline after etcd answered is tried again in the process, not ended', async (t) => {
+  // ci17: under load each gateway's start missed the 1.5 s deadline on a read after etcd had
+  // answered its first look, exited, and was started again by systemd over and over.
+  const stalling = await startEtcd();
+  t.teardown(() => stalling.stop());
+  const directoryPort = await freePort();
+  const directory = runPlatform(['serve', '--role', 'directory', '--port', String(directoryPort), '--etcd', stalling.url]);
+  t.teardown(() => directory.stop('SIGKILL'));
+  // Stalled 4 s (past the 1.5 s deadline and the 3 s bound of a watch's creation), answering
+  // 0.3 s, over and over: the start's look at etcd finds it in a window, a later read in a stall.
+  const until = Date.now() + 15_000;
+  while (Date.now() < until && directory.child.exitCode === null) {
+    stalling.freeze();
+    await sleep(4000);
+    stalling.thaw();
+    await sleep(300);
+  }
+  t.equal(directory.child.exitCode, null, `the process still runs after 15 s of a stalling etcd\n${directory.output()}`);
+  t.match(directory.output(), 'starting them again in this process', `a start missed a deadline and was tried again\n${directory.output()}`);
+  await waitFor(async () => (await http('GET', `http://127.0.0.1:${directoryPort}/readyz`).catch(() => ({ status: 0 }))).status === 200, 30_000, { what: 'the directory ready once etcd answers' });
   t.equal(directory.child.exitCode, null, 'it never exited');
 });
