@@ -1,4 +1,7 @@
+import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
+import { doublingDelayMs } from '../src/doubling-delay.js';
 import autocannon from 'autocannon';
 import type { ClusterUnit } from '../src/schemas/cluster.js';
 import { openStore } from '../src/store/open-store.js';
@@ -79,6 +82,46 @@ async function emptyEngine(host: TestHost): Promise<void> {
   await inGroups(containers, 25, (c) => host.engine.docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined));
 }
 
+/** Deploy requests answered 502/503 because etcd missed a role's deadline, and asked again. */
+let storeRefusals = 0;
+
+/**
+ * One deploy request, asked again (at most 5 times, 0.5 s then doubling) when the answer is the
+ * store missing its deadline, as a pipeline retries a 503: on these two cores, at 1,000 units,
+ * Docker's work alone kept etcd past the roles' 1.5 s deadline now and then (2026-11-29 and -30).
+ * Counted and reported; anything else fails the bench.
+ */
+async function deployAskingAgain(orchestrator: string, name: string, image: string): Promise<void> {
+  for (let attempt = 1; ; attempt += 1) {
+    const reply = await http('POST', `${orchestrator}/services/${name}/deploy`, { containerRepository: image });
+    if (reply.status === 200) return;
+    const storeMissed = (reply.status === 502 || reply.status === 503) && JSON.stringify(reply.body).includes('key-value store');
+    if (!storeMissed || attempt === 5) throw new Error(`deploying ${name}: ${reply.status} ${JSON.stringify(reply.body)}`);
+    storeRefusals += 1;
+    await sleep(doublingDelayMs(attempt, 500, 8000));
+  }
+}
+
+/** Tasks runnable and blocked right now (/proc/stat), not the load average's minutes-long decay. */
+function busyTasks(): number {
+  const stat = readFileSync('/proc/stat', 'utf8');
+  return Number(/^procs_running (\d+)$/m.exec(stat)?.[1]) + Number(/^procs_blocked (\d+)$/m.exec(stat)?.[1]);
+}
+
+/**
+ * Waits (at most 5 min) until the machine has settled: at most 4 tasks runnable or blocked in 5
+ * samples running. The floor's removal of 1,000 containers kept the kernel busy for minutes after
+ * it returned (load average 247), and the deploy timed after it would have paid for it.
+ */
+async function settled(what: string): Promise<void> {
+  const start = performance.now();
+  for (let quiet = 0; quiet < 5 && performance.now() - start < 5 * 60_000; ) {
+    quiet = busyTasks() <= 4 ? quiet + 1 : 0;
+    await sleep(1000);
+  }
+  progress(`settled before ${what} after ${seconds(performance.now() - start)} (load ${loadAverage()})`);
+}
+
 let cluster: TestHosts | undefined;
 const roles: Record<string, PlatformProcess & { url: string }> = {};
 let gateway: Gateway | undefined;
@@ -105,11 +148,7 @@ try {
   progress(`declaring ${SERVICES} services of ${UNITS} units`);
   await inGroups(names, 20, (name) => services.declare(name, UNITS));
   view = await watchCluster(orchestrator);
-  const deployAll = (among: readonly string[], image: string) =>
-    inGroups(among, 50, async (name) => {
-      const reply = await http('POST', `${orchestrator}/services/${name}/deploy`, { containerRepository: image });
-      if (reply.status !== 200) throw new Error(`deploying ${name}: ${reply.status} ${JSON.stringify(reply.body)}`);
-    });
+  const deployAll = (among: readonly string[], image: string) => inGroups(among, 50, (name) => deployAskingAgain(orchestrator, name, image));
   /** All of `among`'s units running, each of them the release `release` (none of another left). */
   const allOn = (release: number, among: readonly string[] = names) => (v: ClusterView) => {
     const units = ours(v.units, among);
@@ -143,6 +182,7 @@ try {
   // Deploy every service at once.
   const readsBefore = Object.fromEntries(await Promise.all(['directory', 'scheduler', 'orchestrator'].map(async (r) => [r, (await storeReads(roles[r]!.url)).requests] as const)));
   const ticksBefore = Object.fromEntries(Object.entries(rolePids()).map(([name, pid]) => [name, cpuTicks([pid])]));
+  await settled('the deploy');
   progress(`deploy: ${SERVICES} services at once`);
   const deployStart = performance.now();
   await deployAll(names, images[0]!);
@@ -222,6 +262,7 @@ try {
   }
 
   // Roll every service to the new image.
+  await settled('the roll');
   progress(`roll: ${SERVICES} services at once`);
   const rollStart = performance.now();
   await deployAll(names, images[1]!);
@@ -277,6 +318,7 @@ try {
   process.exitCode = 1;
 } finally {
   if (view) row('GET /events streams the orchestrator ended during the run (its store ping failed), reopened by the bench', String(view.reopened()));
+  row('deploy requests answered 502/503 because etcd missed a deadline, asked again by the bench', String(storeRefusals));
   console.log(`\nbench/scale.ts: ${SERVICES} services × ${UNITS} units on ${HOSTS} test hosts; load average at the end ${loadAverage()}; ${((performance.now() - began) / 60_000).toFixed(1)} min`);
   printTable(rows);
   view?.close();
