@@ -67,13 +67,15 @@ export interface EtcdOptions {
   clientPort?: number;
   /** Its CPU niceness (default 0): -10 gives it the CPU before the roles and engines, as docs/install.md's drop-in does on machines. */
   nice?: number;
+  /** Where its data directory is made (default the system's temporary directory): /dev/shm stands in for a disk of its own. */
+  dataParent?: string;
 }
 
 export async function startEtcd(options: EtcdOptions = {}): Promise<EtcdProcess> {
   assertEtcdInstalled();
   installExitHooks();
   const [clientPort, peerPort] = [options.clientPort ?? (await freePort()), await freePort()];
-  const dataDir = mkdtempSync(join(tmpdir(), 'platform-etcd-'));
+  const dataDir = mkdtempSync(join(options.dataParent ?? tmpdir(), 'platform-etcd-'));
   tempDirs.add(dataDir);
   // Beside the data directory, so deleting the data (a test of lost state) keeps the certificates.
   const tls = options.tls ? certificatesIn(`${dataDir}-tls`) : undefined;

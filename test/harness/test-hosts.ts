@@ -12,7 +12,7 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { startDockerd, type DockerEngine } from './docker.js';
-import { startEtcd, type EtcdProcess } from './etcd.js';
+import { startEtcd, type EtcdOptions, type EtcdProcess } from './etcd.js';
 import { exitOnSignals } from './exit-on-signal.js';
 import { freePort } from './free-port.js';
 import { runPlatform, waitHealthy, type PlatformProcess } from './platform.js';
@@ -72,8 +72,8 @@ export interface TestHostsOptions {
    * stopped with the hosts.
    */
   etcd?: (hosts: TestHost[]) => Promise<{ urls: string[]; stop(): Promise<void> }>;
-  /** The default etcd's CPU niceness (EtcdOptions.nice). */
-  etcdNice?: number;
+  /** The default etcd's niceness and data directory's place (EtcdOptions). */
+  etcdOptions?: Pick<EtcdOptions, 'nice' | 'dataParent'>;
 }
 
 // What to remove when the process exits, whatever state the test left.
@@ -196,7 +196,7 @@ export async function startTestHosts(options: TestHostsOptions): Promise<TestHos
       etcdOnHosts = started;
       etcdUrls = started.urls;
     } else {
-      etcd = await startEtcd({ host: bridgeAddress, ...(options.etcdNice === undefined ? {} : { nice: options.etcdNice }) });
+      etcd = await startEtcd({ ...options.etcdOptions, host: bridgeAddress });
       etcdUrls = [etcd.url];
     }
     flagsOf.current = ['--etcd', etcdUrls.join(','), '--insecure-registry', registry.host];
