@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -38,7 +39,10 @@ export async function measureConvergence(store: Store, gatewayPort: number, serv
   const b = await unitServer(toggled);
   const status = (instance: number, address: string, active: 'active' | 'deactivating') =>
     store.put(unitStatusKey('bench', `${service}-${instance}.service@x`), JSON.stringify({ unit: `${service}-${instance}.service`, service, instance, machine: 'bench', active, sub: 'running', address }));
-  await store.put(serviceKey(service), JSON.stringify({ name: service, loadBalanced: true, publicFacing: false }));
+  // A whole service record (the orchestrator's event stream reads its config), not only what the gateway reads.
+  const at = new Date().toISOString();
+  const record = { name: service, uuid: randomUUID(), description: '', containerImage: `bench.test/${service}`, autoDeploy: 'always', conflictsWith: '', loadBalanced: true, publicFacing: false, config: { numInstances: 2, ports: [], env: {} }, createdAt: at, updatedAt: at };
+  await store.put(serviceKey(service), JSON.stringify(record));
   await status(1, a.address, 'active');
   await status(2, b.address, 'deactivating');
   await waitFor(() => steady.length > 0, 20_000, { what: 'the steady unit to be routed' }).catch(() => undefined);

@@ -29,7 +29,8 @@ export function envValuesSeenBy(request: FastifyRequest): ((service: string) => 
 }
 
 const redactConfig = <C extends { env: Env }>(config: C): C => ({ ...config, env: redactEnv(config.env) });
-const redactRecord = <R extends { config: { env: Env } }>(record: R): R => ({ ...record, config: redactConfig(record.config) });
+/** A record holding a config (a service, a release) with its env values redacted. */
+export const redactRecord = <R extends { config: { env: Env } }>(record: R): R => ({ ...record, config: redactConfig(record.config) });
 
 /** The config of `service` as the caller may see it. */
 export const configFor = <C extends { env: Env }>(request: FastifyRequest, service: string, config: C): C =>

@@ -157,3 +157,21 @@ t.test('when etcd goes away the streams end and /events answers 503; once it is 
   t.teardown(() => again.close());
   t.match((await again.next('snapshot')).data, { services: { delta: { name: 'delta' } } }, 'the snapshot has what was written during the outage');
 });
+
+t.test('a service record the orchestrator cannot read (no config) is sent as it is and the hub goes on', async (t) => {
+  // bench/scale.ts wrote such a record ({name, loadBalanced, publicFacing}): redacting its env threw
+  // inside the watch's callback, which etcd3 rethrows, and the orchestrator process exited.
+  const stream = await openStream(url);
+  t.teardown(() => stream.close());
+  await stream.next('snapshot');
+  await store.put(serviceKey('bare'), JSON.stringify({ name: 'bare', loadBalanced: true, publicFacing: false }));
+  const bare = await stream.next('service');
+  t.match(bare.data, { key: 'bare', value: { name: 'bare' } });
+  await store.put(serviceKey('after'), JSON.stringify(service('after')));
+  t.match((await stream.next('service')).data, { key: 'after', value: { name: 'after' } }, 'the next change still comes');
+  const again = await openStream(url);
+  t.teardown(() => again.close());
+  t.match((await again.next('snapshot')).data, { services: { bare: { name: 'bare' }, after: { name: 'after' } } }, 'a new snapshot holds it too');
+  await store.delete(serviceKey('bare'));
+  await store.delete(serviceKey('after'));
+});

@@ -14,7 +14,7 @@ import { PrefixCache, decodeCached, type CachedValue } from '../../store/prefix-
 import type { Store, WatchEvent } from '../../store/store.js';
 import { assignmentRoot, deploymentPrefix, journalPrefix, machineDrainPrefix, machinePrefix, servicePrefix, unitStatusRoot } from '../../store/keys.js';
 import { joinMachine, joinUnit } from './cluster-view.js';
-import { envValuesSeenBy, redactEnv } from '../../auth/env-redaction.js';
+import { envValuesSeenBy, redactRecord } from '../../auth/env-redaction.js';
 import { untilCredentialsEnd } from '../../auth/credential-lifetime.js';
 import { MAX_EVENT_STREAMS, StreamLimit } from '../../http/stream-limit.js';
 
@@ -78,7 +78,12 @@ const STREAM_HEADERS = {
 };
 
 
-const redactService = (service: Service): Service => ({ ...service, config: { ...service.config, env: redactEnv(service.config.env) } });
+/**
+ * A service record with its env values redacted. The store is not this role's to trust: a record
+ * without a config (one written by hand, or by bench/scale.ts once) has no env to hide, and
+ * reading its env threw inside the watch's callback, which ended the orchestrator's process.
+ */
+const redactService = (service: Service): Service => ((service as Partial<Service>).config?.env ? redactRecord(service) : service);
 
 const frame = (kind: string, revision: number, data: unknown): string => `event: ${kind}\nid: ${revision}\ndata: ${JSON.stringify(data)}\n\n`;
 
