@@ -256,9 +256,12 @@ export class JobRunner {
     const status = (await container.inspect()).State.Status;
     // A stopped container cannot be attached to: what it wrote is in its log.
     const stdin = withStdin && status === 'created';
+    // Only an adopted running container needs what it wrote so far (`logs`): one not started yet
+    // has written nothing, and the engine's switch from the log's replay to the live stream is racy
+    // (moby#29285): a release command's two lines came twice in ci21's jobs.test.
     const stream = status === 'exited' || status === 'dead'
       ? await container.logs({ stdout: true, stderr: true, follow: true })
-      : await container.attach({ stream: true, stdout: true, stderr: true, logs: true, ...(stdin ? { stdin: true, hijack: true } : {}) });
+      : await container.attach({ stream: true, stdout: true, stderr: true, logs: status !== 'created', ...(stdin ? { stdin: true, hijack: true } : {}) });
     docker.modem.demuxStream(stream, text, text);
     const ended = new Promise<void>((resolve) => stream.once('end', resolve).once('close', resolve).once('error', () => resolve()));
     // Hijacked, the stream is the engine's connection itself, both ways (dockerode types it one way).
