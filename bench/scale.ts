@@ -130,8 +130,9 @@ function busyThreads(): number {
 
 /**
  * Waits (at most 5 min) until the machine has settled: at most 4 threads running, runnable or
- * blocked in 5 samples running (this process's sampling one of them). The floor's removal of 1,000 containers kept the kernel busy for minutes after
- * it returned (load average 247), and the deploy timed after it would have paid for it.
+ * blocked in 5 samples running (this process's sampling one of them). The floor's removal of
+ * 1,000 containers kept the kernel busy for minutes after it returned (load average 247), and the
+ * deploy timed after it would have paid for it.
  */
 async function settled(what: string): Promise<void> {
   const start = performance.now();

@@ -160,8 +160,9 @@ async function startRoles(config: PlatformConfig, store: Store, log: Logger): Pr
     }
   } catch (error) {
     // As a restart: the next start (launchRoles' next attempt in this process, or the process
-    // systemd starts again) adopts what this one took over. A gateway that stopped the HAProxy it had adopted left its ports refusing connections
-    // until then: an upgrade's restart whose start missed a store deadline refused requests (issue 30).
+    // systemd starts again) adopts what this one took over. A gateway that stopped the HAProxy it
+    // had adopted left its ports refusing connections until then: an upgrade's restart whose start
+    // missed a store deadline refused requests (issue 30).
     await closeAll([...closers, () => announcements.close()], 'restart');
     throw error;
   }
