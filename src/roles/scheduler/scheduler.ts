@@ -68,6 +68,12 @@ export interface SchedulerOptions {
 const HANDOFF_TIMEOUT_MS = 30_000;
 /** How soon a leader whose schema migration failed (a full disk, an unwritable --backup-dir) tries again. */
 const SCHEMA_RETRY_MS = 10_000;
+/**
+ * How soon a leader whose takeover failed part-way (a store read that missed its deadline) takes
+ * over again: until it has, handed-off requests go unanswered and the last leader's deployments
+ * wait (the heal pass would carry them on, but only 10 s later).
+ */
+const LEAD_RETRY_MS = 1_000;
 
 /** The periodic resync of self-healing, beside the watch events that trigger it. */
 const HEAL_INTERVAL_MS = 10_000;
@@ -129,7 +135,10 @@ export class Scheduler {
   private storeGraceUntil = 0;
   private stopHearingStore?: () => void;
   private renewalGraceTimer?: NodeJS.Timeout;
-  private schemaRetryTimer?: NodeJS.Timeout;
+  /** Takes over again after a takeover that failed part-way (a schema migration, a store read). */
+  private leadRetryTimer?: NodeJS.Timeout;
+  /** Counts elections won: a retry of a takeover is for the leadership it was made in, not a later one. */
+  private terms = 0;
   /** Heals due when a grace period ends: a machine's engine's (by outage start) or an away machine's. */
   private readonly graceTimers = new Map<string, NodeJS.Timeout>();
 
@@ -142,7 +151,11 @@ export class Scheduler {
       ttlSeconds: options.leaseTtlSeconds,
       log: options.log,
       events: {
-        elected: () => void this.lead(),
+        elected: () => {
+          this.terms++;
+          clearTimeout(this.leadRetryTimer);
+          void this.lead();
+        },
         deposed: () => {
           this.runner?.forget();
           this.scheduledRuns?.forget();
@@ -266,7 +279,7 @@ export class Scheduler {
     clearInterval(this.pruneTimer);
     clearTimeout(this.renewalGraceTimer);
     this.stopHearingStore?.();
-    clearTimeout(this.schemaRetryTimer);
+    clearTimeout(this.leadRetryTimer);
     for (const timer of this.graceTimers.values()) clearTimeout(timer);
     await this.leaderWork.close();
     await this.housekeeping.close();
@@ -342,8 +355,17 @@ export class Scheduler {
       await this.leading().resume();
       await this.heal();
     } catch (error) {
-      this.log.warn({ err: error }, 'taking over as leader failed part-way; the next event retries');
+      if (error instanceof FencedWriteError || error instanceof NotLeaderError) return; // deposed meanwhile: the next election takes over
+      this.log.warn({ err: error }, `taking over as leader failed part-way; trying again in ${LEAD_RETRY_MS / 1000} s`);
+      this.leadAgainIn(LEAD_RETRY_MS);
     }
+  }
+
+  /** Runs the takeover again after `delayMs`, if this scheduler still leads in the same term. */
+  private leadAgainIn(delayMs: number): void {
+    const term = this.terms;
+    clearTimeout(this.leadRetryTimer);
+    this.leadRetryTimer = setTimeout(() => void (this.terms === term && this.isLeader() && this.lead()), delayMs);
   }
 
   /**
@@ -357,7 +379,7 @@ export class Scheduler {
       return true;
     } catch (error) {
       this.log.error({ err: error }, `the store schema was not migrated; retrying in ${SCHEMA_RETRY_MS / 1000} s`);
-      this.schemaRetryTimer = setTimeout(() => void (this.isLeader() && this.lead()), SCHEMA_RETRY_MS);
+      this.leadAgainIn(SCHEMA_RETRY_MS);
       return false;
     }
   }

@@ -8,7 +8,7 @@ import { NotLeaderError } from '../leadership.js';
 import { acceptDeploy, acceptRollback, type AcceptedDeploy, type DeployTrigger } from './deploy.js';
 import type { RegistryClient } from './registry-client.js';
 import { getRelease } from '../../../store/records/releases.js';
-import { isInFlight, listDeployments, recordOutcome, recordPhase, recordStop, retryReschedule, serviceDeployments, startDeployment } from '../../../store/records/deployments.js';
+import { getDeployment, isInFlight, listDeployments, recordOutcome, recordPhase, recordStop, retryReschedule, serviceDeployments, startDeployment } from '../../../store/records/deployments.js';
 import type { PrefixCache } from '../../../store/prefix-cache.js';
 import { defaultBackoff } from '../healing/healing-backoff.js';
 import { rollOut, type RolloutOutcome } from './rollout.js';
@@ -23,7 +23,9 @@ import { KeyedQueue } from '../../../keyed-queue.js';
 // accepted deployments (and stops) one after another, and the rules between them. The newest
 // accepted work of a service supersedes anything older still queued or rolling out; a failed
 // deployment reverts to the last good release; deployments a previous leader left in flight are
-// resumed. The records of it all are written through src/store/records/deployments.ts.
+// resumed, and so is one in flight that nothing runs (a takeover that failed part-way, an outcome
+// the store refused), found by the heal pass. The records of it all are written through
+// src/store/records/deployments.ts.
 
 /** How long a rollout waits before it starts again after a store error. */
 const STORE_RETRY_MS = 500;
@@ -55,6 +57,14 @@ export class DeploymentRunner {
   private readonly latest = new Map<string, string>();
   /** Per reschedule: how long healing waits before it tries again should it fail (healing-backoff.ts). */
   private readonly retryDelays = new Map<string, number>();
+  /**
+   * The leadership this runner works for, counted up when it is lost: a rollout stops once its
+   * term has ended (even when this scheduler leads again by the time it looks) and records
+   * nothing, since the next term resumes the deployment from its record.
+   */
+  private term = 0;
+  /** Ids of the deployments queued or rolling out here: one is never queued twice. */
+  private readonly scheduled = new Set<string>();
   private closed = false;
   /** Every rollout's placements are checked and committed through it, one plan at a time. */
   private readonly applier: PlanApplier;
@@ -119,30 +129,58 @@ export class DeploymentRunner {
     });
   }
 
-  /** After an election: deployments left in flight are rolled out again from where the cluster stands. */
+  /**
+   * After an election: deployments left in flight are rolled out again from where the cluster
+   * stands. A rollout of the last term still winding down keeps its place in the queue, and the
+   * resumed one runs after it.
+   */
   async resume(): Promise<void> {
-    const { store } = this.options;
-    const inFlight = (await listDeployments(store)).filter(isInFlight);
-    const newestPerService = new Map<string, Deployment>();
-    for (const deployment of inFlight) if (!newestPerService.has(deployment.service)) newestPerService.set(deployment.service, deployment);
-    for (const deployment of inFlight) {
-      const release = await getRelease(store, deployment.service, deployment.release);
-      if (newestPerService.get(deployment.service) !== deployment || !release) {
-        await recordOutcome(store, deployment, 'superseded', 'superseded while the scheduler was down');
-        continue;
-      }
-      this.supersedeWith(deployment.service, deployment.id);
-      this.schedule(release, deployment);
+    const listed = await listDeployments(this.options.store);
+    for (const deployment of listed.filter(isInFlight)) await this.carryOn(deployment, listed);
+  }
+
+  /**
+   * At each heal pass (`listed` newest first): deployments in flight of services with no work
+   * here have no rollout (a takeover whose reads failed part-way, an outcome the store refused
+   * to record) and would stay in flight for ever, since healing leaves a service alone while its
+   * deployment is in flight. They are carried on as after an election. `listed` may be older than
+   * this runner's work, so the record is read again once the service is idle: a rollout records
+   * its outcome before it leaves the queue.
+   */
+  async resumeOrphans(listed: readonly Deployment[]): Promise<void> {
+    for (const deployment of listed.filter(isInFlight)) {
+      if (this.busy(deployment.service)) continue;
+      const current = await getDeployment(this.options.store, deployment.id);
+      if (!current || !isInFlight(current) || this.busy(deployment.service)) continue;
+      this.options.log.warn({ deployment: current.id, service: current.service, state: current.state }, 'a deployment in flight had no rollout; carrying it on');
+      await this.carryOn(current, listed);
     }
   }
 
-  /** Work for the service is queued or running: its rollout already converges on the target. */
-  busy(service: string): boolean {
-    return this.rollouts.busy(service);
+  /**
+   * Rolls out an in-flight deployment again if it is its service's newest record (`listed`:
+   * every deployment, newest first); one after which came another deployment or a stop ends superseded.
+   */
+  private async carryOn(deployment: Deployment, listed: readonly Deployment[]): Promise<void> {
+    const { store } = this.options;
+    const newest = listed.find((d) => d.service === deployment.service);
+    const release = newest?.id === deployment.id ? await getRelease(store, deployment.service, deployment.release) : undefined;
+    if (!release) {
+      await recordOutcome(store, deployment, 'superseded', 'superseded while the scheduler was down');
+      return;
+    }
+    this.supersedeWith(deployment.service, deployment.id);
+    this.schedule(release, deployment);
   }
 
-  /** Deposed: what this scheduler still runs stops as superseded; the next leader resumes it. */
+  /** Work for the service is being accepted, queued or running: its rollout already converges on the target. */
+  busy(service: string): boolean {
+    return this.accepting.busy(service) || this.rollouts.busy(service);
+  }
+
+  /** Deposed: what this scheduler still runs stops and records nothing; the next leader resumes it. */
   forget(): void {
+    this.term++;
     this.latest.clear();
     this.options.cluster.poke();
   }
@@ -159,7 +197,11 @@ export class DeploymentRunner {
     this.options.cluster.poke();
   }
 
-  private isCurrent = (deployment: Deployment) => (): boolean => !this.closed && this.options.isLeader() && this.latest.get(deployment.service) === deployment.id;
+  /** Whether the deployment is still its service's newest work, in the leadership term `term`. */
+  private isCurrent =
+    (deployment: Deployment, term: number) =>
+    (): boolean =>
+      !this.closed && this.term === term && this.options.isLeader() && this.latest.get(deployment.service) === deployment.id;
 
   /**
    * Queues the deployment's rollout after the service's work under way. `fresh`: it was just
@@ -167,17 +209,31 @@ export class DeploymentRunner {
    * and nothing was queued for the service, so no stop can come before it in the queue.
    */
   private schedule(release: Release, deployment: Deployment, fresh = false): void {
-    void this.rollouts.run(release.service, () => this.run(release, deployment, fresh)).finally(() => this.retryDelays.delete(deployment.id)).catch(async (error: Error) => {
-      if (error instanceof FencedWriteError || error instanceof NotLeaderError) return; // the new leader carries on
-      this.options.log.error({ err: error, deployment: deployment.id }, 'rollout failed');
-      await recordOutcome(this.options.store, deployment, 'failed', `scheduler error: ${error.message}`).catch(() => undefined);
-    });
+    if (this.scheduled.has(deployment.id)) return;
+    this.scheduled.add(deployment.id);
+    const term = this.term;
+    // The outcome of a rollout that threw is recorded inside the queue too: the service counts as
+    // busy until it is, so the heal pass never takes the deployment for one without a rollout.
+    void this.rollouts
+      .run(release.service, () =>
+        this.run(release, deployment, term, fresh).catch(async (error: Error) => {
+          if (error instanceof FencedWriteError || error instanceof NotLeaderError) return; // the new leader carries on
+          this.options.log.error({ err: error, deployment: deployment.id }, 'rollout failed');
+          await recordOutcome(this.options.store, deployment, 'failed', `scheduler error: ${error.message}`).catch(() => undefined);
+        }),
+      )
+      .finally(() => {
+        this.retryDelays.delete(deployment.id);
+        this.scheduled.delete(deployment.id);
+      });
   }
 
-  private async run(release: Release, deployment: Deployment, fresh = false): Promise<void> {
+  private async run(release: Release, deployment: Deployment, term: number, fresh = false): Promise<void> {
     const { store } = this.options;
-    if (!this.isCurrent(deployment)()) {
-      if (!this.closed) await recordOutcome(store, deployment, 'superseded', 'superseded by a newer deployment before it started');
+    const isCurrent = this.isCurrent(deployment, term);
+    const termEnded = () => this.closed || this.term !== term;
+    if (!isCurrent()) {
+      if (!termEnded()) await recordOutcome(store, deployment, 'superseded', 'superseded by a newer deployment before it started');
       return;
     }
     // Work queued behind a stop (a healing check or a deploy that raced it) is older than the stop's
@@ -187,16 +243,16 @@ export class DeploymentRunner {
       return;
     }
     // Before any unit is replaced: a release command that fails leaves the running units alone.
-    const command = await runReleaseCommand({ store, launcher: this.jobs, isCurrent: this.isCurrent(deployment) }, release, deployment);
+    const command = await runReleaseCommand({ store, launcher: this.jobs, isCurrent }, release, deployment);
     if (command.state === 'failed') return void (await recordOutcome(store, deployment, 'failed', command.reason));
     if (command.state === 'superseded') {
-      if (!this.closed && this.options.isLeader()) await recordOutcome(store, deployment, 'superseded', 'superseded by a newer deployment during its release command');
+      if (!termEnded()) await recordOutcome(store, deployment, 'superseded', 'superseded by a newer deployment during its release command');
       return;
     }
-    const outcome = await this.rollOutThroughStoreOutages(release, deployment);
-    // Shutting down or deposed: the next leader resumes it from the store.
-    if ((this.closed || !this.options.isLeader()) && outcome.state === 'superseded') return;
-    if (outcome.state === 'failed') return this.failOrRevert(release, deployment, outcome);
+    const outcome = await this.rollOutThroughStoreOutages(release, deployment, isCurrent);
+    // Shutting down or deposed (even if elected again since): the next term resumes it from the store.
+    if (termEnded() && outcome.state === 'superseded') return;
+    if (outcome.state === 'failed') return this.failOrRevert(release, deployment, outcome, term);
     const reason = outcome.state === 'succeeded' ? `${unitsWanted(release.config)} units run v${release.version}` : (outcome.reason ?? 'superseded by a newer deployment');
     await recordOutcome(store, deployment, outcome.state, reason);
   }
@@ -206,7 +262,7 @@ export class DeploymentRunner {
    * again from the cluster's state after a moment instead of failing the deployment, until its
    * progress deadline. The rollout is level-triggered, so starting again repeats nothing.
    */
-  private async rollOutThroughStoreOutages(release: Release, deployment: Deployment): Promise<RolloutOutcome> {
+  private async rollOutThroughStoreOutages(release: Release, deployment: Deployment, isCurrent: () => boolean): Promise<RolloutOutcome> {
     const { store, log, cluster } = this.options;
     const deadline = Date.now() + rolloutSettings(release.config).progressDeadlineSeconds * 1000;
     // The first phase is written while the rollout places the units, not before: the rollout waits
@@ -222,11 +278,11 @@ export class DeploymentRunner {
         });
         // A single-writer service's units are handed over one by one (handover.ts); the others roll.
         const roll = rolloutSettings(release.config).strategy === 'handover' ? handOver : rollOut;
-        const outcome = await roll({ store, log, cluster, applier: this.applier, isCurrent: this.isCurrent(deployment), phaseRecorded }, release, deployment);
+        const outcome = await roll({ store, log, cluster, applier: this.applier, isCurrent, phaseRecorded }, release, deployment);
         await phaseRecorded;
         return outcome;
       } catch (error) {
-        if (!(error instanceof StoreUnavailableError) || Date.now() >= deadline || !this.isCurrent(deployment)()) throw error;
+        if (!(error instanceof StoreUnavailableError) || Date.now() >= deadline || !isCurrent()) throw error;
         log.warn({ deployment: deployment.id, reason: error.message }, 'store unavailable during a rollout; starting it again');
         await new Promise((resolve) => setTimeout(resolve, STORE_RETRY_MS));
       }
@@ -234,12 +290,12 @@ export class DeploymentRunner {
   }
 
   /** With autoRevert the last succeeded release is deployed again; its units kept serving throughout. */
-  private async failOrRevert(release: Release, deployment: Deployment, outcome: Extract<RolloutOutcome, { state: 'failed' }>): Promise<void> {
+  private async failOrRevert(release: Release, deployment: Deployment, outcome: Extract<RolloutOutcome, { state: 'failed' }>, term: number): Promise<void> {
     const { store } = this.options;
     const previous = currentTarget((await serviceDeployments(store, this.options.deployments, release.service)).filter((d) => d.state === 'succeeded'));
     const good = previous && (await getRelease(store, release.service, previous.release));
     // Reverting to the release that just failed (a reschedule with nowhere to go) would only fail again.
-    if (!rolloutSettings(release.config).autoRevert || !good || good.version === release.version || !this.isCurrent(deployment)()) {
+    if (!rolloutSettings(release.config).autoRevert || !good || good.version === release.version || !this.isCurrent(deployment, term)()) {
       // A failed reschedule is tried again with backoff (one resumed after an election, at the first wait).
       const retryInMs = deployment.trigger === 'reschedule' ? (this.retryDelays.get(deployment.id) ?? defaultBackoff.firstMs) : undefined;
       await recordOutcome(store, deployment, 'failed', outcome.reason, { retryInMs });
@@ -248,6 +304,6 @@ export class DeploymentRunner {
     await recordOutcome(store, deployment, 'reverted', `${outcome.reason}; reverting to v${good.version}`);
     const revert = await startDeployment(store, good, 'revert');
     this.supersedeWith(release.service, revert.id);
-    await this.run(good, revert);
+    await this.run(good, revert, term);
   }
 }

@@ -22,6 +22,8 @@ export interface Rescheduler {
   busy(service: string): boolean;
   /** A reschedule of the release: a new one, or again the failed one of an episode. */
   reschedule(release: Release, why: string, retry: { episode?: Deployment; retryDelayMs: number }): Promise<void>;
+  /** Carries on the deployments in flight (of `listed`, newest first) that no rollout runs. */
+  resumeOrphans(listed: readonly Deployment[]): Promise<void>;
 }
 
 export interface HealerOptions {
@@ -62,6 +64,9 @@ export class Healer {
     const planned = Date.now();
     const snapshot = cluster.snapshot();
     const deployments = await listDeployments(store);
+    // A service whose deployment is in flight is the rollout's to converge, not healing's: one
+    // left without a rollout is carried on first, so it does not stay in flight for ever.
+    await runner.resumeOrphans(deployments);
     const declared = new Set(snapshot.services.map((service) => service.name));
     const instances = new Map<string, number>();
     const staying = new Set<string>();
