@@ -236,6 +236,17 @@ t.test('a machine holding four 100 MB units is lost while four more 100 MB servi
   for (const outcome of outcomes.filter((o) => o.state === 'failed')) t.match(outcome, { reason: /needs 100 MB; the most free on any machine is 50 MB/ });
 });
 
+t.test('twelve three-unit services deployed at the same instant on four machines: every machine takes nine units', async (t) => {
+  const c = await cluster(t, ['m1', 'm2', 'm3', 'm4'].map((id) => ({ id, units: 100 })));
+  const services = await Promise.all(Array.from({ length: 12 }, (_, i) => c.declare({ name: `even-${i}`, instances: 3 })));
+  const outcomes = await Promise.all(services.map(({ release, deployment }) => c.roll(release, deployment)));
+  t.ok(outcomes.every((o) => o.state === 'succeeded'), 'every service runs');
+  // Plans made side by side from one snapshot each chose the three least used machines, the same three.
+  const perMachine = ['m1', 'm2', 'm3', 'm4'].map((id) => [...c.assignments.values()].filter((a) => a.machine === id).length);
+  t.same(perMachine, [9, 9, 9, 9], `units per machine: ${perMachine.join(', ')}`);
+  t.same(c.violations, []);
+});
+
 /** A small seeded generator (mulberry32), so a failing round can be run again. */
 function random(seed: number): () => number {
   let state = seed >>> 0;

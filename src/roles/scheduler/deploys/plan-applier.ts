@@ -12,12 +12,14 @@ import { trace } from '../../../trace.js';
 import { placeJobIn, placedUnit, plannerMachine, serviceRules, type ClusterWatch } from '../cluster-snapshot.js';
 
 // The leader's one writer of unit placements, after Nomad's plan applier. Every rollout step
-// (a deploy, a reschedule that heals a lost machine, a drain) is a plan made from a snapshot; plans
-// of different services are made side by side, so two may each find the same free machine. The
+// (a deploy, a reschedule that heals a lost machine, a drain) is a plan made from a snapshot. The
 // applier takes plans one at a time: it checks each against the newest state (every service's
 // assignments, the machines, the drains; plan-check.ts), commits it in one transaction, and waits
 // until its own watch shows the commit, so the next plan is checked with these units counted. A
-// plan that no longer fits is refused, and its rollout plans again from the newer state.
+// plan that no longer fits is refused, and its rollout plans again from the newer state. A step
+// that places units is made in its turn (applyPlanned), from the state every earlier commit is
+// in: made side by side from one snapshot, each such plan fits, but all choose the same least
+// used machines (twelve three-unit services on four machines went 12, 12, 12, 0).
 //
 // What the transaction compares: the service's declaration (a changed or deleted declaration
 // means the plan is stale), and for each machine that gets a unit, that it is still not drained.
@@ -57,6 +59,15 @@ export class PlanApplier {
   /** Checks the plan against the newest state and commits it, or says why not. */
   apply(plan: Plan): Promise<PlanResult> {
     return this.queue.run(PLACEMENTS, () => this.checkAndCommit(plan));
+  }
+
+  /**
+   * Makes the plan in its turn, from the newest state (`plan` reads the cluster watch, which
+   * shows every plan committed before), then checks and commits it as `apply` does. Plans made
+   * side by side from one snapshot each fit, but all choose the same least used machine.
+   */
+  applyPlanned(plan: () => Plan): Promise<PlanResult> {
+    return this.queue.run(PLACEMENTS, () => this.checkAndCommit(plan()));
   }
 
   /**

@@ -3,7 +3,7 @@ import type { Store } from '../../../store/store.js';
 import type { Assignment, UnitStatus } from '../../../schemas/cluster.js';
 import type { Deployment, Release, UnitProgress } from '../../../schemas/release.js';
 import { rolloutSettings, unitsWanted, type RolloutSettings } from '../../../schemas/service.js';
-import { planRolloutStep, type RolloutUnit } from '../../../placement/rollout-step.js';
+import { planRolloutStep, type RolloutStep, type RolloutUnit } from '../../../placement/rollout-step.js';
 import { isRunning, slotOf, specHash, unitName } from '../../../units.js';
 import { evictedMachines, placedUnit, plannerMachine, serviceRules, type ClusterSnapshot, type ClusterWatch } from '../cluster-snapshot.js';
 import { rolloutRecorder, type RolloutRecorder } from '../../../store/records/deployments.js';
@@ -94,41 +94,20 @@ async function rollOutSteps(options: RolloutOptions, release: Release, deploymen
     if (!options.isCurrent()) return { state: 'superseded' };
     const declaration = cluster.declaration(release.service);
     if (!declaration) return { state: 'superseded', reason: `${release.service} is no longer declared` };
-    const snapshot = cluster.snapshot();
-    const ownRules = serviceRules({ name: release.service, conflictsWith: conflictsOf(snapshot, release.service), config: release.config });
-    const units = trackUnits(snapshot, release.service, readySince, settings);
-    const step = planRolloutStep({
-      service: release.service,
-      instances: unitsWanted(release.config),
-      spec,
-      maxSurge: settings.maxSurge,
-      maxUnavailable: settings.maxUnavailable,
-      units: units.map((u) => u.unit),
-      machines: snapshot.machines.map((machine) => plannerMachine(machine, snapshot.drained, snapshot.announcedPorts)),
-      cluster: snapshot.assignments.map(placedUnit),
-      rules: [...snapshot.services.filter((s) => s.name !== release.service).map(serviceRules), ownRules],
-    });
-    const own = new Set(units.map((u) => slotKey(u.assignment)));
-    const stray = snapshot.statuses.some((s) => s.service === release.service && !own.has(slotKey(s)));
-    if (step.complete && !stray) return { state: 'succeeded' };
+    const decide = (): RolloutDecision => decideStep(cluster.snapshot(), release, deployment, spec, settings, readySince, declaration);
+    let decision = decide();
+    if (decision.step.complete && !decision.stray) return { state: 'succeeded' };
 
-    const retired = new Set(step.retire);
-    const plan: Plan = {
-      service: release.service,
-      // Only while the declaration seen above still stands: units placed after a delete would be
-      // orphans, and a changed declaration means the snapshot is behind.
-      declaration: { key: declaration.key, modRevision: declaration.modRevision },
-      rules: ownRules,
-      retire: units.filter((u) => retired.has(u.unit)).map((u) => u.assignment),
-      // Units of the target spec from an earlier release keep running; they just join this release.
-      update: units
-        .filter((u) => !retired.has(u.unit) && u.assignment.spec === spec && u.assignment.release !== release.version)
-        .map((u) => ({ ...u.assignment, release: release.version, deployment: deployment.id })),
-      place: step.add.map((placement) => newAssignment(release, deployment, spec, settings, placement.instance, placement.machine)),
-    };
-    const changes = plan.retire.length + plan.update.length + plan.place.length;
+    let changes = changesOf(decision.plan);
     if (changes > 0) {
-      const applied = await options.applier.apply(plan);
+      // A step that places units is planned again inside the applier's queue, from the state
+      // every plan committed before it is in: plans made side by side from one snapshot would all
+      // pick the same least used machine and, though each fits, pile units there.
+      const applied = await options.applier.applyPlanned(() => {
+        if (decision.plan.place.length > 0) decision = decide();
+        return decision.plan;
+      });
+      changes = changesOf(decision.plan);
       if (!applied.applied) {
         // Another plan was committed first (or the declaration changed): plan again from the newer state.
         if (++refusals > MAX_REFUSALS) return { state: 'failed', reason: `its placement was refused ${refusals} times in a row as the cluster changed: ${applied.reason}` };
@@ -136,13 +115,15 @@ async function rollOutSteps(options: RolloutOptions, release: Release, deploymen
         continue;
       }
       refusals = 0;
-      if (!rolling) {
+      if (changes > 0 && !rolling) {
         rolling = true;
         await recorder.phase('rolling');
       }
-      await cluster.assignmentsCaughtUp(applied.revision);
+      if (applied.revision > 0) await cluster.assignmentsCaughtUp(applied.revision);
     }
 
+    const { step, units } = decision;
+    const retired = new Set(step.retire);
     const fresh = units.filter((u) => u.assignment.spec === spec && !retired.has(u.unit));
     const readyCount = fresh.filter((u) => u.unit.ready).length;
     if (readyCount > bestReady || step.retire.length > 0) {
@@ -174,6 +155,58 @@ async function rollOutSteps(options: RolloutOptions, release: Release, deploymen
     // Written changes come back through the watch; otherwise wake when a unit's minReadySeconds ends.
     if (changes === 0) await cluster.changedSince(seen, untilNextReady(fresh, readySince, settings));
   }
+}
+
+interface RolloutDecision {
+  units: TrackedUnit[];
+  step: RolloutStep;
+  /** Statuses of the service in slots it has no assignment for: old units still stopping. */
+  stray: boolean;
+  plan: Plan;
+}
+
+const changesOf = (plan: Plan): number => plan.retire.length + plan.update.length + plan.place.length;
+
+/** What the rollout does next from `snapshot` (pure but for readySince, which it keeps current). */
+function decideStep(
+  snapshot: ClusterSnapshot,
+  release: Release,
+  deployment: Deployment,
+  spec: string,
+  settings: RolloutSettings,
+  readySince: Map<string, number>,
+  declaration: { key: string; modRevision: number },
+): RolloutDecision {
+  const ownRules = serviceRules({ name: release.service, conflictsWith: conflictsOf(snapshot, release.service), config: release.config });
+  const units = trackUnits(snapshot, release.service, readySince, settings);
+  const step = planRolloutStep({
+    service: release.service,
+    instances: unitsWanted(release.config),
+    spec,
+    maxSurge: settings.maxSurge,
+    maxUnavailable: settings.maxUnavailable,
+    units: units.map((u) => u.unit),
+    machines: snapshot.machines.map((machine) => plannerMachine(machine, snapshot.drained, snapshot.announcedPorts)),
+    cluster: snapshot.assignments.map(placedUnit),
+    rules: [...snapshot.services.filter((s) => s.name !== release.service).map(serviceRules), ownRules],
+  });
+  const own = new Set(units.map((u) => slotKey(u.assignment)));
+  const stray = snapshot.statuses.some((s) => s.service === release.service && !own.has(slotKey(s)));
+  const retired = new Set(step.retire);
+  const plan: Plan = {
+    service: release.service,
+    // Only while the declaration seen above still stands: units placed after a delete would be
+    // orphans, and a changed declaration means the snapshot is behind.
+    declaration: { key: declaration.key, modRevision: declaration.modRevision },
+    rules: ownRules,
+    retire: units.filter((u) => retired.has(u.unit)).map((u) => u.assignment),
+    // Units of the target spec from an earlier release keep running; they just join this release.
+    update: units
+      .filter((u) => !retired.has(u.unit) && u.assignment.spec === spec && u.assignment.release !== release.version)
+      .map((u) => ({ ...u.assignment, release: release.version, deployment: deployment.id })),
+    place: step.add.map((placement) => newAssignment(release, deployment, spec, settings, placement.instance, placement.machine)),
+  };
+  return { units, step, stray, plan };
 }
 
 export const slotKey = (unit: { machine: string; unit: string; spec: string }): string => `${unit.machine}/${slotOf(unit)}`;
