@@ -73,14 +73,21 @@ type Part = keyof typeof prefixes;
 export class ClusterWatch {
   /** Bumped on every change any watch delivers, and by poke(): waiters compare against it. */
   private generation = 0;
-  private waiters: (() => void)[] = [];
+  /** The generation of the last change that concerns every service (a machine, a drain, a declaration, a poke). */
+  private everyServiceAt = 0;
+  /** Per service, the generation of the last change to one of its assignments or unit statuses. */
+  private readonly serviceAt = new Map<string, number>();
+  private waiters: { service: string | undefined; wake: () => void }[] = [];
 
   private constructor(
     private readonly caches: Record<Part, PrefixCache>,
     private readonly engineGraceMs: number,
     private readonly machineGraceMs: number,
   ) {
-    for (const cache of Object.values(caches)) cache.onChange(() => this.bump());
+    for (const [part, cache] of Object.entries(caches) as [Part, PrefixCache][]) {
+      const ofService = part === 'assignments' || part === 'statuses';
+      cache.onChange((event) => this.bump(ofService ? serviceOfSlotKey(event.key) : undefined));
+    }
   }
 
   static async start(store: Store, engineGraceSeconds = defaultEngineGraceSeconds, machineGraceMs = defaultMachineGraceMs): Promise<ClusterWatch> {
@@ -128,14 +135,24 @@ export class ClusterWatch {
     return this.generation;
   }
 
-  /** Resolves once something changed after `since` (at once if it already has), or after `timeoutMs`. */
-  changedSince(since: number, timeoutMs: number): Promise<void> {
-    if (this.generation > since) return Promise.resolve();
+  /**
+   * Resolves once something changed after `since` (at once if it already has), or after
+   * `timeoutMs`. With `service`, only what concerns it counts: its own units and statuses, and
+   * what concerns every service (machines, drains, declarations, a poke). A rollout waiting for
+   * its units woke at every unit change in the cluster: with 200 services rolling, each change
+   * planned 200 steps.
+   */
+  changedSince(since: number, timeoutMs: number, service?: string): Promise<void> {
+    const changedAt = service === undefined ? this.generation : Math.max(this.everyServiceAt, this.serviceAt.get(service) ?? 0);
+    if (changedAt > since) return Promise.resolve();
     return new Promise((resolve) => {
       const timer = setTimeout(resolve, timeoutMs);
-      this.waiters.push(() => {
-        clearTimeout(timer);
-        resolve();
+      this.waiters.push({
+        service,
+        wake: () => {
+          clearTimeout(timer);
+          resolve();
+        },
       });
     });
   }
@@ -159,12 +176,29 @@ export class ClusterWatch {
     return this.caches[part].values().map((entry) => decodeCached<T>(entry));
   }
 
-  private bump(): void {
+  /** A change of `service`'s units, or (undefined) one that concerns every service. */
+  private bump(service?: string): void {
     this.generation += 1;
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const wake of waiters) wake();
+    if (service === undefined) this.everyServiceAt = this.generation;
+    else this.serviceAt.set(service, this.generation);
+    const waking: (() => void)[] = [];
+    const waiting: typeof this.waiters = [];
+    for (const waiter of this.waiters) {
+      if (service === undefined || waiter.service === undefined || waiter.service === service) waking.push(waiter.wake);
+      else waiting.push(waiter);
+    }
+    this.waiters = waiting;
+    for (const wake of waking) wake();
   }
+}
+
+/**
+ * The service of an assignment's or a unit status's key, which ends in the unit's slot
+ * (`<service>-<instance>.service@<spec>`, src/units.ts); undefined for a key of another shape.
+ */
+export function serviceOfSlotKey(key: string): string | undefined {
+  const slot = key.slice(key.lastIndexOf('/') + 1);
+  return /^(.+)-\d+\.service@[^@]*$/.exec(slot)?.[1];
 }
 
 /** `announced`: ports of the roles' announcements, which count as platform ports on every machine (as PLATFORM_PORTS do). */

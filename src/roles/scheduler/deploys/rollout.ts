@@ -153,7 +153,7 @@ async function rollOutSteps(options: RolloutOptions, release: Release, deploymen
       return { state: 'failed', reason: `no progress within ${settings.progressDeadlineSeconds} s: ${detail}` };
     }
     // Written changes come back through the watch; otherwise wake when a unit's minReadySeconds ends.
-    if (changes === 0) await cluster.changedSince(seen, untilNextReady(fresh, readySince, settings));
+    if (changes === 0) await cluster.changedSince(seen, untilNextReady(fresh, readySince, settings), release.service);
   }
 }
 

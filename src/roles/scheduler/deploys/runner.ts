@@ -124,7 +124,7 @@ export class DeploymentRunner {
         const seen = cluster.now();
         const left = cluster.statuses().filter((status) => status.service === service);
         if (left.length === 0 || Date.now() > deadline) return left.map((status) => `${status.unit} on ${status.machine}`);
-        await cluster.changedSince(seen, deadline - Date.now());
+        await cluster.changedSince(seen, deadline - Date.now(), service);
       }
     });
   }
