@@ -3,10 +3,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EmbeddedStore } from '../../src/store/embedded-store.js';
-import { assignmentKey, machineDrainKey, unitStatusKey } from '../../src/store/keys.js';
+import { assignmentKey, machineDrainKey, machineKey, unitStatusKey } from '../../src/store/keys.js';
+import type { Machine } from '../../src/schemas/cluster.js';
 import { slotOf, unitName } from '../../src/units.js';
 import { ClusterWatch, serviceOfSlotKey } from '../../src/roles/scheduler/cluster-snapshot.js';
 import { sampleAssignment } from '../harness/assignment.js';
+import { waitFor } from '../harness/wait.js';
 
 // A rollout waits for changes of its own service's units (ClusterWatch.changedSince with a
 // service): with 200 services rolling, a wait that woke at every unit change in the cluster
@@ -54,4 +56,15 @@ t.test("another service's unit does not wake a service's wait; its own unit does
   await any;
   t.ok(Date.now() - started < 1000, 'a wait without a service wakes at any change');
   t.ok((await Promise.race([watch.changedSince(seen, 1500, 'beta').then(() => 'at once'), new Promise((r) => setTimeout(() => r('waited'), 50))])) === 'at once', 'a change already seen after `since` resolves at once');
+});
+
+t.test("a machine record rewritten for its count of units wakes no wait; one whose capacity changed wakes every service's", async (t) => {
+  const now = new Date().toISOString();
+  const machine: Machine = { id: 'm1', address: '127.0.0.1:1', host: '127.0.0.1', labels: {}, network: 'host', docker: { reachable: true }, capacity: { units: 10 }, unitCount: 0, startedAt: now, updatedAt: now };
+  const write = (record: Machine) => store.put(machineKey(record.id), JSON.stringify(record));
+  await write(machine);
+  await waitFor(() => watch.snapshot().machines.length === 1, 5000, { what: 'the watch to deliver the machine' });
+  t.ok((await waited('alpha', () => write({ ...machine, unitCount: 3, updatedAt: new Date().toISOString() }))) >= 1400, 'unitCount 0 → 3: the wait runs to its timeout');
+  t.ok((await waited('alpha', () => write({ ...machine, unitCount: 3, capacity: { units: 20 } }))) < 1000, 'capacity 10 → 20 wakes it');
+  t.ok((await waited('alpha', () => store.delete(machineKey('m1')))) < 1000, 'the machine gone wakes it');
 });

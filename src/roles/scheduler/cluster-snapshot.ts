@@ -85,9 +85,27 @@ export class ClusterWatch {
     private readonly machineGraceMs: number,
   ) {
     for (const [part, cache] of Object.entries(caches) as [Part, PrefixCache][]) {
-      const ofService = part === 'assignments' || part === 'statuses';
-      cache.onChange((event) => this.bump(ofService ? serviceOfSlotKey(event.key) : undefined));
+      if (part === 'assignments' || part === 'statuses') cache.onChange((event) => this.bump(serviceOfSlotKey(event.key)));
+      else if (part === 'machines') cache.onChange((event) => this.machineChanged(event));
+      else cache.onChange(() => this.bump());
     }
+  }
+
+  /** Per machine, its record less what an agent rewrites as its units come and go. */
+  private readonly machineShapes = new Map<string, string>();
+
+  /**
+   * An agent rewrites its machine record whenever its count of units changes: during a deploy of
+   * hundreds of units, that woke every waiting rollout hundreds of times though nothing placement
+   * reads (src/placement/) had changed.
+   */
+  private machineChanged(event: WatchEvent): void {
+    if (event.type === 'put' && event.value !== undefined) {
+      const shape = machineShape(event.value);
+      if (this.machineShapes.get(event.key) === shape) return;
+      this.machineShapes.set(event.key, shape);
+    } else this.machineShapes.delete(event.key);
+    this.bump();
   }
 
   static async start(store: Store, engineGraceSeconds = defaultEngineGraceSeconds, machineGraceMs = defaultMachineGraceMs): Promise<ClusterWatch> {
@@ -189,6 +207,16 @@ export class ClusterWatch {
     }
     this.waiters = waiting;
     for (const wake of waking) wake();
+  }
+}
+
+/** A machine record as placement and healing read it: without its count of units and when it was written. */
+function machineShape(value: string): string {
+  try {
+    const { unitCount: _count, updatedAt: _written, ...shape } = JSON.parse(value) as Machine;
+    return JSON.stringify(shape);
+  } catch {
+    return value;
   }
 }
 
