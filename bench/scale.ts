@@ -296,13 +296,20 @@ try {
   // Scheduler store reads for one service's deploy, with all the services, then half, then a quarter.
   const probe = names[0]!;
   let probeRelease = 2;
+  // The fewest of three deploys: the scheduler's other work (a heal pass every 10 s, the clean-up
+  // after the deletes below) reads the store too, and lands in one deploy's window or another.
   const readsPerDeploy = async (): Promise<string> => {
-    probeRelease += 1;
-    const before = await storeReads(roles.scheduler!.url);
-    await deployAll([probe], images[(probeRelease + 1) % 2]!); // the other image than the release before
-    await view!.until(allOn(probeRelease, [probe]), 120_000);
-    const after = await storeReads(roles.scheduler!.url);
-    return `${after.requests - before.requests} reads (${after.keys - before.keys} keys)`;
+    const counted: { requests: number; keys: number }[] = [];
+    for (let round = 0; round < 3; round++) {
+      probeRelease += 1;
+      const before = await storeReads(roles.scheduler!.url);
+      await deployAll([probe], images[(probeRelease + 1) % 2]!); // the other image than the release before
+      await view!.until(allOn(probeRelease, [probe]), 120_000);
+      const after = await storeReads(roles.scheduler!.url);
+      counted.push({ requests: after.requests - before.requests, keys: after.keys - before.keys });
+    }
+    const fewest = counted.reduce((a, b) => (b.requests < a.requests ? b : a));
+    return `${fewest.requests} reads (${fewest.keys} keys; of 3 deploys: ${counted.map((c) => c.requests).join(', ')})`;
   };
   const readsAt: string[] = [`${SERVICES} services: ${await readsPerDeploy()}`];
 
@@ -333,7 +340,7 @@ try {
     });
     readsAt.push(`${keep} services: ${await readsPerDeploy()}`);
   }
-  row(`scheduler store reads for one service's deploy (${UNITS} units), with the other services deployed`, readsAt.join('; '), '-', '-', 'independent of the number of services');
+  row(`scheduler store reads for one service's deploy (${UNITS} units), with the other services deployed, the fewest of 3`, readsAt.join('; '), '-', '-', 'independent of the number of services');
 } catch (error) {
   console.error(`scale bench failed: ${(error as Error).stack ?? error}${(error as Error).cause ? `\ncaused by: ${String((error as Error).cause)}` : ''}`);
   for (const [name, role] of Object.entries(roles)) console.error(`--- ${name} (exit ${role.child.exitCode ?? role.child.signalCode ?? 'running'}):\n${role.output()}`);
