@@ -318,15 +318,26 @@ try {
   const counts = hosts.map((host) => (current.body as ClusterUnit[]).filter((unit) => unit.machine === host.name && names.includes(unit.service)).length);
   const victim = hosts[counts.indexOf(Math.max(...counts))]!;
   progress(`partitioning ${victim.name} with ${Math.max(...counts)} units (units per host: ${counts.join(', ')})`);
+  const partitionedAt = Date.now();
   victim.partition();
   const lostAt = performance.now();
+  // Where the time goes: until the scheduler counts the host lost (its agent's lease, the TTL,
+  // then the first reschedule deployment), and from there until the units run elsewhere.
+  const noticed = view.until((v) => [...v.deployments.values()].some((d) => d.trigger === 'reschedule' && Date.parse(d.createdAt) >= partitionedAt), 10 * 60_000);
   const movedMs =
     (await view.until((v) => {
       const units = ours(v.units);
       return units.length === TOTAL && units.every((unit) => running(unit) && unit.machine !== victim.name);
     }, 10 * 60_000)) - lostAt;
+  const noticedMs = (await noticed) - lostAt;
   progress(`moved after ${seconds(movedMs)}`);
-  row(`one host lost (link down) with ${Math.max(...counts)} units → all running elsewhere`, seconds(movedMs), 'issue 29: 13 s for 40 units (once 37 s)', '-', '<= 15 s');
+  row(
+    `one host lost (link down) with ${Math.max(...counts)} units → all running elsewhere`,
+    `${seconds(movedMs)} (the first reschedule after ${seconds(noticedMs)}: the agent's lease TTL is 10 s)`,
+    'issue 29: 13 s for 40 units (once 37 s)',
+    '-',
+    '<= 15 s',
+  );
 
   // Half, then a quarter, of the services left (deleted in groups): the probe's deploy again.
   let remaining = names;
