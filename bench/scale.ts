@@ -86,7 +86,7 @@ async function emptyEngine(host: TestHost): Promise<void> {
 let storeRefusals = 0;
 
 /**
- * One deploy request, asked again (at most 5 times, 0.5 s then doubling) when the answer is the
+ * One deploy request, asked again (at most 8 times, 0.5 s then doubling up to 8 s: half a minute) when the answer is the
  * store missing its deadline, as a pipeline retries a 503: on these two cores, at 1,000 units,
  * Docker's work alone kept etcd past the roles' 1.5 s deadline now and then (2026-11-29 and -30).
  * Counted and reported; anything else fails the bench.
@@ -96,7 +96,7 @@ async function deployAskingAgain(orchestrator: string, name: string, image: stri
     const reply = await http('POST', `${orchestrator}/services/${name}/deploy`, { containerRepository: image });
     if (reply.status === 200) return;
     const storeMissed = (reply.status === 502 || reply.status === 503) && JSON.stringify(reply.body).includes('key-value store');
-    if (!storeMissed || attempt === 5) throw new Error(`deploying ${name}: ${reply.status} ${JSON.stringify(reply.body)}`);
+    if (!storeMissed || attempt === 8) throw new Error(`deploying ${name}: ${reply.status} ${JSON.stringify(reply.body)}`);
     storeRefusals += 1;
     await sleep(doublingDelayMs(attempt, 500, 8000));
   }
@@ -153,7 +153,11 @@ try {
   // the disk of its own etcd's hardware guide asks for: here the four engines share the machine's
   // one disk with it, and at 1,000 units their work kept etcd past the roles' 1.5 s deadline for
   // minutes (2026-11-29 and -30 runs; nice alone did not help), the deploys refused with 503s.
-  cluster = await startTestHosts({ count: HOSTS, agentEnv: { PLATFORM_MAX_UNITS: String(MAX_UNITS) }, etcdOptions: { nice: -10, dataParent: '/dev/shm' } });
+  // The engines at nice 5: creating 1,000 containers at once, dockerd, containerd and the kernel kept
+  // the roles (nice 0) from the CPU for seconds at a time, their store calls missed the 1.5 s
+  // deadline and etcd's client opened its circuit breaker (2026-11-30, 106 deploy requests
+  // answered 503). The floor runs on the same engines, so the ratios compare like with like.
+  cluster = await startTestHosts({ count: HOSTS, agentEnv: { PLATFORM_MAX_UNITS: String(MAX_UNITS) }, etcdOptions: { nice: -10, dataParent: '/dev/shm' }, engineNice: 5 });
   const hosts = cluster.hosts;
   for (const role of ['directory', 'scheduler', 'orchestrator']) roles[role] = await serveRole(role, await freePort(), cluster.flags, cluster.env);
   gateway = await startGateway('haproxy', cluster.flags);

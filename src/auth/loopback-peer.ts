@@ -62,22 +62,49 @@ function endsOfSsLine(line: string): { caller: string; listener: string } | unde
 interface Waiting {
   caller: string;
   listener: string;
+  /** Whether our end of the connection is still open: while it is, so is the caller's, on the same host. */
+  open: () => boolean;
+  /** `ss` listings this lookup has been through without its socket in them. */
+  misses: number;
   resolve: (identity: PeerIdentity) => void;
 }
+
+/**
+ * How many listings may miss a socket whose connection is still open before the caller counts as
+ * unknown. The kernel's socket dump is not atomic: sockets opened and closed beside it (units
+ * starting by the hundred, their health checks) can make a dump skip one that was there all along
+ * (seen at 1,000 units: a deploy from the operator's own shell refused as not local, 401).
+ */
+const LISTINGS = 3;
+
+/** The connections to a listening port (the callers' ends, as `ss` prints them), or why they could not be listed. */
+export type ListSockets = (port: number) => Promise<string[] | string>;
+
+const listWithSs: ListSockets = (port) => {
+  const args = ['-tnHe', '--cgroup', 'state', 'established', 'dport', '=', `:${port}`];
+  return new Promise((resolve) => {
+    execFile('ss', args, { timeout: 5000, maxBuffer: 64 * 1024 * 1024 }, (error, stdout) => {
+      resolve(error ? `ss (iproute2) failed: ${error.message}` : stdout.split('\n').filter((text) => text.trim() !== ''));
+    });
+  });
+};
 
 /**
  * One `ss` at a time per listening port answers every lookup waiting for it: a caller opening
  * connections by the thousand (a unit, say) makes at most two processes run, not thousands.
  */
-class PortLookups {
+export class PortLookups {
   private waiting: Waiting[] = [];
   private running = false;
 
-  constructor(private readonly port: number) {}
+  constructor(
+    private readonly port: number,
+    private readonly list: ListSockets = listWithSs,
+  ) {}
 
-  lookUp(caller: string, listener: string): Promise<PeerIdentity> {
+  lookUp(caller: string, listener: string, open: () => boolean = () => true): Promise<PeerIdentity> {
     return new Promise((resolve) => {
-      this.waiting.push({ caller, listener, resolve });
+      this.waiting.push({ caller, listener, open, misses: 0, resolve });
       if (!this.running) void this.run();
     });
   }
@@ -87,29 +114,24 @@ class PortLookups {
     while (this.waiting.length > 0) {
       const batch = this.waiting;
       this.waiting = [];
-      const lines = await this.sockets();
-      for (const { caller, listener, resolve } of batch) {
-        if (typeof lines === 'string') resolve(await ownerInProcNet(caller, listener, lines));
-        else {
-          const line = lines.find((text) => {
-            const ends = endsOfSsLine(text);
-            return ends?.caller === caller && ends.listener === listener;
-          });
-          resolve(line === undefined ? { unknown: 'the caller’s socket is gone' } : peerOfSsLine(line));
+      const lines = await this.list(this.port);
+      for (const waiting of batch) {
+        const { caller, listener, open, resolve } = waiting;
+        if (typeof lines === 'string') {
+          resolve(await ownerInProcNet(caller, listener, lines));
+          continue;
         }
+        const line = lines.find((text) => {
+          const ends = endsOfSsLine(text);
+          return ends?.caller === caller && ends.listener === listener;
+        });
+        if (line !== undefined) resolve(peerOfSsLine(line));
+        else if (!open()) resolve({ unknown: 'the caller’s socket is gone' });
+        else if (++waiting.misses < LISTINGS) this.waiting.push(waiting);
+        else resolve({ unknown: `the caller’s socket was in none of ${LISTINGS} listings of the kernel’s sockets` });
       }
     }
     this.running = false;
-  }
-
-  /** The connections to this port (the callers' ends), or why they could not be listed. */
-  private sockets(): Promise<string[] | string> {
-    const args = ['-tnHe', '--cgroup', 'state', 'established', 'dport', '=', `:${this.port}`];
-    return new Promise((resolve) => {
-      execFile('ss', args, { timeout: 5000, maxBuffer: 64 * 1024 * 1024 }, (error, stdout) => {
-        resolve(error ? `ss (iproute2) failed: ${error.message}` : stdout.split('\n').filter((text) => text.trim() !== ''));
-      });
-    });
   }
 }
 
@@ -157,7 +179,7 @@ function lookUp(socket: Socket): Promise<PeerIdentity> {
   let lookups = lookupsByPort.get(localPort);
   if (!lookups) lookupsByPort.set(localPort, (lookups = new PortLookups(localPort)));
   // The caller's end of the connection: its source is our peer, its destination our listener.
-  return lookups.lookUp(endpoint(remoteAddress, remotePort), endpoint(localAddress, localPort));
+  return lookups.lookUp(endpoint(remoteAddress, remotePort), endpoint(localAddress, localPort), () => !socket.destroyed && socket.readyState === 'open');
 }
 
 const IDENTITY = Symbol('loopbackPeer');

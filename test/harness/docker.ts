@@ -34,6 +34,8 @@ export interface DockerdOptions {
   bridge?: boolean;
   /** Registries (host:port or CIDR) pulled from over plain HTTP. */
   insecureRegistries?: string[];
+  /** Its CPU niceness, inherited by containerd, the shims and the containers (default: this process's). */
+  nice?: number;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -140,7 +142,8 @@ export async function startDockerd(options: DockerdOptions = {}): Promise<Docker
   const removeBridge = () => bridge && spawnSync('ip', ['link', 'del', bridge], { stdio: 'ignore' });
 
   const launch = async (): Promise<void> => {
-    const [command, args] = dockerdCommand(dir, socket, options, bridge);
+    const [dockerd, dockerdArgs] = dockerdCommand(dir, socket, options, bridge);
+    const [command, args] = options.nice === undefined ? [dockerd, dockerdArgs] : ['nice', ['-n', String(options.nice), dockerd, ...dockerdArgs]];
     const started = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     child = started;
     started.stdout?.pipe(log, { end: false });

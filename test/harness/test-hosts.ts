@@ -74,6 +74,8 @@ export interface TestHostsOptions {
   etcd?: (hosts: TestHost[]) => Promise<{ urls: string[]; stop(): Promise<void> }>;
   /** The default etcd's niceness and data directory's place (EtcdOptions). */
   etcdOptions?: Pick<EtcdOptions, 'nice' | 'dataParent'>;
+  /** The hosts' engines' niceness (DockerdOptions.nice). */
+  engineNice?: number;
 }
 
 // What to remove when the process exits, whatever state the test left.
@@ -183,7 +185,7 @@ export async function startTestHosts(options: TestHostsOptions): Promise<TestHos
       const address = `${prefix}.${10 + i}`;
       const outer = `pt${run}v${i}`;
       makeNamespace(name, address, bridge, outer);
-      engines.push({ name, address, outer, engine: await startDockerd({ netns: name, bridge: true, insecureRegistries: [`${prefix}.0/24`] }) });
+      engines.push({ name, address, outer, engine: await startDockerd({ netns: name, bridge: true, insecureRegistries: [`${prefix}.0/24`], ...(options.engineNice === undefined ? {} : { nice: options.engineNice }) }) });
     }
     const env: NodeJS.ProcessEnv = { PLATFORM_ALLOWED_REGISTRIES: bridgeAddress };
     const flagsOf = { current: [] as string[] };

@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
-import { containerOfCgroup, endOfProcNet, loopbackPeerOf, peerOfSsLine, uidOfProcNetLine } from '../../src/auth/loopback-peer.js';
+import { PortLookups, containerOfCgroup, endOfProcNet, loopbackPeerOf, peerOfSsLine, uidOfProcNetLine } from '../../src/auth/loopback-peer.js';
 
 // Which process is behind a loopback connection, read from `ss -tnHe --cgroup`: the parts that
 // tell a unit (any container) from the operator's own processes.
@@ -76,4 +76,24 @@ t.test('without ss (the container image has no iproute2) a caller is identified 
     const [socket] = await connections(t, host, 1);
     t.match(await loopbackPeerOf(socket!), { uid: process.getuid!(), container: undefined, cgroupUnseen: /ss \(iproute2\) failed/ }, host);
   }
+});
+
+t.test("a listing that skips a socket whose connection is still open is not the last word: the next listing is asked (seen at 1,000 units: 401 for the operator's own deploy)", async (t) => {
+  const line = 'ESTAB 0 0 127.0.0.1:45492 127.0.0.1:45319 uid:1000 ino:43191 sk:1001 cgroup:/user.slice/user-1000.slice <->';
+  // Listings as the kernel's dump gave them: the first one without the caller's socket.
+  const listings: string[][] = [[], [line]];
+  let asked = 0;
+  const lookups = new PortLookups(45319, async () => listings[Math.min(asked++, listings.length - 1)]!);
+  t.same(await lookups.lookUp('127.0.0.1:45492', '127.0.0.1:45319'), { uid: 1000, container: undefined }, 'found in the second listing');
+  t.equal(asked, 2);
+
+  asked = 0;
+  const closed = new PortLookups(45319, async () => (asked++, []));
+  t.same(await closed.lookUp('127.0.0.1:45492', '127.0.0.1:45319', () => false), { unknown: 'the caller’s socket is gone' }, 'a connection closed meanwhile: gone at the first miss');
+  t.equal(asked, 1);
+
+  asked = 0;
+  const never = new PortLookups(45319, async () => (asked++, []));
+  t.match(await never.lookUp('127.0.0.1:45492', '127.0.0.1:45319', () => true), { unknown: /in none of 3 listings/ }, 'an open connection missing from three listings is unknown');
+  t.equal(asked, 3);
 });
