@@ -76,10 +76,15 @@ async function inGroups<T>(items: readonly T[], size: number, each: (item: T) =>
   for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(each));
 }
 
-/** Every container of the engine removed (before it stops: dockerd stopping with hundreds of them outlasts its bound). */
+/**
+ * Every container of the engine removed (before it stops: dockerd stopping with hundreds of them
+ * outlasts its bound). Each removal gets a minute: a dockerd that "did not receive an exit event"
+ * leaves a removal "in progress" for ever, and the bench hung in its clean-up (2026-11-30); what
+ * is left goes with the engine's reaper.
+ */
 async function emptyEngine(host: TestHost): Promise<void> {
   const containers = await host.engine.docker.listContainers({ all: true });
-  await inGroups(containers, 25, (c) => host.engine.docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined));
+  await inGroups(containers, 25, (c) => Promise.race([host.engine.docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined), sleep(60_000)]));
 }
 
 /** Deploy requests answered 502/503 because etcd missed a role's deadline, and asked again. */
