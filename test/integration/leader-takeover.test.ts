@@ -7,6 +7,7 @@ import { pino } from 'pino';
 import { Etcd3 } from 'etcd3';
 import type { FastifyBaseLogger } from 'fastify';
 import { EtcdStore } from '../../src/store/etcd-store.js';
+import { StoreUnavailableError } from '../../src/store/store.js';
 import { assignmentRoot, deploymentKey, deploymentPrefix, schedulerLeaderKey } from '../../src/store/keys.js';
 import { Scheduler } from '../../src/roles/scheduler/scheduler.js';
 import { newDeploymentId } from '../../src/store/records/deployments.js';
@@ -94,8 +95,21 @@ async function declare(service: string, config: Record<string, unknown>): Promis
   if (configured.status !== 200) throw new Error(`configuring ${service}: ${JSON.stringify(configured.body)}`);
 }
 
+/** A deploy, asked again while the store is refused (as a pipeline asks again after a 503): etcd was just held still. */
 async function deploy(service: string, reference: string): Promise<string> {
-  const reply = await scheduler.deploy({ serviceName: service, containerRepository: reference, pushedAt: 0, triggeredAt: Date.now(), trigger: 'manual' });
+  const triggeredAt = Date.now();
+  const reply = await waitFor(
+    async () => {
+      try {
+        return await scheduler.deploy({ serviceName: service, containerRepository: reference, pushedAt: 0, triggeredAt, trigger: 'manual' });
+      } catch (error) {
+        if (error instanceof StoreUnavailableError) return undefined;
+        throw error;
+      }
+    },
+    30_000,
+    { what: `the scheduler to take the deploy of ${service}` },
+  );
   if (!reply.deployment) throw new Error(`deploying ${service}: ${JSON.stringify(reply)}`);
   return reply.deployment;
 }

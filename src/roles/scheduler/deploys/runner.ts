@@ -214,9 +214,16 @@ export class DeploymentRunner {
     const term = this.term;
     // The outcome of a rollout that threw is recorded inside the queue too: the service counts as
     // busy until it is, so the heal pass never takes the deployment for one without a rollout.
+    // A store error on the way (a read before the rollout, a record after it; the rollout's own
+    // are retried inside it) starts it again, as after an election, until its progress deadline:
+    // a takeover right after etcd stalled met the client's open circuit breaker and failed the
+    // deployment it was resuming.
+    const deadline = Date.now() + rolloutSettings(release.config).progressDeadlineSeconds * 1000;
+    let first = true;
+    const attempt = () => this.run(release, deployment, term, first && fresh).finally(() => (first = false));
     void this.rollouts
       .run(release.service, () =>
-        this.run(release, deployment, term, fresh).catch(async (error: Error) => {
+        this.throughStoreOutages(deployment, deadline, this.isCurrent(deployment, term), 'store unavailable while a deployment ran; starting it again', attempt).catch(async (error: Error) => {
           if (error instanceof FencedWriteError || error instanceof NotLeaderError) return; // the new leader carries on
           this.options.log.error({ err: error, deployment: deployment.id }, 'rollout failed');
           await recordOutcome(this.options.store, deployment, 'failed', `scheduler error: ${error.message}`).catch(() => undefined);
@@ -269,21 +276,28 @@ export class DeploymentRunner {
     // for it before the deployment's next record, so the records still read pending → pulling →
     // rolling, and the units are placed one round trip (a read and a compare-and-swap) sooner.
     let pulling: Promise<void> | undefined;
+    return this.throughStoreOutages(deployment, deadline, isCurrent, 'store unavailable during a rollout; starting it again', async () => {
+      const phaseRecorded = (pulling ??= recordPhase(store, deployment, 'pulling'));
+      // A failed write is written again when the rollout starts again.
+      phaseRecorded.catch(() => {
+        if (pulling === phaseRecorded) pulling = undefined;
+      });
+      // A single-writer service's units are handed over one by one (handover.ts); the others roll.
+      const roll = rolloutSettings(release.config).strategy === 'handover' ? handOver : rollOut;
+      const outcome = await roll({ store, log, cluster, applier: this.applier, isCurrent, phaseRecorded }, release, deployment);
+      await phaseRecorded;
+      return outcome;
+    });
+  }
+
+  /** Runs `attempt`, and again STORE_RETRY_MS after each store error, while the deployment is current and before `deadline`. */
+  private async throughStoreOutages<T>(deployment: Deployment, deadline: number, isCurrent: () => boolean, what: string, attempt: () => Promise<T>): Promise<T> {
     for (;;) {
       try {
-        const phaseRecorded = (pulling ??= recordPhase(store, deployment, 'pulling'));
-        // A failed write is written again when the rollout starts again.
-        phaseRecorded.catch(() => {
-          if (pulling === phaseRecorded) pulling = undefined;
-        });
-        // A single-writer service's units are handed over one by one (handover.ts); the others roll.
-        const roll = rolloutSettings(release.config).strategy === 'handover' ? handOver : rollOut;
-        const outcome = await roll({ store, log, cluster, applier: this.applier, isCurrent, phaseRecorded }, release, deployment);
-        await phaseRecorded;
-        return outcome;
+        return await attempt();
       } catch (error) {
         if (!(error instanceof StoreUnavailableError) || Date.now() >= deadline || !isCurrent()) throw error;
-        log.warn({ deployment: deployment.id, reason: error.message }, 'store unavailable during a rollout; starting it again');
+        this.options.log.warn({ deployment: deployment.id, reason: error.message }, what);
         await new Promise((resolve) => setTimeout(resolve, STORE_RETRY_MS));
       }
     }
