@@ -4,11 +4,16 @@ import type { PortMapping, Resources, Volume } from './schemas/service.js';
 /** `<service>-<instance>.service`, the unit's name and its container's name. */
 export const unitName = (service: string, instance: number): string => `${service}-${instance}.service`;
 
+const UNIT_NAME = /^(.*)-([1-9][0-9]*)\.service$/;
+
 /** The instance a unit name of `service` names; undefined when it names another service's unit. */
 export function instanceOf(service: string, unit: string): number | undefined {
-  const match = /^(.*)-([1-9][0-9]*)\.service$/.exec(unit);
+  const match = UNIT_NAME.exec(unit);
   return match?.[1] === service ? Number(match[2]) : undefined;
 }
+
+/** The service a unit name names; undefined for a name of another shape. */
+export const serviceOfUnit = (unit: string): string | undefined => UNIT_NAME.exec(unit)?.[1];
 
 /** Green in the dashboard: the unit runs (defined beside the state words, which the dashboard loads too). */
 export { isRunning } from './schemas/states.js';

@@ -7,6 +7,7 @@ import { announcedPorts, keepsUnitsWithVolumes, type Service } from '../../schem
 import type { PlacedUnit, PlannerMachine, ServiceRules } from '../../placement/planner.js';
 import { placeJob, type JobPlacement } from '../../placement/job-placement.js';
 import { defaultEngineGraceSeconds, defaultMachineGraceMs } from '../../config.js';
+import { serviceOfUnit } from '../../units.js';
 
 // What the scheduler plans from: every machine, assignment, service declaration, drain and unit
 // status, held in memory by store watches (PrefixCache) instead of re-read on a timer. Rollouts,
@@ -226,7 +227,8 @@ function machineShape(value: string): string {
  */
 export function serviceOfSlotKey(key: string): string | undefined {
   const slot = key.slice(key.lastIndexOf('/') + 1);
-  return /^(.+)-\d+\.service@[^@]*$/.exec(slot)?.[1];
+  const at = slot.indexOf('@');
+  return at < 0 ? undefined : serviceOfUnit(slot.slice(0, at));
 }
 
 /** `announced`: ports of the roles' announcements, which count as platform ports on every machine (as PLATFORM_PORTS do). */

@@ -58,7 +58,7 @@ export class PlanApplier {
 
   /** Checks the plan against the newest state and commits it, or says why not. */
   apply(plan: Plan): Promise<PlanResult> {
-    return this.queue.run(PLACEMENTS, () => this.checkAndCommit(plan));
+    return this.applyPlanned(() => plan);
   }
 
   /**

@@ -218,17 +218,18 @@ export class DeploymentRunner {
     // are retried inside it) starts it again, as after an election, until its progress deadline:
     // a takeover right after etcd stalled met the client's open circuit breaker and failed the
     // deployment it was resuming.
-    const deadline = Date.now() + rolloutSettings(release.config).progressDeadlineSeconds * 1000;
-    let first = true;
-    const attempt = () => this.run(release, deployment, term, first && fresh).finally(() => (first = false));
     void this.rollouts
-      .run(release.service, () =>
-        this.throughStoreOutages(deployment, deadline, this.isCurrent(deployment, term), 'store unavailable while a deployment ran; starting it again', attempt).catch(async (error: Error) => {
+      .run(release.service, () => {
+        // Counted from when its turn comes (it may wait behind the service's earlier work), as the rollout's own is.
+        const deadline = Date.now() + rolloutSettings(release.config).progressDeadlineSeconds * 1000;
+        let attempts = 0;
+        const attempt = () => this.run(release, deployment, term, fresh && attempts++ === 0);
+        return this.throughStoreOutages(deployment, deadline, this.isCurrent(deployment, term), 'store unavailable while a deployment ran; starting it again', attempt).catch(async (error: Error) => {
           if (error instanceof FencedWriteError || error instanceof NotLeaderError) return; // the new leader carries on
           this.options.log.error({ err: error, deployment: deployment.id }, 'rollout failed');
           await recordOutcome(this.options.store, deployment, 'failed', `scheduler error: ${error.message}`).catch(() => undefined);
-        }),
-      )
+        });
+      })
       .finally(() => {
         this.retryDelays.delete(deployment.id);
         this.scheduled.delete(deployment.id);
